@@ -1,0 +1,97 @@
+// Package audit records what happened to every tool call, as its own stream
+// apart from logging.
+//
+// An [Event] is one step of one call. A [Log] passes each event through its
+// redactors, then hands it to a [Sink]; [FileSink] appends JSON Lines to a
+// file. Redaction runs before anything is stored, and a redactor that fails
+// replaces the event with an opaque one, so a secret never reaches the sink:
+//
+//	sink, err := audit.OpenFile("audit.jsonl")
+//	...
+//	log := audit.NewLog(sink, &audit.LogOptions{Redactor: audit.NewSecrets(token)})
+//	log.Record(audit.Event{Kind: audit.CallRequested, Tool: "demo__echo"})
+package audit
+
+import (
+	"encoding/json"
+	"time"
+)
+
+// Kind names one step of a call.
+type Kind string
+
+// The steps of a call, in the order they can happen.
+const (
+	CallRequested         Kind = "call.requested"
+	ValidationPassed      Kind = "validation.passed"
+	ValidationFailed      Kind = "validation.failed"
+	ConfirmationRequested Kind = "confirmation.requested"
+	ConfirmationAccepted  Kind = "confirmation.accepted"
+	ConfirmationRejected  Kind = "confirmation.rejected"
+	CallExecuted          Kind = "call.executed"
+	CallErrored           Kind = "call.errored"
+	// RedactionFailed stands in for an event whose redaction failed; it
+	// keeps only where the event belonged, never its content.
+	RedactionFailed Kind = "redaction.failed"
+)
+
+// Event is one step of one tool call. Argument and result bytes are carried
+// only when the executor is told to log them; their sizes always are.
+type Event struct {
+	Time time.Time `json:"time"`
+	Kind Kind      `json:"kind"`
+	// Batch identifies the batch of calls the event belongs to; Index is the
+	// call's position in it, and CallID the caller's own id for it, if any.
+	Batch  string `json:"batch,omitempty"`
+	Index  int    `json:"index"`
+	CallID string `json:"call_id,omitempty"`
+	// Tool is the registered name; Source and Original say where it came
+	// from (for an MCP tool, the server and the server's own tool name).
+	Tool     string `json:"tool,omitempty"`
+	Source   string `json:"source,omitempty"`
+	Original string `json:"original,omitempty"`
+	Tier     string `json:"tier,omitempty"`
+	// Duration is how long the step took (validation, confirmation or
+	// execution), when the step takes time.
+	Duration    time.Duration `json:"-"`
+	ArgsBytes   int           `json:"args_bytes,omitempty"`
+	ResultBytes int           `json:"result_bytes,omitempty"`
+	// Reason classifies a failure; Error describes it.
+	Reason string `json:"reason,omitempty"`
+	Error  string `json:"error,omitempty"`
+	// Args and Result are present only when argument logging is on.
+	Args   json.RawMessage `json:"args,omitempty"`
+	Result json.RawMessage `json:"result,omitempty"`
+}
+
+// MarshalJSON writes the duration as fractional milliseconds, which reads
+// better in a log than nanoseconds.
+func (e Event) MarshalJSON() ([]byte, error) {
+	type plain Event
+	var ms *float64
+	if e.Duration > 0 {
+		v := float64(e.Duration.Microseconds()) / 1000
+		ms = &v
+	}
+	return json.Marshal(struct {
+		plain
+		DurationMS *float64 `json:"duration_ms,omitempty"`
+	}{plain(e), ms})
+}
+
+// UnmarshalJSON reads an event written by MarshalJSON.
+func (e *Event) UnmarshalJSON(b []byte) error {
+	type plain Event
+	var v struct {
+		plain
+		DurationMS *float64 `json:"duration_ms,omitempty"`
+	}
+	if err := json.Unmarshal(b, &v); err != nil {
+		return err
+	}
+	*e = Event(v.plain)
+	if v.DurationMS != nil {
+		e.Duration = time.Duration(*v.DurationMS * float64(time.Millisecond))
+	}
+	return nil
+}

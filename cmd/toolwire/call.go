@@ -1,0 +1,192 @@
+package main
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
+
+	"github.com/spf13/cobra"
+	"github.com/toolwire/toolwire/tool"
+)
+
+func newCallCommand(e *env, g *globalFlags) *cobra.Command {
+	var (
+		argsJSON string
+		yes      bool
+		asJSON   bool
+	)
+	cmd := &cobra.Command{
+		Use:   "call NAME [key=value ...]",
+		Short: "Call one tool through the executor",
+		Long: `Call one tool by its registered name (see "toolwire tools").
+
+Arguments come either as one JSON object (--args '{"text":"hi"}') or as
+key=value pairs. A value is read as JSON when it parses (n=2, tags=[1,2]),
+except for properties the tool's schema declares as strings, which keep the
+text as written (zip=02134).
+
+The arguments are validated against the tool's schema before anything is
+sent. A write or destructive tool asks for confirmation on the terminal,
+showing the validated arguments; --yes approves without asking. With no
+terminal and no --yes, such calls are refused.`,
+		Args: cobra.MinimumNArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			name, pairs := args[0], args[1:]
+			if argsJSON != "" && len(pairs) > 0 {
+				return &exitError{exitUsage, errors.New("give arguments either with --args or as key=value pairs, not both")}
+			}
+			var confirmer tool.Confirmer = &terminalConfirmer{in: e.stdin, out: e.stderr, interactive: e.isTerminal()}
+			if yes {
+				confirmer = approveAll{}
+			}
+			w, err := open(cmd.Context(), e, g, confirmer)
+			if err != nil {
+				return err
+			}
+			defer w.close()
+
+			raw := json.RawMessage(argsJSON)
+			if len(pairs) > 0 {
+				raw, err = pairsToJSON(w.registry, name, pairs)
+				if err != nil {
+					return &exitError{exitUsage, err}
+				}
+			}
+			ctx := tool.WithCaller(cmd.Context(), &progressPrinter{out: e.stderr})
+			res := w.executor.Call(ctx, name, raw)
+			if asJSON {
+				if err := printJSON(e, res); err != nil {
+					return err
+				}
+			} else {
+				printResult(e, res)
+			}
+			return resultError(name, res, w)
+		},
+	}
+	cmd.Flags().StringVar(&argsJSON, "args", "", "the arguments as one JSON object")
+	cmd.Flags().BoolVarP(&yes, "yes", "y", false, "approve a write or destructive call without asking")
+	cmd.Flags().BoolVar(&asJSON, "json", false, "print the whole result as JSON")
+	return cmd
+}
+
+// resultError maps an error result to the command's exit status.
+func resultError(name string, res *tool.Result, w *workspace) error {
+	if !res.IsError {
+		return nil
+	}
+	switch res.Reason {
+	case tool.ReasonDeclined:
+		return &exitError{exitDeclined, errors.New(res.Message)}
+	case tool.ReasonUnknownTool:
+		msg := res.Message
+		if len(w.failed) > 0 {
+			msg += fmt.Sprintf(" (%d server(s) failed to connect; see the warnings above)", len(w.failed))
+		}
+		return &exitError{exitUsage, errors.New(msg)}
+	case tool.ReasonInvalidArgs:
+		return &exitError{exitUsage, errors.New(res.Message)}
+	}
+	return &exitError{exitToolErr, fmt.Errorf("%s: %s", name, res.Message)}
+}
+
+// pairsToJSON builds the arguments object from key=value pairs. A value is
+// JSON when it parses as JSON, except where the tool's schema says the
+// property is a string.
+func pairsToJSON(reg *tool.Registry, name string, pairs []string) (json.RawMessage, error) {
+	strs := map[string]bool{}
+	if t, ok := reg.Lookup(name); ok {
+		strs = stringProperties(t.Schema())
+	}
+	obj := make(map[string]json.RawMessage, len(pairs))
+	for _, p := range pairs {
+		k, v, ok := strings.Cut(p, "=")
+		if !ok || k == "" {
+			return nil, fmt.Errorf("argument %q: want key=value", p)
+		}
+		if _, dup := obj[k]; dup {
+			return nil, fmt.Errorf("argument %q given twice", k)
+		}
+		if !strs[k] && json.Valid([]byte(v)) {
+			obj[k] = json.RawMessage(v)
+			continue
+		}
+		s, _ := json.Marshal(v)
+		obj[k] = s
+	}
+	return json.Marshal(obj)
+}
+
+// stringProperties returns the top-level properties the schema types as
+// strings and nothing else.
+func stringProperties(schema json.RawMessage) map[string]bool {
+	var s struct {
+		Properties map[string]struct {
+			Type any `json:"type"`
+		} `json:"properties"`
+	}
+	out := map[string]bool{}
+	if json.Unmarshal(schema, &s) != nil {
+		return out
+	}
+	for k, p := range s.Properties {
+		if p.Type == "string" {
+			out[k] = true
+		}
+	}
+	return out
+}
+
+// printResult prints the text blocks as they are and one line for each
+// other block. A result with no content but a structured value prints the
+// value.
+func printResult(e *env, res *tool.Result) {
+	if res.IsError {
+		// The reason goes with the exit status; the server's own text, if
+		// any, is shown in full here.
+		if text := res.Text(); text != "" && text != res.Message {
+			fmt.Fprintln(e.stderr, text)
+		}
+		return
+	}
+	for _, c := range res.Content {
+		switch c := c.(type) {
+		case *tool.Text:
+			fmt.Fprintln(e.stdout, c.Text)
+		case *tool.Image:
+			fmt.Fprintf(e.stdout, "[image %s, %d bytes]\n", c.MIMEType, len(c.Data))
+		case *tool.Audio:
+			fmt.Fprintf(e.stdout, "[audio %s, %d bytes]\n", c.MIMEType, len(c.Data))
+		case *tool.Resource:
+			size := len(c.Blob)
+			if size == 0 {
+				size = len(c.Text)
+			}
+			fmt.Fprintf(e.stdout, "[resource %s %s, %d bytes]\n", c.URI, c.MIMEType, size)
+		case *tool.ResourceLink:
+			fmt.Fprintf(e.stdout, "[link %s %s]\n", c.URI, c.Name)
+		}
+	}
+	if len(res.Content) == 0 && res.Structured != nil {
+		b, err := json.MarshalIndent(res.Structured, "", "  ")
+		if err == nil {
+			fmt.Fprintln(e.stdout, string(b))
+		}
+	}
+}
+
+func printJSON(e *env, v any) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+	var out bytes.Buffer
+	if err := json.Indent(&out, b, "", "  "); err != nil {
+		return err
+	}
+	out.WriteByte('\n')
+	_, err = e.stdout.Write(out.Bytes())
+	return err
+}

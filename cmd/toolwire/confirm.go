@@ -1,0 +1,103 @@
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"strings"
+	"sync"
+
+	"github.com/toolwire/toolwire/tool"
+)
+
+// errNoTerminal is why a call that needs confirmation is refused when
+// nobody is there to ask.
+var errNoTerminal = errors.New("no terminal to ask for confirmation (pass --yes to approve)")
+
+// terminalConfirmer asks on the terminal before a write or destructive call,
+// showing the tool, its tier, its description and the validated arguments.
+// Only an explicit "y" or "yes" approves.
+type terminalConfirmer struct {
+	in          io.Reader
+	out         io.Writer
+	interactive bool
+
+	mu     sync.Mutex // one question at a time
+	reader *bufio.Reader
+}
+
+func (c *terminalConfirmer) Confirm(ctx context.Context, call tool.PendingCall) (bool, error) {
+	if !c.interactive {
+		return false, errNoTerminal
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.reader == nil {
+		c.reader = bufio.NewReader(c.in)
+	}
+	fmt.Fprintf(c.out, "\n%s is a %s tool.\n", call.Name, call.Tier)
+	if d := strings.TrimSpace(call.Description); d != "" {
+		fmt.Fprintf(c.out, "  %s\n", oneLine(d, 200))
+	}
+	fmt.Fprintf(c.out, "Arguments:\n%s\n", indentJSON(call.Args))
+	fmt.Fprintf(c.out, "Run it? [y/N] ")
+
+	// The read runs apart so that a cancelled context (Ctrl-C) ends the
+	// wait; the goroutine ends when the terminal delivers a line or closes.
+	answer := make(chan string, 1)
+	go func() {
+		line, _ := c.reader.ReadString('\n')
+		answer <- line
+	}()
+	select {
+	case <-ctx.Done():
+		fmt.Fprintln(c.out)
+		return false, ctx.Err()
+	case line := <-answer:
+		switch strings.ToLower(strings.TrimSpace(line)) {
+		case "y", "yes":
+			return true, nil
+		}
+		return false, nil
+	}
+}
+
+func indentJSON(raw json.RawMessage) string {
+	var b bytes.Buffer
+	if err := json.Indent(&b, raw, "  ", "  "); err != nil {
+		return "  " + string(raw)
+	}
+	return "  " + b.String()
+}
+
+// approveAll is the confirmer of --yes.
+type approveAll struct{}
+
+func (approveAll) Confirm(context.Context, tool.PendingCall) (bool, error) { return true, nil }
+
+// progressPrinter shows a server's progress reports for the running call on
+// stderr, one line each.
+type progressPrinter struct {
+	mu  sync.Mutex
+	out io.Writer
+}
+
+func (p *progressPrinter) Progress(_ context.Context, pr tool.Progress) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	var b strings.Builder
+	b.WriteString("progress ")
+	if pr.Total > 0 {
+		fmt.Fprintf(&b, "%g/%g", pr.Progress, pr.Total)
+	} else {
+		fmt.Fprintf(&b, "%g", pr.Progress)
+	}
+	if pr.Message != "" {
+		b.WriteString(": " + oneLine(pr.Message, 100))
+	}
+	fmt.Fprintln(p.out, b.String())
+}

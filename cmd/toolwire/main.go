@@ -1,0 +1,59 @@
+// Command toolwire connects MCP servers, lists their tools and calls them
+// through toolwire's executor: validated, tiered, confirmed and audited.
+//
+// Usage:
+//
+//	toolwire tools [--json]
+//	toolwire call NAME [--args JSON | key=value ...] [--yes] [--json]
+//
+// See docs/cli.md for every command and flag.
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"syscall"
+)
+
+// Exit statuses, documented in docs/cli.md.
+const (
+	exitOK       = 0
+	exitToolErr  = 1 // the tool ran and failed, or could not run
+	exitUsage    = 2 // bad invocation, configuration, arguments or tool name
+	exitDeclined = 3 // confirmation refused or impossible
+)
+
+// exitError carries an exit status up to main.
+type exitError struct {
+	code int
+	err  error
+}
+
+func (e *exitError) Error() string { return e.err.Error() }
+func (e *exitError) Unwrap() error { return e.err }
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	err := newRootCommand(defaultEnv()).ExecuteContext(ctx)
+	stop()
+	os.Exit(exitCode(err, os.Stderr))
+}
+
+// exitCode reports err on stderr and returns the exit status it stands for.
+// Errors that are not an *exitError come from cobra (an unknown flag, a
+// missing argument) and mean a bad invocation.
+func exitCode(err error, stderr io.Writer) int {
+	if err == nil {
+		return exitOK
+	}
+	fmt.Fprintln(stderr, "toolwire:", err)
+	var ee *exitError
+	if errors.As(err, &ee) {
+		return ee.code
+	}
+	return exitUsage
+}

@@ -1,0 +1,193 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"sync"
+
+	"github.com/spf13/cobra"
+	"github.com/toolwire/toolwire/audit"
+	"github.com/toolwire/toolwire/config"
+	"github.com/toolwire/toolwire/mcpclient"
+	"github.com/toolwire/toolwire/tool"
+	"golang.org/x/term"
+)
+
+// env is what commands take from the process, so tests can run them
+// in-process with their own streams and a terminal or not.
+type env struct {
+	stdin      io.Reader
+	stdout     io.Writer
+	stderr     io.Writer
+	isTerminal func() bool // whether stdin is an interactive terminal
+	lookupEnv  func(string) (string, bool)
+}
+
+func defaultEnv() *env {
+	return &env{
+		stdin:      os.Stdin,
+		stdout:     os.Stdout,
+		stderr:     os.Stderr,
+		isTerminal: func() bool { return term.IsTerminal(int(os.Stdin.Fd())) },
+		lookupEnv:  os.LookupEnv,
+	}
+}
+
+// globalFlags are the flags every command shares.
+type globalFlags struct {
+	config  string
+	audit   string
+	verbose bool
+}
+
+func newRootCommand(e *env) *cobra.Command {
+	var g globalFlags
+	root := &cobra.Command{
+		Use:           "toolwire",
+		Short:         "Connect MCP servers and call their tools safely",
+		Long:          "toolwire connects MCP servers, adapts their tools into one registry, and calls them with schema validation, risk tiers, confirmation and an audit log.",
+		SilenceUsage:  true,
+		SilenceErrors: true,
+	}
+	root.SetIn(e.stdin)
+	root.SetOut(e.stdout)
+	root.SetErr(e.stderr)
+	root.PersistentFlags().StringVarP(&g.config, "config", "c", "", "configuration file (toolwire YAML/JSON or an mcpServers JSON file); default $TOOLWIRE_CONFIG, then ./toolwire.yaml")
+	root.PersistentFlags().StringVar(&g.audit, "audit", "", "append audit events to this JSON Lines file (overrides the config's audit.file)")
+	root.PersistentFlags().BoolVarP(&g.verbose, "verbose", "v", false, "log debug detail, including servers' stderr, to stderr")
+	root.AddCommand(newToolsCommand(e, &g), newCallCommand(e, &g))
+	return root
+}
+
+// workspace is a loaded configuration with its servers connected.
+type workspace struct {
+	file     *config.File
+	registry *tool.Registry
+	executor *tool.Executor
+	servers  []*mcpclient.Server
+	failed   map[string]error // server name -> why it did not connect
+	sink     *audit.FileSink
+}
+
+// open loads the configuration, opens the audit log and connects every
+// server in parallel. A server that fails is reported and left out; open
+// fails only when no server connects.
+func open(ctx context.Context, e *env, g *globalFlags, confirmer tool.Confirmer) (*workspace, error) {
+	path, err := configPath(e, g.config)
+	if err != nil {
+		return nil, &exitError{exitUsage, err}
+	}
+	file, err := config.Load(path)
+	if err != nil {
+		return nil, &exitError{exitUsage, err}
+	}
+	level := slog.LevelWarn
+	if g.verbose {
+		level = slog.LevelDebug
+	}
+	secrets := audit.NewSecrets()
+	logger := slog.New(slog.NewTextHandler(e.stderr, &slog.HandlerOptions{Level: level, ReplaceAttr: maskAttr(secrets)}))
+	for _, w := range file.Warnings {
+		logger.Warn(w)
+	}
+
+	w := &workspace{file: file, failed: map[string]error{}}
+	var auditLog *audit.Log
+	if p := firstNonEmpty(g.audit, file.Audit.File); p != "" {
+		w.sink, err = audit.OpenFile(p)
+		if err != nil {
+			return nil, &exitError{exitUsage, err}
+		}
+		auditLog = audit.NewLog(w.sink, &audit.LogOptions{Redactor: secrets, Logger: logger})
+	}
+	w.registry = tool.NewRegistry(&tool.RegistryOptions{Confirmer: confirmer})
+	w.executor = tool.NewExecutor(w.registry, &tool.ExecutorOptions{Audit: auditLog, LogArguments: file.Audit.LogArguments, Logger: logger})
+
+	opts := &mcpclient.Options{Logger: logger, LookupEnv: e.lookupEnv, Secrets: secrets}
+	var mu sync.Mutex
+	var wg sync.WaitGroup
+	for _, sc := range file.Servers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			srv, err := mcpclient.Connect(ctx, sc, w.registry, opts)
+			mu.Lock()
+			defer mu.Unlock()
+			if err != nil {
+				w.failed[sc.Name] = err
+				return
+			}
+			w.servers = append(w.servers, srv)
+		}()
+	}
+	wg.Wait()
+	for _, sc := range file.Servers {
+		if err := w.failed[sc.Name]; err != nil {
+			fmt.Fprintf(e.stderr, "toolwire: warning: %v\n", err)
+		}
+	}
+	if len(w.servers) == 0 && len(file.Servers) > 0 {
+		w.close()
+		return nil, &exitError{exitToolErr, errors.New("no server could be connected")}
+	}
+	return w, nil
+}
+
+// close ends every server session (and child process) and the audit file.
+func (w *workspace) close() {
+	var wg sync.WaitGroup
+	for _, s := range w.servers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			_ = s.Close()
+		}()
+	}
+	wg.Wait()
+	if w.sink != nil {
+		_ = w.sink.Close()
+	}
+}
+
+// configPath picks the configuration file: the flag, then
+// $TOOLWIRE_CONFIG, then ./toolwire.yaml if it exists.
+func configPath(e *env, flag string) (string, error) {
+	if flag != "" {
+		return flag, nil
+	}
+	if p, ok := e.lookupEnv("TOOLWIRE_CONFIG"); ok && p != "" {
+		return p, nil
+	}
+	if _, err := os.Stat("toolwire.yaml"); err == nil {
+		return "toolwire.yaml", nil
+	}
+	return "", errors.New("no configuration: pass --config FILE, set TOOLWIRE_CONFIG, or create ./toolwire.yaml")
+}
+
+// maskAttr masks known secrets in every string a log line carries.
+func maskAttr(s *audit.Secrets) func([]string, slog.Attr) slog.Attr {
+	return func(_ []string, a slog.Attr) slog.Attr {
+		switch a.Value.Kind() {
+		case slog.KindString:
+			a.Value = slog.StringValue(s.String(a.Value.String()))
+		case slog.KindAny:
+			if err, ok := a.Value.Any().(error); ok {
+				a.Value = slog.StringValue(s.String(err.Error()))
+			}
+		}
+		return a
+	}
+}
+
+func firstNonEmpty(vs ...string) string {
+	for _, v := range vs {
+		if v != "" {
+			return v
+		}
+	}
+	return ""
+}

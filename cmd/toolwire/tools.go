@@ -1,0 +1,81 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"strings"
+	"text/tabwriter"
+
+	"github.com/spf13/cobra"
+	"github.com/toolwire/toolwire/tool"
+)
+
+func newToolsCommand(e *env, g *globalFlags) *cobra.Command {
+	var asJSON bool
+	cmd := &cobra.Command{
+		Use:   "tools",
+		Short: "List the tools of every configured server",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			// Listing calls nothing, but the registry still needs a
+			// confirmer to accept write and destructive tools.
+			w, err := open(cmd.Context(), e, g, refuseAll{})
+			if err != nil {
+				return err
+			}
+			defer w.close()
+			tools := w.registry.List()
+			if asJSON {
+				return printToolsJSON(e, tools)
+			}
+			printToolsTable(e, tools)
+			return nil
+		},
+	}
+	cmd.Flags().BoolVar(&asJSON, "json", false, "print the tools as JSON, with their input schemas")
+	return cmd
+}
+
+// refuseAll is the confirmer of commands that never call a tool.
+type refuseAll struct{}
+
+func (refuseAll) Confirm(_ context.Context, _ tool.PendingCall) (bool, error) { return false, nil }
+
+func printToolsTable(e *env, tools []*tool.Tool) {
+	tw := tabwriter.NewWriter(e.stdout, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(tw, "NAME\tTIER\tSERVER\tDESCRIPTION")
+	for _, t := range tools {
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\n", t.Name, t.Tier, t.Origin.Source, oneLine(t.Description, 72))
+	}
+	_ = tw.Flush()
+}
+
+// toolJSON is the --json shape of one tool.
+type toolJSON struct {
+	Name        string          `json:"name"`
+	Tier        tool.Tier       `json:"tier"`
+	Server      string          `json:"server,omitempty"`
+	Original    string          `json:"original,omitempty"`
+	Description string          `json:"description"`
+	InputSchema json.RawMessage `json:"inputSchema"`
+}
+
+func printToolsJSON(e *env, tools []*tool.Tool) error {
+	out := make([]toolJSON, 0, len(tools))
+	for _, t := range tools {
+		out = append(out, toolJSON{t.Name, t.Tier, t.Origin.Source, t.Origin.Name, t.Description, t.Schema()})
+	}
+	enc := json.NewEncoder(e.stdout)
+	enc.SetIndent("", "  ")
+	return enc.Encode(out)
+}
+
+// oneLine folds s onto one line and cuts it to at most n runes.
+func oneLine(s string, n int) string {
+	s = strings.Join(strings.Fields(s), " ")
+	if r := []rune(s); len(r) > n {
+		return string(r[:n-1]) + "…"
+	}
+	return s
+}

@@ -1,0 +1,183 @@
+package config
+
+import (
+	"time"
+)
+
+var (
+	toolwireTopFields    = []string{"servers", "audit"}
+	toolwireServerFields = []string{
+		"transport", "command", "args", "env", "cwd", "url", "headers", "bearerToken",
+		"prefix", "defaultTier", "tierOverrides", "onlyTools", "excludeTools", "timeout", "required",
+	}
+	toolwireStdioOnly = []string{"args", "env", "cwd"}
+	toolwireHTTPOnly  = []string{"headers", "bearerToken"}
+	auditFields       = []string{"file", "logArguments"}
+)
+
+// toolwireFile decodes toolwire's own file, where unlike a host's file every
+// key is ours and an unknown one is a mistake.
+func (d *decoder) toolwireFile(root *node, f *File) {
+	for _, p := range d.entries(root, "") {
+		switch p.key {
+		case "servers":
+			f.Servers = d.toolwireServers(p)
+		case "audit":
+			d.audit(p.value, &f.Audit)
+		default:
+			d.unknownField(p, "", toolwireTopFields)
+		}
+	}
+}
+
+func (d *decoder) toolwireServers(p pair) []Server {
+	const path = "servers"
+	if !d.wantMap(p.value, path, "a map of servers") {
+		return nil
+	}
+	entries := d.entries(p.value, path)
+	if len(p.value.pairs) == 0 {
+		d.errorf(p.keyLine, path, "no servers defined")
+		return nil
+	}
+	var out []Server
+	for _, e := range entries {
+		spath := joinPath(path, e.key)
+		if !d.checkName(e, spath) || !d.wantMap(e.value, spath, "a map of server settings") {
+			continue
+		}
+		st := newServerState(e.key, e.keyLine, spath)
+		st.declaredKey = "transport"
+		for _, f := range d.entries(e.value, spath) {
+			if !d.commonField(st, f) && !d.toolwireField(st, f) {
+				d.unknownField(f, spath, toolwireServerFields)
+			}
+		}
+		d.settleTransport(st, toolwireStdioOnly, toolwireHTTPOnly)
+		out = append(out, st.s)
+	}
+	return out
+}
+
+// toolwireField decodes the fields only toolwire's own file has.
+func (d *decoder) toolwireField(st *serverState, p pair) bool {
+	path := joinPath(st.path, p.key)
+	v := p.value
+	s := &st.s
+	switch p.key {
+	case "transport":
+		st.declaredBad = true
+		if t, ok := d.str(v, path, `"stdio" or "http"`); ok {
+			if t == transportStdio || t == transportHTTP {
+				st.declared, st.declaredLine, st.declaredBad = t, v.line, false
+			} else {
+				d.errorf(v.line, path, `unknown transport %q (want "stdio" or "http")`, t)
+			}
+		}
+	case "bearerToken":
+		if t, ok := d.nonEmpty(v, path); ok {
+			if msg := headerValueProblem(t); msg != "" {
+				d.errorf(v.line, path, "%s", msg)
+			} else {
+				s.BearerToken = t
+			}
+		}
+	case "prefix":
+		if t, ok := d.nonEmpty(v, path); ok {
+			if serverNameRE.MatchString(t) {
+				s.Prefix = t
+			} else {
+				d.errorf(v.line, path, "invalid prefix %q (want 1 to 64 letters, digits, '_', '.' or '-')", t)
+			}
+		}
+	case "defaultTier":
+		if t, ok := d.tier(v, path); ok {
+			s.DefaultTier = t
+		}
+	case "tierOverrides":
+		if !d.wantMap(v, path, "a map of tool name to tier") {
+			break
+		}
+		m := make(map[string]string, len(v.pairs))
+		for _, o := range d.entries(v, path) {
+			opath := joinPath(path, o.key)
+			if o.key == "" {
+				d.errorf(o.keyLine, opath, "empty tool name")
+				continue
+			}
+			if t, ok := d.tier(o.value, opath); ok {
+				m[o.key] = t
+			}
+		}
+		s.TierOverrides = m
+	case "onlyTools":
+		if v.kind == scalarNode && v.typ == typeNull {
+			// Null could mean "no tools" or "all tools"; for an allowlist
+			// guessing wrong either way is bad, so ask.
+			d.errorf(v.line, path, "null is ambiguous: write [] for no tools, or remove the field for all tools")
+			break
+		}
+		if list, ok := d.strList(v, path, true); ok {
+			s.OnlyTools = list
+		}
+	case "excludeTools":
+		if list, ok := d.strList(v, path, true); ok {
+			s.ExcludeTools = list
+		}
+	case "timeout":
+		if t, ok := d.str(v, path, `a duration such as "30s"`); ok {
+			dur, err := time.ParseDuration(t)
+			switch {
+			case err != nil:
+				d.errorf(v.line, path, `invalid duration %q (want a Go duration such as "30s" or "2m")`, t)
+			case dur <= 0:
+				d.errorf(v.line, path, "must be greater than zero, got %q", t)
+			default:
+				s.Timeout = dur
+			}
+		}
+	case "required":
+		if b, ok := d.boolean(v, path); ok {
+			s.Required = b
+		}
+	default:
+		return false
+	}
+	st.present[p.key] = p.keyLine
+	return true
+}
+
+func (d *decoder) tier(v *node, path string) (string, bool) {
+	t, ok := d.str(v, path, "read, write or destructive")
+	if !ok {
+		return "", false
+	}
+	switch t {
+	case "read", "write", "destructive":
+		return t, true
+	}
+	d.errorf(v.line, path, "unknown tier %q (want read, write or destructive)", t)
+	return "", false
+}
+
+func (d *decoder) audit(v *node, a *Audit) {
+	const path = "audit"
+	if !d.wantMap(v, path, "a map of audit settings") {
+		return
+	}
+	for _, p := range d.entries(v, path) {
+		fpath := joinPath(path, p.key)
+		switch p.key {
+		case "file":
+			if s, ok := d.nonEmpty(p.value, fpath); ok {
+				a.File = d.resolvePath(p.value.line, fpath, s, false)
+			}
+		case "logArguments":
+			if b, ok := d.boolean(p.value, fpath); ok {
+				a.LogArguments = b
+			}
+		default:
+			d.unknownField(p, path, auditFields)
+		}
+	}
+}

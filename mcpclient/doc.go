@@ -1,0 +1,27 @@
+// Package mcpclient adapts one MCP server's tools into a [tool.Registry].
+//
+// [Connect] starts or reaches the server (stdio or Streamable HTTP, through
+// the official go-sdk), lists every tool, adapts each one and registers them
+// all at once:
+//
+//	reg := tool.NewRegistry(&tool.RegistryOptions{Confirmer: confirmer})
+//	srv, err := mcpclient.Connect(ctx, config.Server{
+//		Name: "files", Transport: "stdio", Command: "mcp-files",
+//		TierOverrides: map[string]string{"write_file": "write"},
+//	}, reg, nil)
+//	if err != nil { ... }
+//	defer srv.Close()
+//	// reg now holds files__read_file, files__write_file, ...
+//
+// Adaptation names each tool <prefix>__<tool> (the prefix defaults to the
+// server name), calls it under its original name, takes its tier from the
+// operator's configuration (a server's destructiveHint may raise it, nothing
+// the server says lowers it) and keeps its input schema for validation. A
+// tool whose schema does not compile is left out with a warning; a server
+// with write or destructive tools and a registry without a confirmer is
+// refused before anything is registered.
+//
+// Every request to the server is bounded by the server's timeout (60 s by
+// default) and by the caller's context; cancelling the caller's context
+// sends notifications/cancelled to the server.
+package mcpclient

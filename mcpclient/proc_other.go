@@ -1,0 +1,9 @@
+//go:build !unix
+
+package mcpclient
+
+import "os/exec"
+
+func isolate(cmd *exec.Cmd) {}
+
+func killGroup(cmd *exec.Cmd) {}

@@ -1,0 +1,143 @@
+package tool
+
+import (
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"sync"
+)
+
+// Errors returned by [Registry.Register] and [Registry.RegisterAll], wrapped
+// with the tool's name.
+var (
+	// ErrDuplicateName means a tool of that name is already registered, or
+	// appears twice in one RegisterAll.
+	ErrDuplicateName = errors.New("name already registered")
+	// ErrNeedsConfirmer means a write or destructive tool was registered on
+	// a registry that has no Confirmer: its calls could never be confirmed.
+	ErrNeedsConfirmer = errors.New("write and destructive tools need a confirmer")
+	// ErrInvalidTier means the tool's tier is not read, write or destructive.
+	ErrInvalidTier = errors.New("invalid tier")
+)
+
+// RegistryOptions configures a [Registry].
+type RegistryOptions struct {
+	// Confirmer approves write and destructive calls. Without one, such
+	// tools cannot be registered at all.
+	Confirmer Confirmer
+}
+
+// Registry holds tools by name. It is safe for concurrent use.
+type Registry struct {
+	confirmer Confirmer
+
+	mu    sync.RWMutex
+	tools map[string]*Tool
+}
+
+// NewRegistry returns an empty registry. A nil opts means no confirmer.
+func NewRegistry(opts *RegistryOptions) *Registry {
+	r := &Registry{tools: make(map[string]*Tool)}
+	if opts != nil {
+		r.confirmer = opts.Confirmer
+	}
+	return r
+}
+
+// CanConfirm reports whether the registry has a confirmer, that is, whether
+// write and destructive tools may be registered.
+func (r *Registry) CanConfirm() bool { return r.confirmer != nil }
+
+// Register adds one tool. See [Registry.RegisterAll].
+func (r *Registry) Register(t *Tool) error {
+	return r.RegisterAll([]*Tool{t})
+}
+
+// RegisterAll adds tools atomically: either every tool is registered, or
+// none is and the error says why. A tool is refused when its name is invalid
+// or taken ([ErrDuplicateName]), its tier is invalid ([ErrInvalidTier]) or
+// needs a confirmer the registry lacks ([ErrNeedsConfirmer]), it has no
+// handler, or its input schema does not compile.
+func (r *Registry) RegisterAll(tools []*Tool) error {
+	var errs []error
+	batch := make(map[string]bool, len(tools))
+	for _, t := range tools {
+		if err := t.check(); err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		if t.Tier.NeedsConfirmation() && r.confirmer == nil {
+			errs = append(errs, fmt.Errorf("tool %q (%s): %w", t.Name, t.Tier, ErrNeedsConfirmer))
+		}
+		if batch[t.Name] {
+			errs = append(errs, fmt.Errorf("tool %q: %w", t.Name, ErrDuplicateName))
+		}
+		batch[t.Name] = true
+	}
+	if len(errs) > 0 {
+		return errors.Join(errs...)
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for _, t := range tools {
+		if _, taken := r.tools[t.Name]; taken {
+			errs = append(errs, fmt.Errorf("tool %q: %w", t.Name, ErrDuplicateName))
+		}
+	}
+	if len(errs) > 0 {
+		return errors.Join(errs...)
+	}
+	for _, t := range tools {
+		r.tools[t.Name] = t
+	}
+	return nil
+}
+
+// Deregister removes the named tools, ignoring names that are not
+// registered, and returns how many it removed.
+func (r *Registry) Deregister(names ...string) int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	n := 0
+	for _, name := range names {
+		if _, ok := r.tools[name]; ok {
+			delete(r.tools, name)
+			n++
+		}
+	}
+	return n
+}
+
+// Lookup returns the tool registered under name.
+func (r *Registry) Lookup(name string) (*Tool, bool) {
+	r.mu.RLock()
+	defer r.mu.RUnlock()
+	t, ok := r.tools[name]
+	return t, ok
+}
+
+// Has reports whether name is registered.
+func (r *Registry) Has(name string) bool {
+	_, ok := r.Lookup(name)
+	return ok
+}
+
+// List returns the registered tools sorted by name.
+func (r *Registry) List() []*Tool {
+	r.mu.RLock()
+	out := make([]*Tool, 0, len(r.tools))
+	for _, t := range r.tools {
+		out = append(out, t)
+	}
+	r.mu.RUnlock()
+	slices.SortFunc(out, func(a, b *Tool) int { return strings.Compare(a.Name, b.Name) })
+	return out
+}
+
+// Len returns how many tools are registered.
+func (r *Registry) Len() int {
+	r.mu.RLock()
+	defer r.mu.RUnlock()
+	return len(r.tools)
+}

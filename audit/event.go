@@ -14,6 +14,7 @@ package audit
 
 import (
 	"encoding/json"
+	"math"
 	"time"
 )
 
@@ -91,7 +92,7 @@ func (e *Event) UnmarshalJSON(b []byte) error {
 	}
 	*e = Event(v.plain)
 	if v.DurationMS != nil {
-		e.Duration = time.Duration(*v.DurationMS * float64(time.Millisecond))
+		e.Duration = time.Duration(math.Round(*v.DurationMS * float64(time.Millisecond)))
 	}
 	return nil
 }

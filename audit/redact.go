@@ -2,6 +2,8 @@ package audit
 
 import (
 	"bytes"
+	"encoding/json"
+	"fmt"
 	"strings"
 	"sync"
 )
@@ -25,8 +27,7 @@ func NewSecrets(values ...string) *Secrets {
 	return s
 }
 
-// Add makes the redactor replace values too. Longer values are replaced
-// first, so a secret that contains another is masked whole.
+// Add makes the redactor replace values too.
 func (s *Secrets) Add(values ...string) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -35,15 +36,13 @@ func (s *Secrets) Add(values ...string) {
 			s.values = append(s.values, v)
 		}
 	}
-	// Insertion sort by length, longest first; the list is short.
-	for i := 1; i < len(s.values); i++ {
-		for j := i; j > 0 && len(s.values[j]) > len(s.values[j-1]); j-- {
-			s.values[j], s.values[j-1] = s.values[j-1], s.values[j]
-		}
-	}
 }
 
-// Redact masks every known secret in ev's text fields.
+// Redact masks every known secret in ev's text fields. Args and Result are
+// decoded, masked inside their strings and keys, and encoded again: matching
+// bytes instead would miss a secret written with JSON escapes (\u0026 for
+// &, say) and could cut an escape in half. JSON that does not decode is an
+// error, so the event is replaced rather than stored unexamined.
 func (s *Secrets) Redact(ev *Event) error {
 	s.mu.RLock()
 	defer s.mu.RUnlock()
@@ -53,8 +52,13 @@ func (s *Secrets) Redact(ev *Event) error {
 	for _, p := range []*string{&ev.Error, &ev.Tool, &ev.Source, &ev.Original, &ev.CallID, &ev.Reason} {
 		*p = s.mask(*p)
 	}
-	ev.Args = s.bytes(ev.Args)
-	ev.Result = s.bytes(ev.Result)
+	var err error
+	if ev.Args, err = s.maskJSON(ev.Args); err != nil {
+		return fmt.Errorf("args: %w", err)
+	}
+	if ev.Result, err = s.maskJSON(ev.Result); err != nil {
+		return fmt.Errorf("result: %w", err)
+	}
 	return nil
 }
 
@@ -66,50 +70,87 @@ func (s *Secrets) String(text string) string {
 	return s.mask(text)
 }
 
+// mask replaces every byte covered by an occurrence of any secret. Marking
+// coverage first, then masking each covered run once, handles secrets that
+// overlap or contain one another: no fragment of either is left showing.
 func (s *Secrets) mask(text string) string {
+	var covered []bool
 	for _, v := range s.values {
-		if strings.Contains(text, v) {
-			text = strings.ReplaceAll(text, v, Mask)
-		}
-	}
-	return text
-}
-
-// bytes masks secrets inside JSON. A secret is matched as it would appear
-// inside a JSON string, so one containing quotes or backslashes is found too;
-// the mask is plain text, so the JSON stays valid.
-func (s *Secrets) bytes(b []byte) []byte {
-	if len(b) == 0 {
-		return b
-	}
-	for _, v := range s.values {
-		for _, form := range []string{v, jsonEscaped(v)} {
-			if bytes.Contains(b, []byte(form)) {
-				b = bytes.ReplaceAll(b, []byte(form), []byte(Mask))
+		for from := 0; from <= len(text)-len(v); {
+			i := strings.Index(text[from:], v)
+			if i < 0 {
+				break
 			}
+			if covered == nil {
+				covered = make([]bool, len(text))
+			}
+			for j := from + i; j < from+i+len(v); j++ {
+				covered[j] = true
+			}
+			from += i + 1
 		}
 	}
-	return b
-}
-
-// jsonEscaped returns v as it appears between the quotes of a JSON string.
-func jsonEscaped(v string) string {
+	if covered == nil {
+		return text
+	}
 	var b strings.Builder
-	for _, r := range v {
-		switch r {
-		case '"':
-			b.WriteString(`\"`)
-		case '\\':
-			b.WriteString(`\\`)
-		case '\n':
-			b.WriteString(`\n`)
-		case '\t':
-			b.WriteString(`\t`)
-		case '\r':
-			b.WriteString(`\r`)
-		default:
-			b.WriteRune(r)
+	for i := 0; i < len(text); {
+		if !covered[i] {
+			b.WriteByte(text[i])
+			i++
+			continue
+		}
+		b.WriteString(Mask)
+		for i < len(text) && covered[i] {
+			i++
 		}
 	}
 	return b.String()
+}
+
+// maskJSON masks secrets in the strings and keys of a JSON document.
+func (s *Secrets) maskJSON(raw json.RawMessage) (json.RawMessage, error) {
+	if len(raw) == 0 {
+		return raw, nil
+	}
+	dec := json.NewDecoder(bytes.NewReader(raw))
+	dec.UseNumber()
+	var v any
+	if err := dec.Decode(&v); err != nil {
+		return nil, err
+	}
+	var b bytes.Buffer
+	enc := json.NewEncoder(&b)
+	enc.SetEscapeHTML(false)
+	if err := enc.Encode(s.maskValue(v)); err != nil {
+		return nil, err
+	}
+	return bytes.TrimSuffix(b.Bytes(), []byte("\n")), nil
+}
+
+func (s *Secrets) maskValue(v any) any {
+	switch v := v.(type) {
+	case string:
+		return s.mask(v)
+	case json.Number:
+		// A numeric secret (a PIN, an account number) is masked too; the
+		// mask is a string, which keeps the document valid.
+		if m := s.mask(string(v)); m != string(v) {
+			return m
+		}
+		return v
+	case []any:
+		for i := range v {
+			v[i] = s.maskValue(v[i])
+		}
+		return v
+	case map[string]any:
+		out := make(map[string]any, len(v))
+		for k, val := range v {
+			out[s.mask(k)] = s.maskValue(val)
+		}
+		return out
+	default:
+		return v
+	}
 }

@@ -151,7 +151,7 @@ func (b *batch) prepare(i int) (*pending, *Result) {
 	ev := b.event(i, audit.CallRequested, t)
 	ev.ArgsBytes = len(c.Args)
 	if b.ex.logArgs {
-		ev.Args = c.Args
+		ev.Args = loggable(c.Args)
 	}
 	b.log.record(i, ev)
 
@@ -308,7 +308,7 @@ func (b *batch) sizeResult(ev *audit.Event, res *Result) {
 // cancellation and a timeout apart from other failures.
 func failure(ctx context.Context, name string, err error) *Result {
 	switch {
-	case errors.Is(err, context.DeadlineExceeded):
+	case errors.Is(err, context.DeadlineExceeded) || errors.Is(ctx.Err(), context.DeadlineExceeded):
 		return ErrorResult(ReasonTimeout, fmt.Sprintf("tool %q timed out: %v", name, err))
 	case errors.Is(err, context.Canceled) || ctx.Err() != nil:
 		return ErrorResult(ReasonCancelled, fmt.Sprintf("tool %q was cancelled: %v", name, err))
@@ -335,6 +335,17 @@ func normalizeError(res *Result) {
 			res.Message = "the tool reported an error"
 		}
 	}
+}
+
+// loggable returns raw as it may go into an audit event: valid JSON as it
+// is, anything else as a JSON string, so that malformed arguments are still
+// recorded and still pass through redaction.
+func loggable(raw json.RawMessage) json.RawMessage {
+	if len(raw) == 0 || json.Valid(raw) {
+		return raw
+	}
+	quoted, _ := json.Marshal(string(raw))
+	return quoted
 }
 
 func newBatchID() string {

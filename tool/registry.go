@@ -62,7 +62,11 @@ func (r *Registry) Register(t *Tool) error {
 func (r *Registry) RegisterAll(tools []*Tool) error {
 	var errs []error
 	batch := make(map[string]bool, len(tools))
-	for _, t := range tools {
+	for i, t := range tools {
+		if t == nil {
+			errs = append(errs, fmt.Errorf("tool %d of %d is nil", i+1, len(tools)))
+			continue
+		}
 		if err := t.check(); err != nil {
 			errs = append(errs, err)
 			continue

@@ -98,6 +98,8 @@ func (r *Result) Flatten() any {
 		}
 	}
 	switch {
+	case len(texts) == 0 && r.Content == nil:
+		return []Content{}
 	case len(texts) == 0:
 		return r.Content
 	case len(texts) == 1 && len(r.Content) == 1:

@@ -78,7 +78,7 @@ func (t *Tool) CompileSchema() error {
 // object schema when the tool declares none.
 func (t *Tool) Schema() json.RawMessage {
 	if len(t.InputSchema) == 0 {
-		return emptyObjectSchema
+		return append(json.RawMessage(nil), emptyObjectSchema...)
 	}
 	return t.InputSchema
 }

@@ -1,0 +1,187 @@
+package audit_test
+
+import (
+	"bytes"
+	"errors"
+	"log/slog"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/toolwire/toolwire/audit"
+)
+
+// bufLogger returns a logger writing to a buffer the test can read.
+func bufLogger() (*slog.Logger, *lockedBuffer) {
+	b := &lockedBuffer{}
+	return slog.New(slog.NewTextHandler(b, nil)), b
+}
+
+type lockedBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (l *lockedBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+func (l *lockedBuffer) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
+}
+
+// flakySink fails the writes whose number (from 1) is in fail.
+type flakySink struct {
+	n    int
+	fail map[int]bool
+	mem  audit.Memory
+}
+
+func (f *flakySink) Write(ev *audit.Event) error {
+	f.n++
+	if f.fail[f.n] {
+		return errors.New("disk full")
+	}
+	return f.mem.Write(ev)
+}
+
+func TestNilLogRecordsNothing(t *testing.T) {
+	var l *audit.Log
+	l.Record(audit.Event{Kind: audit.CallRequested}) // must not panic
+	if got := l.Failures(); got != 0 {
+		t.Errorf("nil Log Failures() = %d", got)
+	}
+}
+
+func TestLogSinkErrorIsCountedAndLogged(t *testing.T) {
+	logger, logs := bufLogger()
+	sink := &flakySink{fail: map[int]bool{2: true, 3: true}}
+	l := audit.NewLog(sink, &audit.LogOptions{Logger: logger})
+	for _, k := range []audit.Kind{audit.CallRequested, audit.ValidationPassed, audit.CallExecuted, audit.CallErrored} {
+		l.Record(audit.Event{Kind: k})
+	}
+	if got := l.Failures(); got != 2 {
+		t.Errorf("Failures() = %d, want 2", got)
+	}
+	if got := len(sink.mem.Events()); got != 2 {
+		t.Errorf("sink stored %d events, want 2", got)
+	}
+	out := logs.String()
+	if strings.Count(out, "audit: write failed") != 2 || !strings.Contains(out, "disk full") || !strings.Contains(out, "validation.passed") {
+		t.Errorf("logger output = %q, want two write failures naming kind and error", out)
+	}
+}
+
+func TestLogFillsTimeOnlyWhenMissing(t *testing.T) {
+	mem := &audit.Memory{}
+	l := audit.NewLog(mem, nil)
+	before := time.Now()
+	l.Record(audit.Event{Kind: audit.CallRequested})
+	fixed := time.Date(2020, 1, 1, 0, 0, 0, 0, time.UTC)
+	l.Record(audit.Event{Kind: audit.CallExecuted, Time: fixed})
+	evs := mem.Events()
+	if evs[0].Time.Before(before) || evs[0].Time.After(time.Now()) {
+		t.Errorf("missing time filled as %v", evs[0].Time)
+	}
+	if !evs[1].Time.Equal(fixed) {
+		t.Errorf("given time replaced: %v", evs[1].Time)
+	}
+}
+
+func TestLogRedactsBeforeTheSink(t *testing.T) {
+	mem := &audit.Memory{}
+	l := audit.NewLog(mem, &audit.LogOptions{Redactor: audit.NewSecrets("hunter2")})
+	l.Record(audit.Event{Kind: audit.CallErrored, Error: "bad password hunter2", Batch: "b", Index: 4})
+	evs := mem.Events()
+	if len(evs) != 1 || evs[0].Error != "bad password [REDACTED]" || evs[0].Kind != audit.CallErrored || evs[0].Index != 4 {
+		t.Errorf("sink got %+v", evs)
+	}
+}
+
+func TestLogReplacesEventWhenRedactorFails(t *testing.T) {
+	const secret = "sk-live-XYZ"
+	at := time.Date(2024, 5, 6, 7, 8, 9, 0, time.UTC)
+	redactors := map[string]audit.Redactor{
+		"error": audit.RedactorFunc(func(ev *audit.Event) error {
+			ev.Tool = "partly cleaned"
+			return errors.New("cannot clean " + ev.Error)
+		}),
+		"panic": audit.RedactorFunc(func(ev *audit.Event) error {
+			var m map[string]int
+			m["x"]++ // nil map write: a runtime panic
+			return nil
+		}),
+	}
+	for name, red := range redactors {
+		t.Run(name, func(t *testing.T) {
+			logger, logs := bufLogger()
+			mem := &audit.Memory{}
+			l := audit.NewLog(mem, &audit.LogOptions{Redactor: red, Logger: logger})
+			l.Record(audit.Event{Time: at, Kind: audit.CallErrored, Batch: "batch1", Index: 2, CallID: secret,
+				Tool: "t", Source: "s", Original: "o", Tier: "write", Duration: time.Second, ArgsBytes: 3, ResultBytes: 4,
+				Reason: "failed", Error: "token " + secret, Args: []byte(`{"k":"` + secret + `"}`), Result: []byte(`{}`)})
+			evs := mem.Events()
+			want := audit.Event{Time: at, Kind: audit.RedactionFailed, Batch: "batch1", Index: 2}
+			if len(evs) != 1 {
+				t.Fatalf("sink got %d events, want 1", len(evs))
+			}
+			if got := evs[0]; !got.Time.Equal(want.Time) || got.Kind != want.Kind || got.Batch != want.Batch || got.Index != want.Index ||
+				got.Tool != "" || got.CallID != "" || got.Error != "" || got.Args != nil || got.Result != nil ||
+				got.Source != "" || got.Original != "" || got.Tier != "" || got.Reason != "" || got.Duration != 0 ||
+				got.ArgsBytes != 0 || got.ResultBytes != 0 {
+				t.Errorf("sink got %+v, want only %+v", got, want)
+			}
+			if !strings.Contains(logs.String(), "event replaced") {
+				t.Errorf("replacement not logged: %q", logs.String())
+			}
+			if strings.Contains(logs.String(), secret) {
+				t.Errorf("logger output carries the secret: %q", logs.String())
+			}
+			if l.Failures() != 0 {
+				t.Errorf("a redaction failure counted as a sink failure")
+			}
+		})
+	}
+}
+
+func TestLogDoesNotLogPanicValueQuotingTheSecret(t *testing.T) {
+	const secret = "sk-live-XYZ"
+	logger, logs := bufLogger()
+	l := audit.NewLog(&audit.Memory{}, &audit.LogOptions{Logger: logger, Redactor: audit.RedactorFunc(func(ev *audit.Event) error {
+		panic("cannot parse args " + string(ev.Args))
+	})})
+	l.Record(audit.Event{Kind: audit.CallRequested, Args: []byte(`{"k":"` + secret + `"}`)})
+	if strings.Contains(logs.String(), secret) {
+		t.Errorf("logger output carries the secret: %q", logs.String())
+	}
+}
+
+func TestLogIsSafeForConcurrentRecord(t *testing.T) {
+	mem := &audit.Memory{}
+	l := audit.NewLog(mem, &audit.LogOptions{Redactor: audit.NewSecrets("s")})
+	var wg sync.WaitGroup
+	for range 8 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for range 50 {
+				l.Record(audit.Event{Kind: audit.CallRequested, Error: "s"})
+			}
+		}()
+	}
+	wg.Wait()
+	evs := mem.Events()
+	if len(evs) != 400 {
+		t.Fatalf("recorded %d events, want 400", len(evs))
+	}
+	for _, ev := range evs {
+		if ev.Error != audit.Mask {
+			t.Fatalf("event not redacted: %+v", ev)
+		}
+	}
+}

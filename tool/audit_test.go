@@ -1,0 +1,437 @@
+package tool_test
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"reflect"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/toolwire/toolwire/audit"
+	"github.com/toolwire/toolwire/tool"
+)
+
+// spin returns once the monotonic clock has visibly advanced, so a step
+// that calls it is guaranteed a non-zero measured duration without sleeping.
+func spin() {
+	start := time.Now()
+	for time.Since(start) == 0 {
+	}
+}
+
+func slowOK(context.Context, json.RawMessage) (*tool.Result, error) {
+	spin()
+	return tool.TextResult("ok"), nil
+}
+
+func TestAuditEventSequencePerOutcome(t *testing.T) {
+	var (
+		R  = audit.CallRequested
+		VP = audit.ValidationPassed
+		VF = audit.ValidationFailed
+		CQ = audit.ConfirmationRequested
+		CA = audit.ConfirmationAccepted
+		CR = audit.ConfirmationRejected
+		EX = audit.CallExecuted
+		ER = audit.CallErrored
+	)
+	schema := json.RawMessage(`{"type":"object","properties":{"n":{"type":"integer"}}}`)
+	failing := func(context.Context, json.RawMessage) (*tool.Result, error) { return nil, errors.New("disk on fire") }
+	tests := []struct {
+		name       string
+		tool       *tool.Tool
+		answer     bool
+		call, args string
+		want       []audit.Kind
+		reason     string // Reason of the last event
+	}{
+		{"read call", &tool.Tool{Name: "r", Tier: tool.Read, Handler: okHandler, InputSchema: schema},
+			false, "r", `{"n":1}`, []audit.Kind{R, VP, EX}, ""},
+		{"confirmed write", &tool.Tool{Name: "w", Tier: tool.Write, Handler: okHandler},
+			true, "w", `{}`, []audit.Kind{R, VP, CQ, CA, EX}, ""},
+		{"rejected destructive", &tool.Tool{Name: "d", Tier: tool.Destructive, Handler: okHandler},
+			false, "d", `{}`, []audit.Kind{R, VP, CQ, CR}, string(tool.ReasonDeclined)},
+		{"unknown tool", &tool.Tool{Name: "r", Tier: tool.Read, Handler: okHandler},
+			false, "ghost", `{}`, []audit.Kind{R, VF}, string(tool.ReasonUnknownTool)},
+		{"invalid args", &tool.Tool{Name: "r", Tier: tool.Read, Handler: okHandler, InputSchema: schema},
+			false, "r", `{"n":"x"}`, []audit.Kind{R, VF}, string(tool.ReasonInvalidArgs)},
+		{"malformed args", &tool.Tool{Name: "r", Tier: tool.Read, Handler: okHandler},
+			false, "r", `{`, []audit.Kind{R, VF}, string(tool.ReasonInvalidArgs)},
+		{"handler error", &tool.Tool{Name: "f", Tier: tool.Read, Handler: failing},
+			false, "f", `{}`, []audit.Kind{R, VP, ER}, string(tool.ReasonFailed)},
+		{"handler error after confirmation", &tool.Tool{Name: "f", Tier: tool.Write, Handler: failing},
+			true, "f", `{}`, []audit.Kind{R, VP, CQ, CA, ER}, string(tool.ReasonFailed)},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			reg := newRegistry(t, &confirmRecorder{answer: tt.answer}, tt.tool)
+			ex, mem := newAuditedExecutor(reg, false)
+			res := ex.Call(context.Background(), tt.call, json.RawMessage(tt.args))
+			evs := mem.Events()
+			if got := kinds(evs); !reflect.DeepEqual(got, tt.want) {
+				t.Fatalf("kinds = %v, want %v", got, tt.want)
+			}
+			last := evs[len(evs)-1]
+			if last.Reason != tt.reason {
+				t.Errorf("last event reason = %q, want %q", last.Reason, tt.reason)
+			}
+			if tt.reason != "" && last.Error != res.Message {
+				t.Errorf("last event error = %q, want the result message %q", last.Error, res.Message)
+			}
+			for _, ev := range evs {
+				if ev.Tool != tt.call || ev.Index != 0 || ev.Batch == "" || ev.Time.IsZero() {
+					t.Errorf("event %s: Tool=%q Index=%d Batch=%q Time=%v", ev.Kind, ev.Tool, ev.Index, ev.Batch, ev.Time)
+				}
+			}
+		})
+	}
+}
+
+func TestAuditCancelledBeforeRunIsOneErroredEvent(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	ex, mem := newAuditedExecutor(newRegistry(t, nil, readTool("r")), false)
+	ex.Call(ctx, "r", nil)
+	evs := mem.Events()
+	want := []audit.Kind{audit.CallRequested, audit.ValidationPassed, audit.CallErrored}
+	if got := kinds(evs); !reflect.DeepEqual(got, want) {
+		t.Fatalf("kinds = %v, want %v", got, want)
+	}
+	if evs[2].Reason != string(tool.ReasonCancelled) {
+		t.Errorf("errored reason = %q, want cancelled", evs[2].Reason)
+	}
+}
+
+// marshalSignal is a structured value that closes a channel when the
+// executor marshals the result holding it, which it does right after the
+// handler has returned, to size the result for the audit log.
+type marshalSignal struct {
+	once sync.Once
+	ch   chan struct{}
+}
+
+func newMarshalSignal() *marshalSignal { return &marshalSignal{ch: make(chan struct{})} }
+
+func (m *marshalSignal) MarshalJSON() ([]byte, error) {
+	m.once.Do(func() { close(m.ch) })
+	return []byte(`"signal"`), nil
+}
+
+func TestAuditEventsStayInInputOrderWhenLaterCallsFinishFirst(t *testing.T) {
+	ctx := testContext(t)
+	// Call 2 finishes first, then 1, then 0: each waits until the next
+	// call's result has been produced and is being audited.
+	sig1, sig2 := newMarshalSignal(), newMarshalSignal()
+	var sinkWhileCall0Ran []audit.Event
+	var mem *audit.Memory
+	reg := newRegistry(t, &confirmRecorder{answer: true},
+		&tool.Tool{Name: "c0", Tier: tool.Write, Handler: func(ctx context.Context, _ json.RawMessage) (*tool.Result, error) {
+			if !wait(ctx, sig1.ch) {
+				return nil, ctx.Err()
+			}
+			sinkWhileCall0Ran = mem.Events()
+			spin()
+			return tool.TextResult("zero"), nil
+		}},
+		&tool.Tool{Name: "c1", Tier: tool.Read, Handler: func(ctx context.Context, _ json.RawMessage) (*tool.Result, error) {
+			if !wait(ctx, sig2.ch) {
+				return nil, ctx.Err()
+			}
+			return &tool.Result{Structured: sig1}, nil
+		}},
+		&tool.Tool{Name: "c2", Tier: tool.Read, Handler: func(context.Context, json.RawMessage) (*tool.Result, error) {
+			return &tool.Result{Structured: sig2, IsError: true, Content: []tool.Content{&tool.Text{Text: "two failed"}}}, nil
+		}},
+	)
+	ex, m := newAuditedExecutor(reg, false)
+	mem = m
+	results := ex.Run(ctx, []tool.Call{{Name: "c0", ID: "id0"}, {Name: "c1", ID: "id1"}, {Name: "c2", ID: "id2"}})
+	wantText(t, results[0], "zero")
+	if results[1].IsError || results[1].Structured != sig1 {
+		t.Errorf("result 1 = %+v", results[1])
+	}
+	wantError(t, results[2], tool.ReasonTool)
+
+	// While call 0 ran, calls 1 and 2 had passed validation and produced
+	// their results, yet nothing of theirs may have reached the sink.
+	for _, ev := range sinkWhileCall0Ran {
+		if ev.Index != 0 {
+			t.Errorf("event %s of call %d reached the sink while call 0 was running", ev.Kind, ev.Index)
+		}
+	}
+	if got, want := kinds(sinkWhileCall0Ran), []audit.Kind{audit.CallRequested, audit.ValidationPassed, audit.ConfirmationRequested, audit.ConfirmationAccepted}; !reflect.DeepEqual(got, want) {
+		t.Errorf("sink while call 0 ran = %v, want %v", got, want)
+	}
+
+	evs := mem.Events()
+	wantPerCall := [][]audit.Kind{
+		{audit.CallRequested, audit.ValidationPassed, audit.ConfirmationRequested, audit.ConfirmationAccepted, audit.CallExecuted},
+		{audit.CallRequested, audit.ValidationPassed, audit.CallExecuted},
+		{audit.CallRequested, audit.ValidationPassed, audit.CallErrored},
+	}
+	perCall := make([][]audit.Kind, 3)
+	for i, ev := range evs {
+		if i > 0 && ev.Index < evs[i-1].Index {
+			t.Errorf("event %d (%s of call %d) follows an event of call %d", i, ev.Kind, ev.Index, evs[i-1].Index)
+		}
+		if want := fmt.Sprintf("id%d", ev.Index); ev.CallID != want || ev.Tool != fmt.Sprintf("c%d", ev.Index) {
+			t.Errorf("event %s of call %d: CallID=%q Tool=%q", ev.Kind, ev.Index, ev.CallID, ev.Tool)
+		}
+		perCall[ev.Index] = append(perCall[ev.Index], ev.Kind)
+	}
+	if !reflect.DeepEqual(perCall, wantPerCall) {
+		t.Errorf("per-call kinds = %v, want %v", perCall, wantPerCall)
+	}
+}
+
+func TestAuditBatchIDSharedWithinBatchAndFreshPerBatch(t *testing.T) {
+	ex, mem := newAuditedExecutor(newRegistry(t, nil, readTool("a"), readTool("b")), false)
+	ex.Run(context.Background(), []tool.Call{{Name: "a"}, {Name: "b"}, {Name: "nope"}})
+	first := mem.Events()
+	ex.Run(context.Background(), []tool.Call{{Name: "a"}})
+	second := mem.Events()[len(first):]
+	if len(first) != 8 || len(second) != 3 {
+		t.Fatalf("got %d and %d events, want 8 and 3", len(first), len(second))
+	}
+	id := first[0].Batch
+	if len(id) != 16 {
+		t.Errorf("batch id %q is not 16 hex digits", id)
+	}
+	for _, ev := range first {
+		if ev.Batch != id {
+			t.Errorf("event %s of call %d has batch %q, want %q", ev.Kind, ev.Index, ev.Batch, id)
+		}
+	}
+	for _, ev := range second {
+		if ev.Batch == id || ev.Batch != second[0].Batch {
+			t.Errorf("second batch event %s has batch %q (first batch %q)", ev.Kind, ev.Batch, id)
+		}
+	}
+}
+
+func TestAuditRecordsSizesButNotContentByDefault(t *testing.T) {
+	args := `{"password":"hunter2"}`
+	ex, mem := newAuditedExecutor(newRegistry(t, nil, readTool("r")), false)
+	res := ex.Call(context.Background(), "r", json.RawMessage(args))
+	resJSON, _ := json.Marshal(res)
+	evs := mem.Events()
+	if evs[0].Kind != audit.CallRequested || evs[0].ArgsBytes != len(args) {
+		t.Errorf("requested event ArgsBytes = %d, want %d", evs[0].ArgsBytes, len(args))
+	}
+	last := evs[len(evs)-1]
+	if last.Kind != audit.CallExecuted || last.ResultBytes != len(resJSON) {
+		t.Errorf("executed event ResultBytes = %d, want %d", last.ResultBytes, len(resJSON))
+	}
+	for _, ev := range evs {
+		if ev.Args != nil || ev.Result != nil {
+			t.Errorf("event %s carries Args=%s Result=%s with LogArguments off", ev.Kind, ev.Args, ev.Result)
+		}
+	}
+	all, _ := json.Marshal(evs)
+	if bytes.Contains(all, []byte("hunter2")) {
+		t.Errorf("argument value leaked into the audit trail: %s", all)
+	}
+}
+
+func TestAuditWithLogArgumentsCarriesArgsAndResult(t *testing.T) {
+	args := `{"q": "x"}`
+	failing := func(context.Context, json.RawMessage) (*tool.Result, error) { return nil, errors.New("nope") }
+	ex, mem := newAuditedExecutor(newRegistry(t, nil, readTool("r"), &tool.Tool{Name: "f", Tier: tool.Read, Handler: failing}), true)
+	results := ex.Run(context.Background(), []tool.Call{{Name: "r", Args: json.RawMessage(args)}, {Name: "f"}})
+	evs := mem.Events()
+	if got := kinds(evs); len(got) != 6 {
+		t.Fatalf("kinds = %v", got)
+	}
+	if string(evs[0].Args) != args || evs[0].ArgsBytes != len(args) {
+		t.Errorf("requested event Args=%s ArgsBytes=%d, want the caller's bytes %s", evs[0].Args, evs[0].ArgsBytes, args)
+	}
+	for i, ev := range []audit.Event{evs[2], evs[5]} {
+		want, _ := json.Marshal(results[i])
+		if ev.Kind != audit.CallExecuted && ev.Kind != audit.CallErrored {
+			t.Fatalf("event %d is %s", i, ev.Kind)
+		}
+		if string(ev.Result) != string(want) || ev.ResultBytes != len(want) {
+			t.Errorf("%s event Result=%s ResultBytes=%d, want %s", ev.Kind, ev.Result, ev.ResultBytes, want)
+		}
+	}
+	if evs[1].Args != nil {
+		t.Errorf("validation.passed carries Args %s; only call.requested should", evs[1].Args)
+	}
+}
+
+func TestAuditDurationsAndToolOrigin(t *testing.T) {
+	conf := tool.ConfirmFunc(func(_ context.Context, pc tool.PendingCall) (bool, error) {
+		spin()
+		return pc.Name == "yes", nil
+	})
+	mk := func(name string) *tool.Tool {
+		return &tool.Tool{Name: name, Tier: tool.Write, Handler: slowOK,
+			Origin:      tool.Origin{Source: "srv", Name: "orig_" + name},
+			InputSchema: json.RawMessage(`{"type":"object","properties":{"a":{"type":"string","pattern":"^x+$"}}}`)}
+	}
+	ex, mem := newAuditedExecutor(newRegistry(t, conf, mk("yes"), mk("no")), false)
+	ex.Run(context.Background(), []tool.Call{{Name: "yes", Args: json.RawMessage(`{"a":"xxx"}`)}, {Name: "no"}})
+	evs := mem.Events()
+	timed := map[audit.Kind]bool{
+		audit.ValidationPassed: true, audit.ConfirmationAccepted: true,
+		audit.ConfirmationRejected: true, audit.CallExecuted: true,
+	}
+	seen := map[audit.Kind]bool{}
+	for _, ev := range evs {
+		seen[ev.Kind] = true
+		if timed[ev.Kind] && ev.Duration <= 0 {
+			t.Errorf("%s event of %s has duration %v, want > 0", ev.Kind, ev.Tool, ev.Duration)
+		}
+		if !timed[ev.Kind] && ev.Duration != 0 {
+			t.Errorf("%s event has duration %v; it is not a timed step", ev.Kind, ev.Duration)
+		}
+		if ev.Tier != "write" || ev.Source != "srv" || ev.Original != "orig_"+ev.Tool {
+			t.Errorf("%s event of %s: Tier=%q Source=%q Original=%q", ev.Kind, ev.Tool, ev.Tier, ev.Source, ev.Original)
+		}
+	}
+	for k := range timed {
+		if !seen[k] {
+			t.Errorf("no %s event was recorded", k)
+		}
+	}
+}
+
+func TestAuditUnknownToolHasNoTierOrOrigin(t *testing.T) {
+	ex, mem := newAuditedExecutor(newRegistry(t, nil, readTool("r")), false)
+	ex.Call(context.Background(), "ghost", nil)
+	for _, ev := range mem.Events() {
+		if ev.Tier != "" || ev.Source != "" || ev.Original != "" || ev.Tool != "ghost" {
+			t.Errorf("%s: Tool=%q Tier=%q Source=%q Original=%q", ev.Kind, ev.Tool, ev.Tier, ev.Source, ev.Original)
+		}
+	}
+}
+
+func TestAuditFailedRedactionStoresOnlyOpaqueEvents(t *testing.T) {
+	const secret = "sk-PLANTED-SECRET-42"
+	redactors := map[string]audit.Redactor{
+		"error": audit.RedactorFunc(func(ev *audit.Event) error {
+			return fmt.Errorf("cannot redact %s", ev.Args)
+		}),
+		"panic": audit.RedactorFunc(func(ev *audit.Event) error {
+			ev.Tool = "half-edited"
+			panic("redactor bug")
+		}),
+	}
+	for name, red := range redactors {
+		t.Run(name, func(t *testing.T) {
+			var sink bytes.Buffer
+			mem := &audit.Memory{}
+			logger, _ := quietLogger()
+			log := audit.NewLog(teeSink{mem, audit.WriterSink{W: &sink}}, &audit.LogOptions{Redactor: red, Logger: logger})
+			reg := newRegistry(t, &confirmRecorder{answer: false},
+				&tool.Tool{Name: "r", Tier: tool.Read, Handler: func(context.Context, json.RawMessage) (*tool.Result, error) {
+					return tool.TextResult("echo " + secret), nil
+				}},
+				&tool.Tool{Name: "d", Tier: tool.Destructive, Handler: okHandler, Origin: tool.Origin{Source: "s", Name: "o"}})
+			ex := tool.NewExecutor(reg, &tool.ExecutorOptions{Audit: log, LogArguments: true, Logger: logger})
+			args := json.RawMessage(`{"token":"` + secret + `"}`)
+			ex.Run(context.Background(), []tool.Call{
+				{Name: "r", ID: secret, Args: args},
+				{Name: "d", Args: args},
+				{Name: "bad", Args: json.RawMessage(`{"x":"` + secret)},
+			})
+			evs := mem.Events()
+			if len(evs) != 3+4+2 {
+				t.Fatalf("sink got %d events, want 9 (one per step)", len(evs))
+			}
+			for i, ev := range evs {
+				if ev.Kind != audit.RedactionFailed {
+					t.Errorf("event %d has kind %s, want %s", i, ev.Kind, audit.RedactionFailed)
+				}
+				if ev.Tool != "" || ev.Args != nil || ev.Result != nil || ev.Error != "" || ev.CallID != "" ||
+					ev.Reason != "" || ev.Source != "" || ev.Original != "" || ev.Tier != "" || ev.ArgsBytes != 0 || ev.ResultBytes != 0 {
+					t.Errorf("opaque event %d carries content: %+v", i, ev)
+				}
+				if ev.Batch == "" || ev.Batch != evs[0].Batch || ev.Time.IsZero() {
+					t.Errorf("opaque event %d lost its place: Batch=%q Time=%v", i, ev.Batch, ev.Time)
+				}
+			}
+			var idx []int
+			for _, ev := range evs {
+				idx = append(idx, ev.Index)
+			}
+			if fmt.Sprint(idx) != "[0 0 0 1 1 1 1 2 2]" {
+				t.Errorf("opaque event indexes = %v, want [0 0 0 1 1 1 1 2 2]", idx)
+			}
+			if strings.Contains(sink.String(), secret) || strings.Contains(sink.String(), "half-edited") {
+				t.Errorf("sink output leaks event content:\n%s", sink.String())
+			}
+			if n := strings.Count(sink.String(), "\n"); n != 9 {
+				t.Errorf("sink has %d lines, want 9", n)
+			}
+		})
+	}
+}
+
+// teeSink writes every event to each of its sinks.
+type teeSink []audit.Sink
+
+func (ts teeSink) Write(ev *audit.Event) error {
+	for _, s := range ts {
+		if err := s.Write(ev); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func TestAuditSecretsRedactorMasksArgsAndResultsThroughExecutor(t *testing.T) {
+	const secret = "tok_abc123"
+	mem := &audit.Memory{}
+	log := audit.NewLog(mem, &audit.LogOptions{Redactor: audit.NewSecrets(secret)})
+	reg := newRegistry(t, nil, &tool.Tool{Name: "r", Tier: tool.Read, Handler: func(_ context.Context, args json.RawMessage) (*tool.Result, error) {
+		return tool.TextResult("got " + string(args)), nil
+	}})
+	ex := tool.NewExecutor(reg, &tool.ExecutorOptions{Audit: log, LogArguments: true})
+	res := ex.Call(context.Background(), "r", json.RawMessage(`{"t":"`+secret+`"}`))
+	if !strings.Contains(res.Text(), secret) {
+		t.Fatalf("the caller's own result must not be redacted: %q", res.Text())
+	}
+	all, err := json.Marshal(mem.Events())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if bytes.Contains(all, []byte(secret)) {
+		t.Errorf("secret reached the sink: %s", all)
+	}
+	if c := bytes.Count(all, []byte(audit.Mask)); c < 2 {
+		t.Errorf("want the mask in both args and result, found %d masks: %s", c, all)
+	}
+}
+
+func TestAuditSecretWithHTMLCharactersIsMaskedInLoggedResult(t *testing.T) {
+	const secret = "p&ss<word>"
+	mem := &audit.Memory{}
+	log := audit.NewLog(mem, &audit.LogOptions{Redactor: audit.NewSecrets(secret)})
+	reg := newRegistry(t, nil, &tool.Tool{Name: "r", Tier: tool.Read, Handler: func(context.Context, json.RawMessage) (*tool.Result, error) {
+		return tool.TextResult("the password is " + secret), nil
+	}})
+	ex := tool.NewExecutor(reg, &tool.ExecutorOptions{Audit: log, LogArguments: true})
+	ex.Call(context.Background(), "r", nil)
+	for _, ev := range mem.Events() {
+		if ev.Result == nil {
+			continue
+		}
+		var decoded struct {
+			Content []struct{ Text string } `json:"content"`
+		}
+		if err := json.Unmarshal(ev.Result, &decoded); err != nil {
+			t.Fatal(err)
+		}
+		for _, c := range decoded.Content {
+			if strings.Contains(c.Text, secret) {
+				t.Errorf("stored result decodes to %q, which contains the secret (raw %s)", c.Text, ev.Result)
+			}
+		}
+	}
+}

@@ -1,0 +1,394 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/base64"
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/toolwire/toolwire/audit"
+	"github.com/toolwire/toolwire/internal/demo"
+)
+
+// TestMain lets the test binary double as the demo MCP server, so the CLI
+// under test starts a real child process without a separate build.
+func TestMain(m *testing.M) {
+	if os.Getenv("TOOLWIRE_TEST_SERVER") == "demo" {
+		if err := demo.ServeStdio(context.Background(), &demo.Options{NotesFile: os.Getenv("DEMO_NOTES_FILE")}); err != nil {
+			os.Exit(1)
+		}
+		os.Exit(0)
+	}
+	os.Exit(m.Run())
+}
+
+// fixture is a temporary directory with a config naming the demo server.
+type fixture struct {
+	dir    string
+	config string
+	audit  string
+	notes  string
+}
+
+func newFixture(t *testing.T, extraServers string) *fixture {
+	t.Helper()
+	dir := t.TempDir()
+	f := &fixture{dir: dir, config: filepath.Join(dir, "toolwire.yaml"), audit: filepath.Join(dir, "audit.jsonl"), notes: filepath.Join(dir, "notes.json")}
+	cfg := `servers:
+  demo:
+    command: ` + quoteYAML(os.Args[0]) + `
+    env:
+      TOOLWIRE_TEST_SERVER: demo
+      DEMO_NOTES_FILE: ` + quoteYAML(f.notes) + `
+    tierOverrides:
+      write_note: write
+` + extraServers + `audit:
+  file: audit.jsonl
+`
+	if err := os.WriteFile(f.config, []byte(cfg), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return f
+}
+
+func quoteYAML(s string) string {
+	b, _ := json.Marshal(s)
+	return string(b)
+}
+
+// outcome is what one CLI run produced.
+type outcome struct {
+	code           int
+	stdout, stderr string
+}
+
+// run executes the CLI in-process with the given stdin and terminal status.
+func (f *fixture) run(t *testing.T, stdin string, terminal bool, args ...string) outcome {
+	t.Helper()
+	var stdout, stderr bytes.Buffer
+	e := &env{
+		stdin:      strings.NewReader(stdin),
+		stdout:     &stdout,
+		stderr:     &stderr,
+		isTerminal: func() bool { return terminal },
+		lookupEnv:  func(string) (string, bool) { return "", false },
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	root := newRootCommand(e)
+	root.SetArgs(append([]string{"--config", f.config}, args...))
+	code := exitCode(root.ExecuteContext(ctx), &stderr)
+	return outcome{code, stdout.String(), stderr.String()}
+}
+
+func (o outcome) expect(t *testing.T, code int) {
+	t.Helper()
+	if o.code != code {
+		t.Fatalf("exit status %d, want %d\nstdout:\n%s\nstderr:\n%s", o.code, code, o.stdout, o.stderr)
+	}
+}
+
+func TestToolsTableShowsTiersFromConfigAndHints(t *testing.T) {
+	f := newFixture(t, "")
+	o := f.run(t, "", false, "tools")
+	o.expect(t, exitOK)
+	rows := map[string][]string{}
+	for _, line := range strings.Split(o.stdout, "\n")[1:] {
+		if fields := strings.Fields(line); len(fields) >= 3 {
+			rows[fields[0]] = fields[1:3]
+		}
+	}
+	want := map[string]string{"demo__echo": "read", "demo__write_note": "write", "demo__delete_note": "destructive"}
+	for name, tier := range want {
+		got, ok := rows[name]
+		if !ok {
+			t.Fatalf("tool %s missing from table:\n%s", name, o.stdout)
+		}
+		if got[0] != tier || got[1] != "demo" {
+			t.Errorf("%s: tier/server = %v, want %s/demo", name, got, tier)
+		}
+	}
+	if len(rows) != 13 {
+		t.Errorf("table has %d tools, want the demo's 13:\n%s", len(rows), o.stdout)
+	}
+}
+
+func TestToolsJSONCarriesSchemas(t *testing.T) {
+	f := newFixture(t, "")
+	o := f.run(t, "", false, "tools", "--json")
+	o.expect(t, exitOK)
+	var tools []struct {
+		Name        string          `json:"name"`
+		Tier        string          `json:"tier"`
+		Original    string          `json:"original"`
+		InputSchema json.RawMessage `json:"inputSchema"`
+	}
+	if err := json.Unmarshal([]byte(o.stdout), &tools); err != nil {
+		t.Fatalf("tools --json is not JSON: %v\n%s", err, o.stdout)
+	}
+	found := false
+	for _, tl := range tools {
+		if tl.Name == "demo__echo" {
+			found = true
+			if tl.Original != "echo" || tl.Tier != "read" || !bytes.Contains(tl.InputSchema, []byte(`"text"`)) {
+				t.Errorf("demo__echo = %+v, want original echo, tier read, a schema naming text", tl)
+			}
+		}
+	}
+	if !found {
+		t.Fatalf("demo__echo missing from %s", o.stdout)
+	}
+}
+
+func TestCallReadToolPrintsText(t *testing.T) {
+	f := newFixture(t, "")
+	o := f.run(t, "", false, "call", "demo__echo", "text=hello there")
+	o.expect(t, exitOK)
+	if o.stdout != "hello there\n" {
+		t.Errorf("stdout = %q, want the echoed text", o.stdout)
+	}
+}
+
+func TestCallKeyValueKeepsStringPropertiesAsText(t *testing.T) {
+	f := newFixture(t, "")
+	// echo's text is a string: 007 must stay "007", not become the number 7.
+	o := f.run(t, "", false, "call", "demo__echo", "text=007")
+	o.expect(t, exitOK)
+	if o.stdout != "007\n" {
+		t.Errorf("stdout = %q, want 007", o.stdout)
+	}
+	// add's a and b are numbers: the values parse as JSON.
+	o = f.run(t, "", false, "call", "demo__add", "a=2", "b=3.5")
+	o.expect(t, exitOK)
+	if strings.TrimSpace(o.stdout) != "5.5" {
+		t.Errorf("add 2 + 3.5 printed %q, want 5.5", o.stdout)
+	}
+}
+
+func TestCallArgsFlag(t *testing.T) {
+	f := newFixture(t, "")
+	o := f.run(t, "", false, "call", "demo__echo", "--args", `{"text":"from json"}`)
+	o.expect(t, exitOK)
+	if o.stdout != "from json\n" {
+		t.Errorf("stdout = %q", o.stdout)
+	}
+	o = f.run(t, "", false, "call", "demo__echo", "--args", `{"text":"x"}`, "text=y")
+	o.expect(t, exitUsage)
+}
+
+func TestCallWriteToolAsksAndRunsOnYes(t *testing.T) {
+	f := newFixture(t, "")
+	o := f.run(t, "y\n", true, "call", "demo__write_note", "title=groceries", "body=milk")
+	o.expect(t, exitOK)
+	for _, want := range []string{"demo__write_note is a write tool", `"title": "groceries"`, "Run it? [y/N]"} {
+		if !strings.Contains(o.stderr, want) {
+			t.Errorf("prompt lacks %q:\n%s", want, o.stderr)
+		}
+	}
+	if !strings.Contains(o.stdout, `saved note "groceries"`) {
+		t.Errorf("stdout = %q, want the server's confirmation", o.stdout)
+	}
+	if titles := f.noteTitles(t); len(titles) != 1 || titles[0] != "groceries" {
+		t.Errorf("notes on disk = %v, want [groceries]", titles)
+	}
+}
+
+func TestCallDestructiveToolDeclinedDoesNotRun(t *testing.T) {
+	f := newFixture(t, "")
+	f.run(t, "", false, "call", "demo__write_note", "title=keep", "body=x", "--yes").expect(t, exitOK)
+	for _, answer := range []string{"n\n", "\n", "yes please\n", ""} {
+		o := f.run(t, answer, true, "call", "demo__delete_note", "title=keep")
+		o.expect(t, exitDeclined)
+		if !strings.Contains(o.stderr, "demo__delete_note is a destructive tool") {
+			t.Errorf("answer %q: no prompt shown:\n%s", answer, o.stderr)
+		}
+	}
+	if titles := f.noteTitles(t); len(titles) != 1 {
+		t.Errorf("notes on disk = %v, want the note kept", titles)
+	}
+	o := f.run(t, "y\n", true, "call", "demo__delete_note", "title=keep")
+	o.expect(t, exitOK)
+	if titles := f.noteTitles(t); len(titles) != 0 {
+		t.Errorf("notes on disk = %v after an approved delete, want none", titles)
+	}
+}
+
+func TestCallWithoutTerminalIsRefusedUnlessYes(t *testing.T) {
+	f := newFixture(t, "")
+	o := f.run(t, "y\n", false, "call", "demo__write_note", "title=t", "body=b")
+	o.expect(t, exitDeclined)
+	if !strings.Contains(o.stderr, "no terminal") || strings.Contains(o.stderr, "Run it?") {
+		t.Errorf("want a refusal naming the missing terminal and no prompt:\n%s", o.stderr)
+	}
+	if titles := f.noteTitles(t); len(titles) != 0 {
+		t.Errorf("refused call wrote notes %v", titles)
+	}
+	o = f.run(t, "", false, "call", "demo__write_note", "title=t", "body=b", "--yes")
+	o.expect(t, exitOK)
+	if strings.Contains(o.stderr, "Run it?") {
+		t.Errorf("--yes still prompted:\n%s", o.stderr)
+	}
+}
+
+func TestCallExitStatuses(t *testing.T) {
+	f := newFixture(t, "")
+	cases := []struct {
+		name string
+		args []string
+		code int
+		want string
+	}{
+		{"unknown tool", []string{"call", "demo__nope"}, exitUsage, `unknown tool "demo__nope"`},
+		{"schema violation", []string{"call", "demo__add", "a=1", "b=x"}, exitUsage, "/b"},
+		{"malformed json", []string{"call", "demo__echo", "--args", "{"}, exitUsage, "not valid JSON"},
+		{"tool error", []string{"call", "demo__fail", "reason=boom"}, exitToolErr, "demo failure: boom"},
+		{"bad pair", []string{"call", "demo__echo", "text"}, exitUsage, "want key=value"},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			o := f.run(t, "", false, c.args...)
+			o.expect(t, c.code)
+			if !strings.Contains(o.stderr, c.want) {
+				t.Errorf("stderr lacks %q:\n%s", c.want, o.stderr)
+			}
+		})
+	}
+}
+
+func TestCallJSONPrintsWholeResult(t *testing.T) {
+	f := newFixture(t, "")
+	o := f.run(t, "", false, "call", "demo__mislabeled_image", "--json")
+	o.expect(t, exitOK)
+	var res struct {
+		Content []struct {
+			Type     string `json:"type"`
+			MIMEType string `json:"mimeType"`
+			Data     string `json:"data"`
+		} `json:"content"`
+	}
+	if err := json.Unmarshal([]byte(o.stdout), &res); err != nil {
+		t.Fatalf("--json output is not JSON: %v\n%s", err, o.stdout)
+	}
+	if len(res.Content) == 0 || res.Content[0].Type != "image" {
+		t.Fatalf("first block = %+v, want an image", res.Content)
+	}
+	// The server labels the PNG application/octet-stream; the bytes win.
+	if res.Content[0].MIMEType != "image/png" {
+		t.Errorf("mimeType = %q, want image/png from sniffing", res.Content[0].MIMEType)
+	}
+	data, err := base64.StdEncoding.DecodeString(res.Content[0].Data)
+	if err != nil || !bytes.HasPrefix(data, []byte("\x89PNG")) {
+		t.Errorf("data does not decode to a PNG (err %v)", err)
+	}
+}
+
+func TestCallShowsProgress(t *testing.T) {
+	f := newFixture(t, "")
+	o := f.run(t, "", false, "call", "demo__slow_count", "steps=3", "interval_ms=5")
+	o.expect(t, exitOK)
+	if !strings.Contains(o.stderr, "progress 1/3: step 1 of 3") {
+		t.Errorf("stderr lacks the first progress report:\n%s", o.stderr)
+	}
+}
+
+func TestAuditFileRecordsEachStep(t *testing.T) {
+	f := newFixture(t, "")
+	f.run(t, "", false, "call", "demo__echo", "text=secret-free").expect(t, exitOK)
+	f.run(t, "n\n", true, "call", "demo__delete_note", "title=x").expect(t, exitDeclined)
+	kinds := f.auditKinds(t)
+	want := []audit.Kind{
+		audit.CallRequested, audit.ValidationPassed, audit.CallExecuted,
+		audit.CallRequested, audit.ValidationPassed, audit.ConfirmationRequested, audit.ConfirmationRejected,
+	}
+	if strings.Join(kindStrings(kinds), ",") != strings.Join(kindStrings(want), ",") {
+		t.Errorf("audit kinds = %v, want %v", kinds, want)
+	}
+	raw, err := os.ReadFile(f.audit)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if bytes.Contains(raw, []byte("secret-free")) {
+		t.Errorf("audit log holds argument text although argument logging is off:\n%s", raw)
+	}
+}
+
+func TestServerThatFailsIsReportedAndOthersWork(t *testing.T) {
+	f := newFixture(t, `  broken:
+    command: /nonexistent/mcp-server
+    args: [--flag]
+`)
+	o := f.run(t, "", false, "call", "demo__echo", "text=still works")
+	o.expect(t, exitOK)
+	if !strings.Contains(o.stderr, `server "broken"`) || !strings.Contains(o.stderr, "/nonexistent/mcp-server --flag") {
+		t.Errorf("warning does not name the server and command:\n%s", o.stderr)
+	}
+	o = f.run(t, "", false, "call", "broken__x")
+	o.expect(t, exitUsage)
+	if !strings.Contains(o.stderr, "failed to connect") {
+		t.Errorf("unknown-tool error does not mention the failed server:\n%s", o.stderr)
+	}
+}
+
+func TestConfigErrorNamesFieldAndLine(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, "bad.yaml")
+	if err := os.WriteFile(path, []byte("servers:\n  demo:\n    command: x\n    defaultTier: admin\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	f := &fixture{dir: dir, config: path}
+	o := f.run(t, "", false, "tools")
+	o.expect(t, exitUsage)
+	if !strings.Contains(o.stderr, ":4:") || !strings.Contains(o.stderr, "defaultTier") {
+		t.Errorf("error does not name line 4 and the field:\n%s", o.stderr)
+	}
+}
+
+func (f *fixture) noteTitles(t *testing.T) []string {
+	t.Helper()
+	raw, err := os.ReadFile(f.notes)
+	if os.IsNotExist(err) {
+		return nil
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	var notes map[string]string
+	if err := json.Unmarshal(raw, &notes); err != nil {
+		t.Fatalf("notes file: %v\n%s", err, raw)
+	}
+	var titles []string
+	for k := range notes {
+		titles = append(titles, k)
+	}
+	return titles
+}
+
+func (f *fixture) auditKinds(t *testing.T) []audit.Kind {
+	t.Helper()
+	raw, err := os.ReadFile(f.audit)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var kinds []audit.Kind
+	for _, line := range strings.Split(strings.TrimSpace(string(raw)), "\n") {
+		var ev audit.Event
+		if err := json.Unmarshal([]byte(line), &ev); err != nil {
+			t.Fatalf("audit line %q: %v", line, err)
+		}
+		kinds = append(kinds, ev.Kind)
+	}
+	return kinds
+}
+
+func kindStrings(ks []audit.Kind) []string {
+	out := make([]string, len(ks))
+	for i, k := range ks {
+		out[i] = string(k)
+	}
+	return out
+}

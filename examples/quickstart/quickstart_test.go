@@ -1,0 +1,39 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"strings"
+	"testing"
+	"time"
+)
+
+// TestQuickstartWithoutTerminal runs the README's first command the way CI
+// does, with no terminal: every step must show what the README promises.
+func TestQuickstartWithoutTerminal(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds two binaries")
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	var out bytes.Buffer
+	q := &quickstart{dir: t.TempDir(), stdin: strings.NewReader(""), stdout: &out}
+	if err := q.run(ctx); err != nil {
+		t.Fatalf("quickstart failed: %v\n%s", err, out.String())
+	}
+	text := out.String()
+	for _, want := range []string{
+		"demo__delete_note        destructive", // tools listed with tiers
+		"demo__write_note         write",       // the override from the config
+		"\nhello from toolwire\n",              // the read tool's output
+		`missing property 'b'`,                 // the schema refusal
+		`saved note "groceries"`,               // the write approved with --yes
+		"no terminal to ask for confirmation",  // the destructive call refused
+		"confirmation.rejected  ",              // and the audit log shows it
+		"call.executed",
+	} {
+		if !strings.Contains(text, want) {
+			t.Errorf("quick start output lacks %q:\n%s", want, text)
+		}
+	}
+}

@@ -18,10 +18,10 @@ func isolate(cmd *exec.Cmd) {
 // killGroup ends what is left of the child's process group after the child
 // itself has been waited for. The group id is the child's pid, which stays
 // reserved while any member of the group is alive.
-func killGroup(cmd *exec.Cmd) {
-	if cmd == nil || cmd.Process == nil {
+func killGroup(pid int) {
+	if pid <= 0 {
 		return
 	}
 	// ESRCH, the usual answer, means the group is already empty.
-	_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
+	_ = syscall.Kill(-pid, syscall.SIGKILL)
 }

@@ -24,6 +24,10 @@ import (
 // configuration sets no timeout.
 const DefaultTimeout = 60 * time.Second
 
+// terminateGrace is how long closing a stdio server waits after closing its
+// stdin before SIGTERM, and again before SIGKILL.
+const terminateGrace = 2 * time.Second
+
 // Version is the client version toolwire announces to servers.
 const Version = "0.1.0"
 
@@ -51,7 +55,8 @@ type Server struct {
 	timeout time.Duration
 
 	session *mcp.ClientSession
-	cmd     *exec.Cmd // the stdio child, nil over HTTP
+	cmd     *exec.Cmd    // the stdio child, nil over HTTP
+	pid     atomic.Int64 // the child's pid once started, read by killers on other goroutines
 	stderr  *stderrLog
 
 	tools    []string
@@ -130,9 +135,15 @@ func Connect(ctx context.Context, cfg config.Server, reg *tool.Registry, opts *O
 
 	cctx, cancel := context.WithTimeout(ctx, s.timeout)
 	defer cancel()
+	// A stdio server that has not started within the timeout is killed at
+	// once: the SDK's cleanup of a failed handshake would otherwise close
+	// stdin and wait for a child that may never read it. Disarmed (first,
+	// as defers run last-in first-out) when Connect returns.
+	disarm := context.AfterFunc(cctx, s.killChild)
+	defer disarm()
 	session, err := client.Connect(cctx, transport, nil)
 	if err != nil {
-		killGroup(s.cmd)
+		s.killChild()
 		return nil, s.connectError(ctx, cctx, err)
 	}
 	s.session = session
@@ -199,7 +210,9 @@ func (s *Server) transport(cfg config.Server, httpClient *http.Client) (mcp.Tran
 		cmd.Stderr = s.stderr
 		isolate(cmd)
 		s.cmd = cmd
-		return &mcp.CommandTransport{Command: cmd}, nil
+		return &startedTransport{inner: &mcp.CommandTransport{Command: cmd, TerminateDuration: terminateGrace}, started: func() {
+			s.pid.Store(int64(cmd.Process.Pid))
+		}}, nil
 	case "http":
 		if httpClient == nil {
 			httpClient = &http.Client{}
@@ -234,6 +247,24 @@ func childEnv(extra map[string]string) []string {
 	}
 	return env
 }
+
+// startedTransport reports when its inner transport has connected (for
+// stdio: when the child process exists).
+type startedTransport struct {
+	inner   mcp.Transport
+	started func()
+}
+
+func (t *startedTransport) Connect(ctx context.Context) (mcp.Connection, error) {
+	conn, err := t.inner.Connect(ctx)
+	if err == nil {
+		t.started()
+	}
+	return conn, err
+}
+
+// killChild ends the stdio child's whole process group, if it was started.
+func (s *Server) killChild() { killGroup(int(s.pid.Load())) }
 
 // headerTransport adds static headers and a bearer token to every request.
 type headerTransport struct {
@@ -322,8 +353,20 @@ func (s *Server) requestError(parent, ctx context.Context, what string, err erro
 	if parent.Err() == nil && errors.Is(ctx.Err(), context.DeadlineExceeded) {
 		return fmt.Errorf("server %q: %s: no answer within %s: %w", s.cfg.Name, what, s.timeout, context.DeadlineExceeded)
 	}
-	return fmt.Errorf("server %q: %s: %w", s.cfg.Name, what, err)
+	// The SDK's message may quote an expanded URL or header, and this one
+	// goes to the model: mask it, keeping the cause for errors.Is.
+	return &maskedError{msg: fmt.Sprintf("server %q: %s: %s", s.cfg.Name, what, s.secrets.String(err.Error())), err: err}
 }
+
+// maskedError shows a message with secrets masked while still wrapping the
+// original error.
+type maskedError struct {
+	msg string
+	err error
+}
+
+func (e *maskedError) Error() string { return e.msg }
+func (e *maskedError) Unwrap() error { return e.err }
 
 // connectError explains a failed connection: which server, which command or
 // URL (as configured, so placeholders stay unexpanded), the cause and, for a
@@ -386,7 +429,7 @@ func (s *Server) Close() error {
 
 func (s *Server) shutdown() error {
 	err := s.session.Close()
-	killGroup(s.cmd)
+	s.killChild()
 	if err != nil {
 		return fmt.Errorf("server %q: close: %w", s.cfg.Name, err)
 	}

@@ -1,0 +1,285 @@
+package mcpclient
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+	"github.com/toolwire/toolwire/config"
+	"github.com/toolwire/toolwire/internal/demo"
+	"github.com/toolwire/toolwire/tool"
+)
+
+// The test binary doubles as the stdio MCP servers the end-to-end tests
+// start: Connect re-executes it with TOOLWIRE_TEST_SERVER set, and TestMain
+// then serves instead of running tests.
+const (
+	envServer  = "TOOLWIRE_TEST_SERVER"
+	envPIDFile = "TOOLWIRE_TEST_PIDFILE" // when set, the child writes its pid there first
+)
+
+// longName is the 80-character tool name of the custom server.
+var longName = strings.Repeat("long_tool_name_", 5) + "abcde"
+
+func TestMain(m *testing.M) {
+	mode := os.Getenv(envServer)
+	if mode == "" {
+		// Connect logs to slog.Default when Options.Logger is nil; keep test
+		// output quiet. Tests that look at logs pass their own logger.
+		slog.SetDefault(slog.New(slog.DiscardHandler))
+		os.Exit(m.Run())
+	}
+	if path := os.Getenv(envPIDFile); path != "" {
+		if err := os.WriteFile(path, []byte(strconv.Itoa(os.Getpid())), 0o600); err != nil {
+			fmt.Fprintf(os.Stderr, "writing pid file: %v\n", err)
+			os.Exit(2)
+		}
+	}
+	var err error
+	switch mode {
+	case "demo":
+		err = demo.ServeStdio(context.Background(), nil)
+	case "crash":
+		if token := os.Getenv("TOKEN"); token != "" {
+			fmt.Fprintf(os.Stderr, "using token %s\n", token)
+		}
+		fmt.Fprint(os.Stderr, "fatal: config missing\n")
+		os.Exit(3)
+	case "mute":
+		// Reads requests but never answers; exits when stdin closes.
+		_, _ = io.Copy(io.Discard, os.Stdin)
+	case "stubborn":
+		// Never answers and ignores stdin closing: only a signal ends it.
+		_, _ = io.Copy(io.Discard, os.Stdin)
+		time.Sleep(time.Hour)
+	case "custom":
+		err = newCustomServer().Run(context.Background(), &mcp.StdioTransport{})
+	default:
+		err = fmt.Errorf("unknown %s %q", envServer, mode)
+	}
+	if err != nil && !errors.Is(err, context.Canceled) {
+		fmt.Fprintf(os.Stderr, "test server: %v\n", err)
+		os.Exit(1)
+	}
+	os.Exit(0)
+}
+
+// newCustomServer builds the server behind TOOLWIRE_TEST_SERVER=custom. Each
+// plain tool answers with its own name, so a test can tell which original
+// tool a registered name reaches.
+func newCustomServer() *mcp.Server {
+	srv := mcp.NewServer(&mcp.Implementation{Name: "custom", Version: "0.0.1"}, nil)
+	obj := json.RawMessage(`{"type":"object"}`)
+	named := func(name string) mcp.ToolHandler {
+		return func(context.Context, *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+			return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: name}}}, nil
+		}
+	}
+	for _, name := range []string{"a.b", "a_b", longName} {
+		srv.AddTool(&mcp.Tool{Name: name, Description: "answers " + name, InputSchema: obj}, named(name))
+	}
+	srv.AddTool(&mcp.Tool{
+		Name:        "broken",
+		Description: "has an input schema that does not compile",
+		InputSchema: json.RawMessage(`{"type":"object","properties":{"x":{"type":12}}}`),
+	}, named("broken"))
+	srv.AddTool(&mcp.Tool{
+		Name:        "guarded",
+		Description: "claims to be read-only",
+		InputSchema: obj,
+		Annotations: &mcp.ToolAnnotations{ReadOnlyHint: true},
+	}, named("guarded"))
+
+	// burst sends n progress reports (1..n of n) and then returns when
+	// "return" is true, or else blocks until the call is cancelled.
+	srv.AddTool(&mcp.Tool{
+		Name:        "burst",
+		InputSchema: json.RawMessage(`{"type":"object","properties":{"n":{"type":"integer"},"return":{"type":"boolean"}},"required":["n"]}`),
+	}, func(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+		var args struct {
+			N      int  `json:"n"`
+			Return bool `json:"return"`
+		}
+		if err := json.Unmarshal(req.Params.Arguments, &args); err != nil {
+			return nil, err
+		}
+		token := req.Params.GetProgressToken()
+		for i := 1; i <= args.N && token != nil; i++ {
+			err := req.Session.NotifyProgress(ctx, &mcp.ProgressNotificationParams{
+				ProgressToken: token, Progress: float64(i), Total: float64(args.N), Message: fmt.Sprintf("report %d", i),
+			})
+			if err != nil {
+				return nil, err
+			}
+		}
+		if args.Return {
+			return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: "done"}}}, nil
+		}
+		<-ctx.Done()
+		return nil, ctx.Err()
+	})
+	return srv
+}
+
+// waitTime bounds every step of a test that could block if the code under
+// test is wrong, so that a bug fails the test rather than hanging it.
+const waitTime = 20 * time.Second
+
+// boundedCtx returns a context that ends after d or with the test.
+func boundedCtx(t *testing.T, d time.Duration) context.Context {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(t.Context(), d)
+	t.Cleanup(cancel)
+	return ctx
+}
+
+// stdioConfig returns the configuration of a stdio server served by this
+// test binary in the given mode.
+func stdioConfig(name, mode string) config.Server {
+	return config.Server{
+		Name:      name,
+		Transport: "stdio",
+		Command:   os.Args[0],
+		// GORACE: a race-enabled child otherwise sleeps a second on exit,
+		// which would make every Close take a second.
+		Env:         map[string]string{envServer: mode, "GORACE": "atexit_sleep_ms=0"},
+		DefaultTier: "read",
+	}
+}
+
+// confirmAll is a confirmer that approves every call.
+var confirmAll = tool.ConfirmFunc(func(context.Context, tool.PendingCall) (bool, error) { return true, nil })
+
+func confirmingRegistry() *tool.Registry {
+	return tool.NewRegistry(&tool.RegistryOptions{Confirmer: confirmAll})
+}
+
+// connect connects cfg into reg and closes the server when the test ends.
+func connect(t *testing.T, cfg config.Server, reg *tool.Registry, opts *Options) *Server {
+	t.Helper()
+	s, err := Connect(boundedCtx(t, waitTime), cfg, reg, opts)
+	if err != nil {
+		t.Fatalf("Connect(%s): %v", cfg.Name, err)
+	}
+	t.Cleanup(func() { _ = s.Close() })
+	return s
+}
+
+// call runs one call through an executor, bounded by waitTime.
+func call(t *testing.T, ex *tool.Executor, name, args string) *tool.Result {
+	t.Helper()
+	return ex.Call(boundedCtx(t, waitTime), name, json.RawMessage(args))
+}
+
+// recorder is a tool.Caller that keeps every progress report. When first is
+// set, it is closed on the first report; when until is set, it is closed
+// once a report's Progress reaches untilAt.
+type recorder struct {
+	mu      sync.Mutex
+	reports []tool.Progress
+
+	first     chan struct{}
+	firstOnce sync.Once
+	until     chan struct{}
+	untilAt   float64
+	untilOnce sync.Once
+}
+
+func (r *recorder) Progress(_ context.Context, p tool.Progress) {
+	r.mu.Lock()
+	r.reports = append(r.reports, p)
+	r.mu.Unlock()
+	if r.first != nil {
+		r.firstOnce.Do(func() { close(r.first) })
+	}
+	if r.until != nil && p.Progress >= r.untilAt {
+		r.untilOnce.Do(func() { close(r.until) })
+	}
+}
+
+func (r *recorder) got() []tool.Progress {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return append([]tool.Progress(nil), r.reports...)
+}
+
+// demoStats is the demo's stats result.
+type demoStats struct {
+	Calls     int `json:"calls"`
+	Cancelled int `json:"cancelled"`
+}
+
+// stats calls the demo's stats tool under its own 10 s deadline, so a server
+// that never sees the awaited cancellation fails the test instead of hanging.
+func stats(t *testing.T, ex *tool.Executor, prefix string, waitForCancelled int) demoStats {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
+	defer cancel()
+	res := ex.Call(ctx, prefix+"__stats", json.RawMessage(fmt.Sprintf(`{"wait_for_cancelled":%d}`, waitForCancelled)))
+	if res.IsError {
+		t.Fatalf("stats(wait_for_cancelled=%d): %s: %s", waitForCancelled, res.Reason, res.Message)
+	}
+	raw, err := json.Marshal(res.Structured)
+	if err != nil {
+		t.Fatalf("stats structured content %#v: %v", res.Structured, err)
+	}
+	var st demoStats
+	if err := json.Unmarshal(raw, &st); err != nil {
+		t.Fatalf("stats structured content %s: %v", raw, err)
+	}
+	return st
+}
+
+// pidFile returns a path for a child to write its pid to, and a function
+// that reads it (0 when the file was never written).
+func pidFile(t *testing.T) (string, func() int) {
+	t.Helper()
+	path := t.TempDir() + "/child.pid"
+	return path, func() int {
+		t.Helper()
+		b, err := os.ReadFile(path)
+		if errors.Is(err, os.ErrNotExist) {
+			return 0
+		}
+		if err != nil {
+			t.Fatalf("reading pid file: %v", err)
+		}
+		pid, err := strconv.Atoi(string(b))
+		if err != nil {
+			t.Fatalf("pid file holds %q: %v", b, err)
+		}
+		return pid
+	}
+}
+
+// assertGone checks that no process has the given pid any more. The child
+// has been waited for (reaped) by Close, so even a zombie would be a bug.
+func assertGone(t *testing.T, pid int) {
+	t.Helper()
+	if pid <= 0 {
+		t.Fatalf("no child pid to check (%d)", pid)
+	}
+	if err := syscall.Kill(pid, 0); !errors.Is(err, syscall.ESRCH) {
+		t.Errorf("child %d still exists after Close: kill(pid, 0) = %v, want ESRCH", pid, err)
+	}
+}
+
+// toolNames returns the names registered in reg.
+func toolNames(reg *tool.Registry) []string {
+	var names []string
+	for _, t := range reg.List() {
+		names = append(names, t.Name)
+	}
+	return names
+}

@@ -65,32 +65,38 @@ type Event struct {
 	Result json.RawMessage `json:"result,omitempty"`
 }
 
-// MarshalJSON writes the duration as fractional milliseconds, which reads
-// better in a log than nanoseconds.
-func (e Event) MarshalJSON() ([]byte, error) {
-	type plain Event
-	var ms *float64
+// plainEvent has Event's fields without its methods, so encoding it does not
+// recurse into MarshalJSON.
+type plainEvent Event
+
+// wireEvent is an event as written: the duration in fractional
+// milliseconds, which reads better in a log than nanoseconds.
+type wireEvent struct {
+	plainEvent
+	DurationMS *float64 `json:"duration_ms,omitempty"`
+}
+
+func (e *Event) wire() wireEvent {
+	w := wireEvent{plainEvent: plainEvent(*e)}
 	if e.Duration > 0 {
-		v := float64(e.Duration.Microseconds()) / 1000
-		ms = &v
+		ms := float64(e.Duration.Microseconds()) / 1000
+		w.DurationMS = &ms
 	}
-	return json.Marshal(struct {
-		plain
-		DurationMS *float64 `json:"duration_ms,omitempty"`
-	}{plain(e), ms})
+	return w
+}
+
+// MarshalJSON writes the event with its duration in milliseconds.
+func (e Event) MarshalJSON() ([]byte, error) {
+	return json.Marshal(e.wire())
 }
 
 // UnmarshalJSON reads an event written by MarshalJSON.
 func (e *Event) UnmarshalJSON(b []byte) error {
-	type plain Event
-	var v struct {
-		plain
-		DurationMS *float64 `json:"duration_ms,omitempty"`
-	}
+	var v wireEvent
 	if err := json.Unmarshal(b, &v); err != nil {
 		return err
 	}
-	*e = Event(v.plain)
+	*e = Event(v.plainEvent)
 	if v.DurationMS != nil {
 		e.Duration = time.Duration(math.Round(*v.DurationMS * float64(time.Millisecond)))
 	}

@@ -41,6 +41,10 @@ type Log struct {
 	redactor Redactor
 	logger   *slog.Logger
 	failures int
+	// buf is the event being redacted and written. Handing the sink and
+	// the redactor a pointer to a field of the (already heap-allocated)
+	// Log, under mu, spares every event its own heap copy.
+	buf Event
 }
 
 // NewLog returns a Log writing to sink.
@@ -64,13 +68,17 @@ func (l *Log) Record(ev Event) {
 	if ev.Time.IsZero() {
 		ev.Time = time.Now()
 	}
-	ev = l.redact(ev)
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	if err := l.sink.Write(&ev); err != nil {
-		l.failures++
-		l.logger.Error("audit: write failed", "kind", string(ev.Kind), "err", err)
+	l.buf = ev
+	if l.redactor != nil {
+		l.redact(&l.buf)
 	}
+	if err := l.sink.Write(&l.buf); err != nil {
+		l.failures++
+		l.logger.Error("audit: write failed", "kind", string(l.buf.Kind), "err", err)
+	}
+	l.buf = Event{} // drop references to the event's data
 }
 
 // Failures returns how many events the sink failed to store.
@@ -83,24 +91,21 @@ func (l *Log) Failures() int {
 	return l.failures
 }
 
-// redact runs the redactor, turning both an error and a panic into an opaque
-// event: an event that could not be cleaned must not be stored as it is.
-func (l *Log) redact(ev Event) (out Event) {
-	if l.redactor == nil {
-		return ev
-	}
+// redact runs the redactor on ev in place, turning both an error and a
+// panic into an opaque event: an event that could not be cleaned must not be
+// stored as it is.
+func (l *Log) redact(ev *Event) {
 	opaque := Event{Time: ev.Time, Kind: RedactionFailed, Batch: ev.Batch, Index: ev.Index}
 	defer func() {
 		if r := recover(); r != nil {
 			// Like an error, the panic value may quote the secret.
-			out = opaque
+			*ev = opaque
 			l.logger.Error("audit: redactor panicked; event replaced")
 		}
 	}()
-	if err := l.redactor.Redact(&ev); err != nil {
+	if err := l.redactor.Redact(ev); err != nil {
 		// The error text itself may quote the secret, so it is not logged.
 		l.logger.Error("audit: redaction failed; event replaced")
-		return opaque
+		*ev = opaque
 	}
-	return ev
 }

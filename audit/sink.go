@@ -1,6 +1,7 @@
 package audit
 
 import (
+	"bytes"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -16,6 +17,8 @@ type FileSink struct {
 	mu   sync.Mutex
 	f    *os.File
 	path string
+	buf  bytes.Buffer
+	enc  *json.Encoder // writes into buf
 }
 
 // OpenFile opens (creating if needed, with mode 0600) the JSON Lines file at
@@ -28,22 +31,25 @@ func OpenFile(path string) (*FileSink, error) {
 	if err != nil {
 		return nil, fmt.Errorf("audit file %s: %w", path, err)
 	}
-	return &FileSink{f: f, path: path}, nil
+	s := &FileSink{f: f, path: path}
+	s.enc = json.NewEncoder(&s.buf)
+	return s, nil
 }
 
-// Write appends ev as one line.
+// Write appends ev as one line. The line is encoded into a buffer the sink
+// reuses, straight from the wire struct (going through MarshalJSON would
+// have encoding/json compact the bytes a second time).
 func (s *FileSink) Write(ev *Event) error {
-	line, err := json.Marshal(ev)
-	if err != nil {
-		return err
-	}
-	line = append(line, '\n')
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.f == nil {
 		return fmt.Errorf("audit file %s: closed", s.path)
 	}
-	_, err = s.f.Write(line)
+	s.buf.Reset()
+	if err := s.enc.Encode(ev.wire()); err != nil {
+		return err
+	}
+	_, err := s.f.Write(s.buf.Bytes())
 	return err
 }
 

@@ -3,9 +3,12 @@ package mcpclient
 import (
 	"encoding/json"
 	"fmt"
+	"runtime"
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
+	"sync/atomic"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"github.com/toolwire/toolwire/config"
@@ -88,6 +91,14 @@ func adapt(cfg config.Server, listing []*mcp.Tool, taken func(string) bool, hand
 	used := make(map[string]bool, len(listing))
 	isTaken := func(name string) bool { return used[name] || (taken != nil && taken(name)) }
 
+	// First pass: filter and build the tools, in listing order; entries
+	// that cannot become tools carry the reason instead.
+	type entry struct {
+		t    *tool.Tool
+		skip *Skipped
+	}
+	var entries []entry
+	var cands []*tool.Tool
 	for _, mt := range listing {
 		if mt == nil {
 			continue
@@ -97,31 +108,74 @@ func adapt(cfg config.Server, listing []*mcp.Tool, taken func(string) bool, hand
 			continue
 		}
 		if mt.Name == "" {
-			out.skipped = append(out.skipped, Skipped{Name: "", Reason: "the server listed a tool with no name"})
+			entries = append(entries, entry{skip: &Skipped{Name: "", Reason: "the server listed a tool with no name"}})
 			continue
 		}
 		schema, err := inputSchema(mt)
 		if err != nil {
-			out.skipped = append(out.skipped, Skipped{Name: mt.Name, Reason: err.Error()})
+			entries = append(entries, entry{skip: &Skipped{Name: mt.Name, Reason: err.Error()}})
 			continue
 		}
 		t := &tool.Tool{
-			Name:        registeredName(prefix, mt.Name, isTaken),
+			Name:        mt.Name, // the registered name is chosen below
 			Description: describe(mt, cfg.Name),
 			InputSchema: schema,
 			Tier:        policy.resolve(mt),
 			Origin:      tool.Origin{Source: cfg.Name, Name: mt.Name},
 			Handler:     handler(mt.Name),
 		}
-		if err := t.CompileSchema(); err != nil {
-			out.skipped = append(out.skipped, Skipped{Name: mt.Name, Reason: strings.TrimPrefix(err.Error(), fmt.Sprintf("tool %q: ", t.Name))})
+		entries = append(entries, entry{t: t})
+		cands = append(cands, t)
+	}
+	compileErrs := compileAll(cands)
+
+	// Second pass, in listing order: skip what did not compile, so that a
+	// broken tool does not take a name, and name the rest.
+	next := 0
+	for _, e := range entries {
+		if e.skip != nil {
+			out.skipped = append(out.skipped, *e.skip)
 			continue
 		}
+		t, err := e.t, compileErrs[next]
+		next++
+		if err != nil {
+			reason := strings.TrimPrefix(err.Error(), fmt.Sprintf("tool %q: ", t.Name))
+			out.skipped = append(out.skipped, Skipped{Name: t.Origin.Name, Reason: reason})
+			continue
+		}
+		t.Name = registeredName(prefix, t.Origin.Name, isTaken)
 		used[t.Name] = true
 		out.tools = append(out.tools, t)
 	}
 	out.warnings = unmatched(cfg, listed)
 	return out, nil
+}
+
+// compileAll compiles the tools' schemas on every core: compiling is most of
+// the cost of adapting a large listing. errs[i] is tools[i]'s error.
+func compileAll(tools []*tool.Tool) []error {
+	errs := make([]error, len(tools))
+	workers := min(runtime.GOMAXPROCS(0), len(tools)/8+1)
+	if workers <= 1 {
+		for i, t := range tools {
+			errs[i] = t.CompileSchema()
+		}
+		return errs
+	}
+	var next atomic.Int64
+	var wg sync.WaitGroup
+	for range workers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := int(next.Add(1) - 1); i < len(tools); i = int(next.Add(1) - 1) {
+				errs[i] = tools[i].CompileSchema()
+			}
+		}()
+	}
+	wg.Wait()
+	return errs
 }
 
 // selected applies onlyTools (nil means all; an empty list means none) and

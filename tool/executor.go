@@ -294,14 +294,16 @@ func (b *batch) sizeResult(ev *audit.Event, res *Result) {
 	if b.ex.audit == nil {
 		return
 	}
+	if !b.ex.logArgs {
+		ev.ResultBytes = res.size()
+		return
+	}
 	raw, err := json.Marshal(res)
 	if err != nil {
 		return
 	}
 	ev.ResultBytes = len(raw)
-	if b.ex.logArgs {
-		ev.Result = raw
-	}
+	ev.Result = raw
 }
 
 // failure turns a handler error into an error result, telling a caller's

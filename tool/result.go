@@ -128,6 +128,33 @@ func (r *Result) MarshalJSON() ([]byte, error) {
 	}{content, r.Structured, r.IsError, r.Reason, r.Message, r.Violations})
 }
 
+// size is the result's size in bytes for the audit log: its texts and raw
+// media bytes, plus the encoded structured value. It is close to the JSON
+// size without encoding the whole result just to measure it.
+func (r *Result) size() int {
+	n := 0
+	for _, c := range r.Content {
+		switch c := c.(type) {
+		case *Text:
+			n += len(c.Text)
+		case *Image:
+			n += len(c.Data)
+		case *Audio:
+			n += len(c.Data)
+		case *Resource:
+			n += len(c.URI) + len(c.Text) + len(c.Blob)
+		case *ResourceLink:
+			n += len(c.URI) + len(c.Name) + len(c.Description)
+		}
+	}
+	if r.Structured != nil {
+		if raw, err := json.Marshal(r.Structured); err == nil {
+			n += len(raw)
+		}
+	}
+	return n
+}
+
 // invalidArgs builds the result for arguments that failed validation. The
 // message names the tool and every failing path so a model can correct itself.
 func invalidArgs(name string, vs []Violation) *Result {

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"strings"
+	"sync"
 
 	"github.com/santhosh-tekuri/jsonschema/v6"
 	"golang.org/x/text/language"
@@ -37,10 +38,45 @@ func (refuseLoader) Load(url string) (any, error) {
 	return nil, fmt.Errorf("external schema references are not loaded (%s)", url)
 }
 
+// maxCachedSchemas bounds the compiled-schema cache, so a server that keeps
+// changing its schemas cannot grow it without limit.
+const maxCachedSchemas = 4096
+
+// schemaCache maps a schema's bytes to its compiled form. Compiling is the
+// dominant cost of adapting a server (the library checks each schema
+// against its draft's metaschema), and the same schemas come back on every
+// reconnect and list_changed, and often repeat across tools. A compiled
+// schema is immutable, so tools may share one.
+var schemaCache = struct {
+	sync.Mutex
+	m map[string]*jsonschema.Schema
+}{m: make(map[string]*jsonschema.Schema)}
+
 // compileSchema compiles raw, a JSON Schema of draft 4, 6, 7, 2019-09 or
-// 2020-12. A schema without "$schema" is read as 2020-12, the draft MCP names
-// as its default.
+// 2020-12, or returns the cached result for the same bytes. A schema without
+// "$schema" is read as 2020-12, the draft MCP names as its default.
 func compileSchema(raw json.RawMessage) (*jsonschema.Schema, error) {
+	key := string(raw)
+	schemaCache.Lock()
+	s, ok := schemaCache.m[key]
+	schemaCache.Unlock()
+	if ok {
+		return s, nil
+	}
+	s, err := compileUncached(raw)
+	if err != nil {
+		return nil, err
+	}
+	schemaCache.Lock()
+	if len(schemaCache.m) >= maxCachedSchemas {
+		clear(schemaCache.m)
+	}
+	schemaCache.m[key] = s
+	schemaCache.Unlock()
+	return s, nil
+}
+
+func compileUncached(raw json.RawMessage) (*jsonschema.Schema, error) {
 	doc, err := jsonschema.UnmarshalJSON(bytes.NewReader(raw))
 	if err != nil {
 		return nil, fmt.Errorf("schema is not valid JSON: %w", err)

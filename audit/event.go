@@ -31,6 +31,13 @@ const (
 	ConfirmationRejected  Kind = "confirmation.rejected"
 	CallExecuted          Kind = "call.executed"
 	CallErrored           Kind = "call.errored"
+	// Server lifecycle events; Source names the server.
+	ServerStarted     Kind = "server.started"     // Transport, Tools
+	ServerFailed      Kind = "server.failed"      // Reason (the phase), Error
+	ServerDegraded    Kind = "server.degraded"    // Attempt, Backoff, Error
+	ServerReconnected Kind = "server.reconnected" // Attempt, Tools
+	ServerStopped     Kind = "server.stopped"
+	ToolsChanged      Kind = "tools.changed" // Added, Removed, Changed
 	// RedactionFailed stands in for an event whose redaction failed; it
 	// keeps only where the event belonged, never its content.
 	RedactionFailed Kind = "redaction.failed"
@@ -63,6 +70,15 @@ type Event struct {
 	// Args and Result are present only when argument logging is on.
 	Args   json.RawMessage `json:"args,omitempty"`
 	Result json.RawMessage `json:"result,omitempty"`
+
+	// Server lifecycle fields.
+	Transport string        `json:"transport,omitempty"`
+	Tools     int           `json:"tools,omitempty"`
+	Attempt   int           `json:"attempt,omitempty"`
+	Backoff   time.Duration `json:"-"`
+	Added     []string      `json:"added,omitempty"`
+	Removed   []string      `json:"removed,omitempty"`
+	Changed   []string      `json:"changed,omitempty"`
 }
 
 // plainEvent has Event's fields without its methods, so encoding it does not
@@ -74,15 +90,26 @@ type plainEvent Event
 type wireEvent struct {
 	plainEvent
 	DurationMS *float64 `json:"duration_ms,omitempty"`
+	BackoffMS  *float64 `json:"backoff_ms,omitempty"`
 }
 
 func (e *Event) wire() wireEvent {
-	w := wireEvent{plainEvent: plainEvent(*e)}
-	if e.Duration > 0 {
-		ms := float64(e.Duration.Microseconds()) / 1000
-		w.DurationMS = &ms
+	return wireEvent{plainEvent: plainEvent(*e), DurationMS: millis(e.Duration), BackoffMS: millis(e.Backoff)}
+}
+
+func millis(d time.Duration) *float64 {
+	if d <= 0 {
+		return nil
 	}
-	return w
+	ms := float64(d.Microseconds()) / 1000
+	return &ms
+}
+
+func fromMillis(ms *float64) time.Duration {
+	if ms == nil {
+		return 0
+	}
+	return time.Duration(math.Round(*ms * float64(time.Millisecond)))
 }
 
 // MarshalJSON writes the event with its duration in milliseconds.
@@ -97,8 +124,7 @@ func (e *Event) UnmarshalJSON(b []byte) error {
 		return err
 	}
 	*e = Event(v.plainEvent)
-	if v.DurationMS != nil {
-		e.Duration = time.Duration(math.Round(*v.DurationMS * float64(time.Millisecond)))
-	}
+	e.Duration = fromMillis(v.DurationMS)
+	e.Backoff = fromMillis(v.BackoffMS)
 	return nil
 }

@@ -49,8 +49,13 @@ func (s *Secrets) Redact(ev *Event) error {
 	if len(s.values) == 0 {
 		return nil
 	}
-	for _, p := range []*string{&ev.Error, &ev.Tool, &ev.Source, &ev.Original, &ev.CallID, &ev.Reason} {
+	for _, p := range []*string{&ev.Error, &ev.Tool, &ev.Source, &ev.Original, &ev.CallID, &ev.Reason, &ev.Transport} {
 		*p = s.mask(*p)
+	}
+	for _, list := range [][]string{ev.Added, ev.Removed, ev.Changed} {
+		for i := range list {
+			list[i] = s.mask(list[i])
+		}
 	}
 	var err error
 	if ev.Args, err = s.maskJSON(ev.Args); err != nil {

@@ -8,7 +8,6 @@ import (
 	"log/slog"
 	"net/http"
 	"os"
-	"os/exec"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -31,40 +30,96 @@ const terminateGrace = 2 * time.Second
 // Version is the client version toolwire announces to servers.
 const Version = "0.1.0"
 
-// Options configures [Connect]. The zero value is usable.
+// Options configures [Connect] and [NewManager]. The zero value is usable.
 type Options struct {
-	// Logger receives the server's stderr lines (at debug level) and
-	// adaptation warnings. Nil means slog.Default().
+	// Logger receives the server's stderr lines (at debug level),
+	// adaptation warnings and lifecycle changes. Nil means slog.Default().
 	Logger *slog.Logger
 	// LookupEnv resolves ${VAR} placeholders in the server's configuration.
 	// Nil means os.LookupEnv.
 	LookupEnv func(string) (string, bool)
-	// HTTPClient carries Streamable HTTP requests. Nil means a plain client.
+	// HTTPClient carries Streamable HTTP and SSE requests. Nil means a
+	// plain client.
 	HTTPClient *http.Client
 	// Secrets, when set, learns every value expanded from a placeholder, so
 	// that the audit log and error messages mask them.
 	Secrets *audit.Secrets
+	// Audit receives lifecycle events: server started, failed, degraded,
+	// reconnected, stopped, tools changed. Nil means none.
+	Audit *audit.Log
+	// Reconnect bounds how a lost session is re-established.
+	Reconnect ReconnectPolicy
 }
 
-// Server is one connected MCP server whose tools are in a registry.
+// ReconnectPolicy says how a server whose session is lost reconnects: up to
+// MaxAttempts tries, waiting Initial, then twice as long each time up to
+// Max, each wait shortened by a random jitter of up to half so that many
+// clients do not retry in step. Zero fields take the defaults.
+type ReconnectPolicy struct {
+	MaxAttempts int           // default 8
+	Initial     time.Duration // default 500ms
+	Max         time.Duration // default 30s
+	// FailureThreshold is how many consecutive transport failures of calls
+	// count as a lost session even while the session looks open. Default 3.
+	FailureThreshold int
+}
+
+func (p ReconnectPolicy) withDefaults() ReconnectPolicy {
+	if p.MaxAttempts <= 0 {
+		p.MaxAttempts = 8
+	}
+	if p.Initial <= 0 {
+		p.Initial = 500 * time.Millisecond
+	}
+	if p.Max <= 0 {
+		p.Max = 30 * time.Second
+	}
+	if p.Max < p.Initial {
+		p.Max = p.Initial
+	}
+	if p.FailureThreshold <= 0 {
+		p.FailureThreshold = 3
+	}
+	return p
+}
+
+// Server is one MCP server whose tools are in a registry, supervised: when
+// its session is lost it reconnects by itself, and when it announces a
+// changed tool list the registry follows.
+//
+// A Server's registered tools always call through the live session. While
+// the server is reconnecting they stay registered but fail fast with an
+// error wrapping [tool.ErrUnavailable]; once the server has failed for good
+// they are deregistered.
 type Server struct {
 	cfg     config.Server
 	reg     *tool.Registry
+	opts    Options // with defaults filled in
 	logger  *slog.Logger
 	secrets *audit.Secrets
 	timeout time.Duration
-
-	session *mcp.ClientSession
-	cmd     *exec.Cmd    // the stdio child, nil over HTTP
-	pid     atomic.Int64 // the child's pid once started, read by killers on other goroutines
-	stderr  *stderrLog
-
-	tools    []string
-	skipped  []Skipped
-	warnings []string
+	policy  ReconnectPolicy
 
 	progress  sync.Map // progress token (string) -> progressTarget
 	nextToken atomic.Uint64
+	relist    chan struct{} // list_changed arrived; capacity 1
+
+	stopCtx context.Context // ends when Close is called
+	stop    context.CancelFunc
+	done    chan struct{} // closed when the supervisor has returned
+
+	mu       sync.Mutex
+	state    State
+	since    time.Time
+	lastErr  error
+	attempt  int
+	expanded *config.Server // cfg with placeholders resolved, once
+	conn     *conn          // the live connection; nil unless Ready
+	tools    []*tool.Tool   // registered, in listing order
+	skipped  []Skipped
+	warnings []string
+
+	supervising bool // a supervisor goroutine was started; it closes done
 
 	closeOnce sync.Once
 	closeErr  error
@@ -81,18 +136,8 @@ type progressTarget struct {
 // [tool.ErrNeedsConfirmer].
 var ErrNeedsConfirmer = tool.ErrNeedsConfirmer
 
-// Connect connects the server described by cfg, lists its tools (following
-// pagination), adapts them and registers them in reg, all or nothing. The
-// server's timeout bounds the whole of it, within ctx.
-//
-// It fails, leaving nothing registered and no process running, when the
-// server cannot be started or reached (the error names the server, the
-// command or URL, and for stdio the tail of the server's stderr), when the
-// listing fails, when a tool resolves to write or destructive and reg has no
-// confirmer (wrapping [ErrNeedsConfirmer] and naming the tools), or when
-// registration fails. A tool whose input schema does not compile is only
-// skipped (see [Server.Skipped]).
-func Connect(ctx context.Context, cfg config.Server, reg *tool.Registry, opts *Options) (_ *Server, err error) {
+// newServer returns a server in the Configured state.
+func newServer(cfg config.Server, reg *tool.Registry, opts *Options) *Server {
 	var o Options
 	if opts != nil {
 		o = *opts
@@ -106,78 +151,191 @@ func Connect(ctx context.Context, cfg config.Server, reg *tool.Registry, opts *O
 	if o.Secrets == nil {
 		o.Secrets = audit.NewSecrets()
 	}
-	s := &Server{cfg: cfg, reg: reg, logger: o.Logger, secrets: o.Secrets, timeout: cfg.Timeout}
+	o.Reconnect = o.Reconnect.withDefaults()
+	s := &Server{
+		cfg: cfg, reg: reg, opts: o, logger: o.Logger, secrets: o.Secrets,
+		timeout: cfg.Timeout, policy: o.Reconnect,
+		relist: make(chan struct{}, 1),
+		done:   make(chan struct{}),
+		state:  Configured, since: time.Now(),
+	}
 	if s.timeout <= 0 {
 		s.timeout = DefaultTimeout
 	}
-	if _, err := parseTiers(cfg); err != nil {
-		return nil, fmt.Errorf("server %q: %w", cfg.Name, err)
-	}
+	s.stopCtx, s.stop = context.WithCancel(context.Background())
+	return s
+}
 
-	// Placeholders resolve here, at the transport boundary, and nowhere
-	// else: the expanded values live only in this process's memory.
-	expanded, secretValues, err := config.ExpandServer(cfg, o.LookupEnv)
-	if err != nil {
+// Connect connects the server described by cfg, lists its tools (following
+// pagination), adapts them and registers them in reg, all or nothing, then
+// keeps supervising it until [Server.Close]. The server's timeout bounds the
+// connection, within ctx; ctx does not bound the supervision.
+//
+// It fails, leaving nothing registered and no process running, when the
+// server cannot be started or reached (the error names the server, the
+// command or URL, and for stdio the tail of the server's stderr), when the
+// listing fails, when a tool resolves to write or destructive and reg has no
+// confirmer (wrapping [ErrNeedsConfirmer] and naming the tools), or when
+// registration fails. A tool whose input schema does not compile is only
+// skipped (see [Server.Skipped]).
+func Connect(ctx context.Context, cfg config.Server, reg *tool.Registry, opts *Options) (*Server, error) {
+	s := newServer(cfg, reg, opts)
+	if err := s.start(ctx); err != nil {
+		_ = s.Close()
 		return nil, err
-	}
-	s.secrets.Add(secretValues...)
-
-	transport, err := s.transport(expanded, o.HTTPClient)
-	if err != nil {
-		return nil, err
-	}
-	client := mcp.NewClient(&mcp.Implementation{Name: "toolwire", Version: Version}, &mcp.ClientOptions{
-		// No roots, sampling or elicitation yet: a server must not be led
-		// to ask for what toolwire would refuse.
-		Capabilities:                &mcp.ClientCapabilities{},
-		ProgressNotificationHandler: s.onProgress,
-	})
-
-	cctx, cancel := context.WithTimeout(ctx, s.timeout)
-	defer cancel()
-	// A stdio server that has not started within the timeout is killed at
-	// once: the SDK's cleanup of a failed handshake would otherwise close
-	// stdin and wait for a child that may never read it. Disarmed (first,
-	// as defers run last-in first-out) when Connect returns.
-	disarm := context.AfterFunc(cctx, s.killChild)
-	defer disarm()
-	session, err := client.Connect(cctx, transport, nil)
-	if err != nil {
-		s.killChild()
-		return nil, s.connectError(ctx, cctx, err)
-	}
-	s.session = session
-	defer func() {
-		if err != nil {
-			_ = s.shutdown()
-		}
-	}()
-
-	listing, err := s.list(cctx)
-	if err != nil {
-		return nil, s.requestError(ctx, cctx, "list tools", err)
-	}
-	ad, err := adapt(cfg, listing, reg.Has, s.handler)
-	if err != nil {
-		return nil, fmt.Errorf("server %q: %w", cfg.Name, err)
-	}
-	if err := preflight(cfg.Name, ad.tools, reg); err != nil {
-		return nil, err
-	}
-	if err := reg.RegisterAll(ad.tools); err != nil {
-		return nil, fmt.Errorf("server %q: register tools: %w", cfg.Name, err)
-	}
-	for _, t := range ad.tools {
-		s.tools = append(s.tools, t.Name)
-	}
-	s.skipped, s.warnings = ad.skipped, ad.warnings
-	for _, sk := range ad.skipped {
-		s.logger.Warn("tool left out", "server", cfg.Name, "tool", sk.Name, "reason", sk.Reason)
-	}
-	for _, w := range ad.warnings {
-		s.logger.Warn(w)
 	}
 	return s, nil
+}
+
+// start makes the first connection and, on success, starts the supervisor.
+// On failure the server is Failed with the reason recorded.
+func (s *Server) start(ctx context.Context) error {
+	if _, err := parseTiers(s.cfg); err != nil {
+		err = fmt.Errorf("server %q: %w", s.cfg.Name, err)
+		s.fail("configure", err)
+		return err
+	}
+	ctx, cancel := contextOf(ctx, s.stopCtx) // Close aborts a start in progress
+	defer cancel()
+	c, err := s.establish(ctx, false)
+	if err != nil {
+		return err
+	}
+	s.mu.Lock()
+	closed := s.state == Stopped
+	s.supervising = !closed
+	s.mu.Unlock()
+	if closed {
+		return errClosed
+	}
+	s.record(audit.Event{Kind: audit.ServerStarted, Transport: s.cfg.Transport, Tools: s.toolCount()})
+	go s.supervise(c)
+	return nil
+}
+
+// errClosed is why a start or reconnect that raced with Close gave up.
+var errClosed = errors.New("server closed")
+
+// establish connects, lists, adapts and registers, moving through
+// Connecting, Initializing and Discovering to Ready. On a reconnect
+// (again), the server's previous tools are swapped for the new ones in one
+// step. A failure leaves the server in the phase where it failed for the
+// caller to move on from, except that a first start moves to Failed.
+func (s *Server) establish(ctx context.Context, again bool) (*conn, error) {
+	phase := "connect"
+	fail := func(err error) (*conn, error) {
+		if !again {
+			s.fail(phase, err)
+		}
+		return nil, err
+	}
+	expanded, err := s.expand()
+	if err != nil {
+		return fail(err)
+	}
+	s.moveTo(Connecting, nil)
+	c, err := s.dial(ctx, expanded, func() { s.moveTo(Initializing, nil) })
+	if err != nil {
+		return fail(err)
+	}
+	phase = "discover"
+	s.moveTo(Discovering, nil)
+	tools, skipped, warnings, err := s.discover(ctx, c)
+	if err == nil {
+		err = s.activate(c, tools, skipped, warnings)
+	}
+	if err != nil {
+		_ = c.close()
+		return fail(err)
+	}
+	for _, sk := range skipped {
+		s.logger.Warn("tool left out", "server", s.cfg.Name, "tool", sk.Name, "reason", sk.Reason)
+	}
+	for _, w := range warnings {
+		s.logger.Warn(w)
+	}
+	return c, nil
+}
+
+// expand resolves the configuration's placeholders the first time, at the
+// transport boundary; reconnects reuse the values, which live only in this
+// process's memory.
+func (s *Server) expand() (config.Server, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.expanded != nil {
+		return *s.expanded, nil
+	}
+	expanded, secretValues, err := config.ExpandServer(s.cfg, s.opts.LookupEnv)
+	if err != nil {
+		return config.Server{}, err
+	}
+	s.secrets.Add(secretValues...)
+	s.expanded = &expanded
+	return expanded, nil
+}
+
+// discover lists the server's tools and adapts them, bounded by the
+// server's timeout. Names the server itself holds count as free, so a
+// re-listing keeps each tool's registered name.
+func (s *Server) discover(ctx context.Context, c *conn) ([]*tool.Tool, []Skipped, []string, error) {
+	lctx, cancel := context.WithTimeout(ctx, s.timeout)
+	defer cancel()
+	listing, err := c.list(lctx)
+	if err != nil {
+		return nil, nil, nil, s.requestError(ctx, lctx, "list tools", err)
+	}
+	own := make(map[string]bool)
+	s.mu.Lock()
+	for _, t := range s.tools {
+		own[t.Name] = true
+	}
+	s.mu.Unlock()
+	taken := func(name string) bool { return !own[name] && s.reg.Has(name) }
+	ad, err := adapt(s.cfg, listing, taken, s.handler)
+	if err != nil {
+		return nil, nil, nil, fmt.Errorf("server %q: %w", s.cfg.Name, err)
+	}
+	if err := preflight(s.cfg.Name, ad.tools, s.reg); err != nil {
+		return nil, nil, nil, err
+	}
+	return ad.tools, ad.skipped, ad.warnings, nil
+}
+
+// activate makes c the live connection and tools the registered ones, and
+// moves to Ready, all under one lock, so that a Close racing with it either
+// comes first (and activate refuses) or finds c to close.
+func (s *Server) activate(c *conn, tools []*tool.Tool, skipped []Skipped, warnings []string) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if err := s.installLocked(tools); err != nil {
+		return err
+	}
+	s.moveLocked(Ready, nil)
+	s.conn, s.skipped, s.warnings = c, skipped, warnings
+	return nil
+}
+
+// install swaps the server's registered tools for tools in one step.
+func (s *Server) install(tools []*tool.Tool) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.installLocked(tools)
+}
+
+func (s *Server) installLocked(tools []*tool.Tool) error {
+	if s.state == Stopped {
+		return errClosed
+	}
+	old := make([]string, len(s.tools))
+	for i, t := range s.tools {
+		old[i] = t.Name
+	}
+	if err := s.reg.Replace(old, tools); err != nil {
+		return fmt.Errorf("server %q: register tools: %w", s.cfg.Name, err)
+	}
+	s.tools = tools
+	return nil
 }
 
 // preflight refuses a server whose tools would need a confirmer the
@@ -199,139 +357,53 @@ func preflight(server string, tools []*tool.Tool, reg *tool.Registry) error {
 		server, ErrNeedsConfirmer, strings.Join(need, ", "))
 }
 
-// transport builds the SDK transport from the expanded configuration.
-func (s *Server) transport(cfg config.Server, httpClient *http.Client) (mcp.Transport, error) {
-	switch cfg.Transport {
-	case "stdio":
-		cmd := exec.Command(cfg.Command, cfg.Args...)
-		cmd.Env = childEnv(cfg.Env)
-		cmd.Dir = cfg.Cwd
-		s.stderr = &stderrLog{server: cfg.Name, logger: s.logger, secrets: s.secrets}
-		cmd.Stderr = s.stderr
-		isolate(cmd)
-		s.cmd = cmd
-		return &startedTransport{inner: &mcp.CommandTransport{Command: cmd, TerminateDuration: terminateGrace}, started: func() {
-			s.pid.Store(int64(cmd.Process.Pid))
-		}}, nil
-	case "http":
-		if httpClient == nil {
-			httpClient = &http.Client{}
-		}
-		if cfg.BearerToken != "" || len(cfg.Headers) > 0 {
-			httpClient = withHeaders(httpClient, cfg.Headers, cfg.BearerToken)
-		}
-		return &mcp.StreamableClientTransport{Endpoint: cfg.URL, HTTPClient: httpClient, MaxRetries: 2}, nil
-	default:
-		return nil, fmt.Errorf("server %q: unknown transport %q (want stdio or http)", cfg.Name, cfg.Transport)
-	}
-}
-
-// inheritedEnv names the variables a stdio server inherits from toolwire's
-// own environment. Everything else (API keys above all) stays out unless the
-// configuration passes it in env: a server is untrusted code.
-var inheritedEnv = []string{"HOME", "LOGNAME", "PATH", "SHELL", "TERM", "USER", "LANG", "LC_ALL", "TMPDIR", "TZ",
-	"SYSTEMROOT", "APPDATA", "LOCALAPPDATA", "USERPROFILE", "PROGRAMFILES", "TEMP", "TMP"}
-
-func childEnv(extra map[string]string) []string {
-	var env []string
-	for _, k := range inheritedEnv {
-		if _, overridden := extra[k]; overridden {
-			continue
-		}
-		if v, ok := os.LookupEnv(k); ok {
-			env = append(env, k+"="+v)
-		}
-	}
-	for k, v := range extra {
-		env = append(env, k+"="+v)
-	}
-	return env
-}
-
-// startedTransport reports when its inner transport has connected (for
-// stdio: when the child process exists).
-type startedTransport struct {
-	inner   mcp.Transport
-	started func()
-}
-
-func (t *startedTransport) Connect(ctx context.Context) (mcp.Connection, error) {
-	conn, err := t.inner.Connect(ctx)
-	if err == nil {
-		t.started()
-	}
-	return conn, err
-}
-
-// killChild ends the stdio child's whole process group, if it was started.
-func (s *Server) killChild() { killGroup(int(s.pid.Load())) }
-
-// headerTransport adds static headers and a bearer token to every request.
-type headerTransport struct {
-	base    http.RoundTripper
-	headers map[string]string
-	bearer  string
-}
-
-func (t *headerTransport) RoundTrip(req *http.Request) (*http.Response, error) {
-	req = req.Clone(req.Context())
-	for k, v := range t.headers {
-		req.Header.Set(k, v)
-	}
-	if t.bearer != "" {
-		req.Header.Set("Authorization", "Bearer "+t.bearer)
-	}
-	return t.base.RoundTrip(req)
-}
-
-func withHeaders(c *http.Client, headers map[string]string, bearer string) *http.Client {
-	base := c.Transport
-	if base == nil {
-		base = http.DefaultTransport
-	}
-	cc := *c
-	cc.Transport = &headerTransport{base: base, headers: headers, bearer: bearer}
-	return &cc
-}
-
-// list returns the server's whole tool listing, page by page.
-func (s *Server) list(ctx context.Context) ([]*mcp.Tool, error) {
-	var tools []*mcp.Tool
-	for t, err := range s.session.Tools(ctx, nil) {
-		if err != nil {
-			return nil, err
-		}
-		tools = append(tools, t)
-	}
-	return tools, nil
-}
-
 // handler returns the registry handler that calls the server's tool named
-// original.
+// original through whatever session is live when the call is made.
 func (s *Server) handler(original string) tool.Handler {
 	return func(ctx context.Context, args json.RawMessage) (*tool.Result, error) {
 		return s.call(ctx, original, args)
 	}
 }
 
-// call sends tools/call under the server's timeout. When the caller supplied
-// a [tool.Caller], the request carries a progress token and the server's
-// progress reports for it are forwarded.
+// call sends tools/call under the server's timeout. With no live session it
+// fails at once with an error wrapping [tool.ErrUnavailable]. When the caller
+// supplied a [tool.Caller], the request carries a progress token and the
+// server's progress reports for it are forwarded.
 func (s *Server) call(ctx context.Context, name string, args json.RawMessage) (*tool.Result, error) {
+	s.mu.Lock()
+	c, state, lastErr, attempt := s.conn, s.state, s.lastErr, s.attempt
+	s.mu.Unlock()
+	if c == nil {
+		return nil, s.unavailable(state, attempt, lastErr)
+	}
 	cctx, cancel := context.WithTimeout(ctx, s.timeout)
 	defer cancel()
 	params := &mcp.CallToolParams{Name: name, Arguments: args}
-	if c := tool.CallerFrom(ctx); c != nil {
+	if caller := tool.CallerFrom(ctx); caller != nil {
 		token := fmt.Sprintf("toolwire-%d", s.nextToken.Add(1))
-		s.progress.Store(token, progressTarget{ctx: ctx, caller: c})
+		s.progress.Store(token, progressTarget{ctx: ctx, caller: caller})
 		defer s.progress.Delete(token)
 		params.SetProgressToken(token)
 	}
-	r, err := s.session.CallTool(cctx, params)
+	r, err := c.session.CallTool(cctx, params)
 	if err != nil {
+		c.noteFailure(err, s.policy.FailureThreshold)
 		return nil, s.requestError(ctx, cctx, fmt.Sprintf("call %q", name), err)
 	}
+	c.noteSuccess()
 	return convertResult(r), nil
+}
+
+// unavailable explains why a call cannot be sent now.
+func (s *Server) unavailable(state State, attempt int, lastErr error) error {
+	msg := fmt.Sprintf("server %q is %s", s.cfg.Name, state)
+	if state == Reconnecting || state == Connecting || state == Initializing || state == Discovering {
+		msg += fmt.Sprintf(" (attempt %d of %d); retry shortly", attempt, s.policy.MaxAttempts)
+	}
+	if lastErr != nil {
+		msg += "; last error: " + lastErr.Error()
+	}
+	return &maskedError{msg: s.secrets.String(msg), err: tool.ErrUnavailable}
 }
 
 func (s *Server) onProgress(_ context.Context, req *mcp.ProgressNotificationClientRequest) {
@@ -345,6 +417,15 @@ func (s *Server) onProgress(_ context.Context, req *mcp.ProgressNotificationClie
 	}
 	t := v.(progressTarget)
 	t.caller.Progress(t.ctx, tool.Progress{Progress: req.Params.Progress, Total: req.Params.Total, Message: req.Params.Message})
+}
+
+// onToolsChanged notes a notifications/tools/list_changed for the
+// supervisor; several in a row fold into one re-listing.
+func (s *Server) onToolsChanged(context.Context, *mcp.ToolListChangedRequest) {
+	select {
+	case s.relist <- struct{}{}:
+	default:
+	}
 }
 
 // requestError wraps a failed request, saying plainly when the server's own
@@ -368,27 +449,6 @@ type maskedError struct {
 func (e *maskedError) Error() string { return e.msg }
 func (e *maskedError) Unwrap() error { return e.err }
 
-// connectError explains a failed connection: which server, which command or
-// URL (as configured, so placeholders stay unexpanded), the cause and, for a
-// stdio server, what it printed on stderr.
-func (s *Server) connectError(parent, ctx context.Context, err error) error {
-	target := s.cfg.URL
-	if s.cfg.Transport == "stdio" {
-		target = strings.Join(append([]string{s.cfg.Command}, s.cfg.Args...), " ")
-	}
-	cause := s.secrets.String(err.Error())
-	if parent.Err() == nil && errors.Is(ctx.Err(), context.DeadlineExceeded) {
-		cause = fmt.Sprintf("no answer within %s", s.timeout)
-	}
-	msg := fmt.Sprintf("server %q: connect %s: %s", s.cfg.Name, target, cause)
-	if s.stderr != nil {
-		if tail := s.stderr.Tail(10); tail != "" {
-			msg += "; stderr:\n" + tail
-		}
-	}
-	return &ConnectError{Server: s.cfg.Name, msg: msg, err: err}
-}
-
 // ConnectError is returned by [Connect] when the server cannot be started or
 // reached.
 type ConnectError struct {
@@ -400,38 +460,160 @@ type ConnectError struct {
 func (e *ConnectError) Error() string { return e.msg }
 func (e *ConnectError) Unwrap() error { return e.err }
 
+// moveTo changes the state, which must be a legal move from the current one
+// (see [State.CanMoveTo]); an illegal move is a bug and panics. Moving to
+// the current state is a no-op.
+func (s *Server) moveTo(next State, err error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.moveLocked(next, err)
+}
+
+func (s *Server) moveLocked(next State, err error) {
+	// Stopped is final: a connection attempt that raced with Close finds
+	// out when it next takes the lock, and its moves are ignored.
+	if s.state == next || s.state == Stopped {
+		return
+	}
+	if !s.state.CanMoveTo(next) {
+		panic(fmt.Sprintf("mcpclient: server %q: illegal move from %s to %s", s.cfg.Name, s.state, next))
+	}
+	s.logger.Debug("server state", "server", s.cfg.Name, "from", s.state.String(), "to", next.String())
+	s.state, s.since = next, time.Now()
+	if err != nil {
+		s.lastErr = err
+	}
+	if next != Ready {
+		s.conn = nil
+	}
+}
+
+// fail moves the server to Failed for good: its tools are deregistered and
+// the reason kept. phase says what it was doing.
+func (s *Server) fail(phase string, err error) {
+	s.mu.Lock()
+	if s.state.Terminal() {
+		s.mu.Unlock()
+		return
+	}
+	names := make([]string, len(s.tools))
+	for i, t := range s.tools {
+		names[i] = t.Name
+	}
+	s.reg.Deregister(names...)
+	s.tools = nil
+	s.moveLocked(Failed, err)
+	s.mu.Unlock()
+	s.record(audit.Event{Kind: audit.ServerFailed, Reason: phase, Error: err.Error()})
+}
+
+// record writes a lifecycle event naming the server.
+func (s *Server) record(ev audit.Event) {
+	ev.Source = s.cfg.Name
+	s.opts.Audit.Record(ev)
+}
+
+func (s *Server) toolCount() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return len(s.tools)
+}
+
 // Name returns the server's configured name.
 func (s *Server) Name() string { return s.cfg.Name }
 
-// Tools returns the registered names of the server's tools.
-func (s *Server) Tools() []string { return append([]string(nil), s.tools...) }
+// State returns the server's lifecycle state.
+func (s *Server) State() State {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.state
+}
 
-// Skipped returns the tools of the server's listing that were left out
-// because their input schema did not compile, with the reasons.
-func (s *Server) Skipped() []Skipped { return append([]Skipped(nil), s.skipped...) }
+// Tools returns the registered names of the server's tools.
+func (s *Server) Tools() []string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	names := make([]string, len(s.tools))
+	for i, t := range s.tools {
+		names[i] = t.Name
+	}
+	return names
+}
+
+// Skipped returns the tools of the server's latest listing that were left
+// out because their input schema did not compile, with the reasons.
+func (s *Server) Skipped() []Skipped {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return append([]Skipped(nil), s.skipped...)
+}
 
 // Warnings returns adaptation warnings, such as a tier override naming a
 // tool the server does not list.
-func (s *Server) Warnings() []string { return append([]string(nil), s.warnings...) }
-
-// Close deregisters the server's tools and ends the session. For a stdio
-// server it closes the child's stdin, waits for it to exit (then signals it,
-// as the MCP spec describes), and ends anything left in its process group:
-// once Close returns, no process of the server's is running. Close is safe
-// to call more than once; later calls return the first call's result.
-func (s *Server) Close() error {
-	s.closeOnce.Do(func() {
-		s.reg.Deregister(s.tools...)
-		s.closeErr = s.shutdown()
-	})
-	return s.closeErr
+func (s *Server) Warnings() []string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return append([]string(nil), s.warnings...)
 }
 
-func (s *Server) shutdown() error {
-	err := s.session.Close()
-	s.killChild()
-	if err != nil {
-		return fmt.Errorf("server %q: close: %w", s.cfg.Name, err)
+// Status is a snapshot of a server for display.
+type Status struct {
+	Name      string    `json:"name"`
+	Transport string    `json:"transport"`
+	State     State     `json:"state"`
+	Since     time.Time `json:"since"`
+	Tools     int       `json:"tools"`
+	LastError string    `json:"lastError,omitempty"`
+	Attempt   int       `json:"attempt,omitempty"`
+	PID       int       `json:"pid,omitempty"`
+}
+
+// Status returns a snapshot of the server.
+func (s *Server) Status() Status {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	st := Status{Name: s.cfg.Name, Transport: s.cfg.Transport, State: s.state, Since: s.since, Tools: len(s.tools), Attempt: s.attempt}
+	if s.lastErr != nil {
+		st.LastError = s.lastErr.Error()
 	}
-	return nil
+	if s.conn != nil {
+		st.PID = s.conn.PID()
+	}
+	return st
+}
+
+// PID returns the stdio child's process id while connected, or 0.
+func (s *Server) PID() int { return s.Status().PID }
+
+// Close stops supervising the server, deregisters its tools and ends the
+// session. For a stdio server it closes the child's stdin, waits for it to
+// exit (then signals it, as the MCP spec describes), and ends anything left
+// in its process group: once Close returns, no process of the server's is
+// running. Close is safe to call more than once; later calls return the
+// first call's result.
+func (s *Server) Close() error {
+	s.closeOnce.Do(func() {
+		s.stop()
+		s.mu.Lock()
+		supervising := s.supervising
+		s.mu.Unlock()
+		if supervising {
+			<-s.done
+		}
+		s.mu.Lock()
+		c := s.conn
+		names := make([]string, len(s.tools))
+		for i, t := range s.tools {
+			names[i] = t.Name
+		}
+		s.reg.Deregister(names...)
+		s.tools = nil
+		s.moveLocked(Stopped, nil)
+		s.mu.Unlock()
+		if c != nil {
+			s.closeErr = c.close()
+		}
+		s.record(audit.Event{Kind: audit.ServerStopped})
+	})
+	return s.closeErr
 }

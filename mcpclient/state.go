@@ -9,7 +9,8 @@ import (
 //
 //	Configured → Connecting → Initializing → Discovering → Ready
 //	Ready → Degraded → Reconnecting → Connecting → … → Ready
-//	any phase of a first start → Failed;  backoff exhausted → Failed
+//	a bad configuration or any phase of a first start → Failed
+//	backoff exhausted → Failed
 //	anything → Stopped
 //
 // The legal moves are listed in one table ([State.CanMoveTo]); a move outside
@@ -62,7 +63,7 @@ func (s State) MarshalText() ([]byte, error) { return []byte(s.String()), nil }
 
 // transitions is the lifecycle's whole transition table.
 var transitions = map[State][]State{
-	Configured:   {Connecting, Stopped},
+	Configured:   {Connecting, Failed, Stopped},
 	Connecting:   {Initializing, Reconnecting, Failed, Stopped},
 	Initializing: {Discovering, Reconnecting, Failed, Stopped},
 	Discovering:  {Ready, Reconnecting, Failed, Stopped},

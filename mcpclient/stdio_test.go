@@ -408,7 +408,10 @@ func TestStdioClose(t *testing.T) {
 	if err != nil {
 		t.Fatalf("Connect: %v", err)
 	}
-	pid := s.cmd.Process.Pid
+	pid := s.PID()
+	if pid <= 0 {
+		t.Fatalf("PID() = %d for a connected stdio server", pid)
+	}
 	if reg.Len() < 2 {
 		t.Fatalf("registry holds %v after Connect", toolNames(reg))
 	}
@@ -641,7 +644,7 @@ func TestStdioPlaceholders(t *testing.T) {
 
 		// The child got the expanded value, and nothing of this process's
 		// environment beyond the allowlist.
-		environ, err := os.ReadFile("/proc/" + strconv.Itoa(s.cmd.Process.Pid) + "/environ")
+		environ, err := os.ReadFile("/proc/" + strconv.Itoa(s.PID()) + "/environ")
 		if err != nil {
 			t.Skipf("cannot read the child's environment: %v", err)
 		}
@@ -870,9 +873,9 @@ func TestStdioTwoServersShareARegistry(t *testing.T) {
 func TestConnectUnknownTransport(t *testing.T) {
 	t.Parallel()
 	reg := confirmingRegistry()
-	_, err := Connect(boundedCtx(t, waitTime), config.Server{Name: "odd", Transport: "sse", URL: "http://127.0.0.1:1/"}, reg, nil)
-	if err == nil || !strings.Contains(err.Error(), `"odd"`) || !strings.Contains(err.Error(), `"sse"`) {
-		t.Errorf("Connect with transport sse = %v, want an error naming the server and the transport", err)
+	_, err := Connect(boundedCtx(t, waitTime), config.Server{Name: "odd", Transport: "carrier-pigeon", URL: "http://127.0.0.1:1/"}, reg, nil)
+	if err == nil || !strings.Contains(err.Error(), `"odd"`) || !strings.Contains(err.Error(), `"carrier-pigeon"`) {
+		t.Errorf("Connect with transport carrier-pigeon = %v, want an error naming the server and the transport", err)
 	}
 	if reg.Len() != 0 {
 		t.Errorf("registry holds %v", toolNames(reg))

@@ -310,6 +310,8 @@ func (b *batch) sizeResult(ev *audit.Event, res *Result) {
 // cancellation and a timeout apart from other failures.
 func failure(ctx context.Context, name string, err error) *Result {
 	switch {
+	case errors.Is(err, ErrUnavailable):
+		return ErrorResult(ReasonUnavailable, fmt.Sprintf("tool %q is unavailable: %v", name, err))
 	case errors.Is(err, context.DeadlineExceeded) || errors.Is(ctx.Err(), context.DeadlineExceeded):
 		return ErrorResult(ReasonTimeout, fmt.Sprintf("tool %q timed out: %v", name, err))
 	case errors.Is(err, context.Canceled) || ctx.Err() != nil:

@@ -60,11 +60,20 @@ func (r *Registry) Register(t *Tool) error {
 // needs a confirmer the registry lacks ([ErrNeedsConfirmer]), it has no
 // handler, or its input schema does not compile.
 func (r *Registry) RegisterAll(tools []*Tool) error {
+	return r.Replace(nil, tools)
+}
+
+// Replace removes the tools named in remove and adds add, atomically: other
+// goroutines see either the old set or the new one. The new tools are
+// checked as RegisterAll checks them, except that a name being removed may
+// be reused. Names in remove that are not registered are ignored. Sources use
+// it to apply a changed tool listing in one step.
+func (r *Registry) Replace(remove []string, add []*Tool) error {
 	var errs []error
-	batch := make(map[string]bool, len(tools))
-	for i, t := range tools {
+	batch := make(map[string]bool, len(add))
+	for i, t := range add {
 		if t == nil {
-			errs = append(errs, fmt.Errorf("tool %d of %d is nil", i+1, len(tools)))
+			errs = append(errs, fmt.Errorf("tool %d of %d is nil", i+1, len(add)))
 			continue
 		}
 		if err := t.check(); err != nil {
@@ -82,17 +91,24 @@ func (r *Registry) RegisterAll(tools []*Tool) error {
 	if len(errs) > 0 {
 		return errors.Join(errs...)
 	}
+	leaving := make(map[string]bool, len(remove))
+	for _, n := range remove {
+		leaving[n] = true
+	}
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	for _, t := range tools {
-		if _, taken := r.tools[t.Name]; taken {
+	for _, t := range add {
+		if _, taken := r.tools[t.Name]; taken && !leaving[t.Name] {
 			errs = append(errs, fmt.Errorf("tool %q: %w", t.Name, ErrDuplicateName))
 		}
 	}
 	if len(errs) > 0 {
 		return errors.Join(errs...)
 	}
-	for _, t := range tools {
+	for _, n := range remove {
+		delete(r.tools, n)
+	}
+	for _, t := range add {
 		r.tools[t.Name] = t
 	}
 	return nil

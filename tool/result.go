@@ -42,6 +42,10 @@ const (
 	// ReasonFailed means the handler could not produce a result (a broken
 	// connection, a protocol error, a panic).
 	ReasonFailed Reason = "failed"
+	// ReasonUnavailable means the tool's source cannot take calls right now
+	// (an MCP server that is reconnecting, say). The call was not sent; it
+	// may succeed if retried later.
+	ReasonUnavailable Reason = "unavailable"
 	// ReasonCancelled means the caller cancelled the call.
 	ReasonCancelled Reason = "cancelled"
 	// ReasonTimeout means the call ran out of time.

@@ -3,6 +3,7 @@ package tool
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"regexp"
 
@@ -18,6 +19,11 @@ import (
 // tool could not run at all (a lost connection, a protocol error); the
 // executor turns it into an error result too.
 type Handler func(ctx context.Context, args json.RawMessage) (*Result, error)
+
+// ErrUnavailable, wrapped in a handler's error, says the tool's source cannot
+// take calls right now and the call was not sent; the executor turns it into
+// a [ReasonUnavailable] result, which a caller may retry.
+var ErrUnavailable = errors.New("temporarily unavailable")
 
 // Origin says where a tool came from.
 type Origin struct {

@@ -1,0 +1,231 @@
+package mcpclient
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"os"
+	"os/exec"
+	"strings"
+	"sync"
+	"sync/atomic"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+	"github.com/toolwire/toolwire/config"
+)
+
+// conn is one connection to a server: an MCP session and, over stdio, the
+// child process behind it. A Server makes a new conn for every (re)connect.
+type conn struct {
+	session *mcp.ClientSession
+	pid     atomic.Int64 // the child's pid once started, read by killers on other goroutines
+	stderr  *stderrLog   // nil over HTTP
+
+	lost     chan struct{} // closed when the session has ended or is deemed lost
+	lostOnce sync.Once
+	failures atomic.Int32 // consecutive transport failures of calls
+}
+
+// dial starts the server's transport and performs the MCP handshake, bounded
+// by the server's timeout within ctx. connected is called once the
+// transport is up (for stdio: once the child exists), before the handshake.
+func (s *Server) dial(ctx context.Context, cfg config.Server, connected func()) (*conn, error) {
+	c := &conn{lost: make(chan struct{})}
+	transport, err := s.transport(c, cfg, connected)
+	if err != nil {
+		return nil, err
+	}
+	client := mcp.NewClient(&mcp.Implementation{Name: "toolwire", Version: Version}, &mcp.ClientOptions{
+		// No roots, sampling or elicitation yet: a server must not be led
+		// to ask for what toolwire would refuse.
+		Capabilities:                &mcp.ClientCapabilities{},
+		ProgressNotificationHandler: s.onProgress,
+		ToolListChangedHandler:      s.onToolsChanged,
+	})
+
+	cctx, cancel := context.WithTimeout(ctx, s.timeout)
+	defer cancel()
+	// A stdio server that has not started within the timeout is killed at
+	// once: the SDK's cleanup of a failed handshake would otherwise close
+	// stdin and wait for a child that may never read it. Disarmed (first,
+	// as defers run last-in first-out) when Connect returns.
+	disarm := context.AfterFunc(cctx, c.killChild)
+	defer disarm()
+	session, err := client.Connect(cctx, transport, nil)
+	if err != nil {
+		c.killChild()
+		return nil, s.connectError(ctx, cctx, c, err)
+	}
+	c.session = session
+	go func() {
+		_ = session.Wait()
+		c.markLost()
+	}()
+	return c, nil
+}
+
+// transport builds the SDK transport for one connection.
+func (s *Server) transport(c *conn, cfg config.Server, connected func()) (mcp.Transport, error) {
+	switch cfg.Transport {
+	case "stdio":
+		cmd := exec.Command(cfg.Command, cfg.Args...)
+		cmd.Env = childEnv(cfg.Env)
+		cmd.Dir = cfg.Cwd
+		c.stderr = &stderrLog{server: cfg.Name, logger: s.logger, secrets: s.secrets}
+		cmd.Stderr = c.stderr
+		isolate(cmd)
+		return &startedTransport{inner: &mcp.CommandTransport{Command: cmd, TerminateDuration: terminateGrace}, started: func() {
+			c.pid.Store(int64(cmd.Process.Pid))
+			connected()
+		}}, nil
+	case "http", "sse":
+		httpClient := s.opts.HTTPClient
+		if httpClient == nil {
+			httpClient = &http.Client{}
+		}
+		if cfg.BearerToken != "" || len(cfg.Headers) > 0 {
+			httpClient = withHeaders(httpClient, cfg.Headers, cfg.BearerToken)
+		}
+		var inner mcp.Transport = &mcp.StreamableClientTransport{Endpoint: cfg.URL, HTTPClient: httpClient, MaxRetries: 2}
+		if cfg.Transport == "sse" {
+			inner = &mcp.SSEClientTransport{Endpoint: cfg.URL, HTTPClient: httpClient}
+		}
+		return &startedTransport{inner: inner, started: connected}, nil
+	default:
+		return nil, fmt.Errorf("server %q: unknown transport %q (want stdio, http or sse)", cfg.Name, cfg.Transport)
+	}
+}
+
+// list returns the server's whole tool listing, page by page.
+func (c *conn) list(ctx context.Context) ([]*mcp.Tool, error) {
+	var tools []*mcp.Tool
+	for t, err := range c.session.Tools(ctx, nil) {
+		if err != nil {
+			return nil, err
+		}
+		tools = append(tools, t)
+	}
+	return tools, nil
+}
+
+// markLost records that the session is over, waking the supervisor.
+func (c *conn) markLost() { c.lostOnce.Do(func() { close(c.lost) }) }
+
+// noteFailure counts a failed call. A closed connection or a session the
+// server no longer knows is lost at once; other transport failures count
+// until threshold in a row. Errors the server itself answered with (a
+// JSON-RPC error) and contexts ending are not the transport's fault.
+func (c *conn) noteFailure(err error, threshold int) {
+	switch {
+	case errors.Is(err, mcp.ErrConnectionClosed), errors.Is(err, mcp.ErrSessionMissing):
+		c.markLost()
+	case errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded), isWireError(err):
+	default:
+		if int(c.failures.Add(1)) >= threshold {
+			c.markLost()
+		}
+	}
+}
+
+func (c *conn) noteSuccess() { c.failures.Store(0) }
+
+// close ends the session and whatever is left of the child's process group.
+func (c *conn) close() error {
+	err := c.session.Close()
+	c.killChild()
+	c.markLost()
+	return err
+}
+
+// killChild ends the stdio child's whole process group, if it was started.
+func (c *conn) killChild() { killGroup(int(c.pid.Load())) }
+
+// PID returns the stdio child's pid, or 0.
+func (c *conn) PID() int { return int(c.pid.Load()) }
+
+// startedTransport reports when its inner transport has connected (for
+// stdio: when the child process exists).
+type startedTransport struct {
+	inner   mcp.Transport
+	started func()
+}
+
+func (t *startedTransport) Connect(ctx context.Context) (mcp.Connection, error) {
+	conn, err := t.inner.Connect(ctx)
+	if err == nil {
+		t.started()
+	}
+	return conn, err
+}
+
+// inheritedEnv names the variables a stdio server inherits from toolwire's
+// own environment. Everything else (API keys above all) stays out unless the
+// configuration passes it in env: a server is untrusted code.
+var inheritedEnv = []string{"HOME", "LOGNAME", "PATH", "SHELL", "TERM", "USER", "LANG", "LC_ALL", "TMPDIR", "TZ",
+	"SYSTEMROOT", "APPDATA", "LOCALAPPDATA", "USERPROFILE", "PROGRAMFILES", "TEMP", "TMP"}
+
+func childEnv(extra map[string]string) []string {
+	var env []string
+	for _, k := range inheritedEnv {
+		if _, overridden := extra[k]; overridden {
+			continue
+		}
+		if v, ok := os.LookupEnv(k); ok {
+			env = append(env, k+"="+v)
+		}
+	}
+	for k, v := range extra {
+		env = append(env, k+"="+v)
+	}
+	return env
+}
+
+// headerTransport adds static headers and a bearer token to every request.
+type headerTransport struct {
+	base    http.RoundTripper
+	headers map[string]string
+	bearer  string
+}
+
+func (t *headerTransport) RoundTrip(req *http.Request) (*http.Response, error) {
+	req = req.Clone(req.Context())
+	for k, v := range t.headers {
+		req.Header.Set(k, v)
+	}
+	if t.bearer != "" {
+		req.Header.Set("Authorization", "Bearer "+t.bearer)
+	}
+	return t.base.RoundTrip(req)
+}
+
+func withHeaders(c *http.Client, headers map[string]string, bearer string) *http.Client {
+	base := c.Transport
+	if base == nil {
+		base = http.DefaultTransport
+	}
+	cc := *c
+	cc.Transport = &headerTransport{base: base, headers: headers, bearer: bearer}
+	return &cc
+}
+
+// connectError explains a failed connection: which server, which command or
+// URL (as configured, so placeholders stay unexpanded), the cause and, for a
+// stdio server, what it printed on stderr.
+func (s *Server) connectError(parent, ctx context.Context, c *conn, err error) error {
+	target := s.cfg.URL
+	if s.cfg.Transport == "stdio" {
+		target = strings.Join(append([]string{s.cfg.Command}, s.cfg.Args...), " ")
+	}
+	cause := s.secrets.String(err.Error())
+	if parent.Err() == nil && errors.Is(ctx.Err(), context.DeadlineExceeded) {
+		cause = fmt.Sprintf("no answer within %s", s.timeout)
+	}
+	msg := fmt.Sprintf("server %q: connect %s: %s", s.cfg.Name, target, cause)
+	if c.stderr != nil {
+		if tail := c.stderr.Tail(10); tail != "" {
+			msg += "; stderr:\n" + tail
+		}
+	}
+	return &ConnectError{Server: s.cfg.Name, msg: msg, err: err}
+}

@@ -1,0 +1,176 @@
+package mcpclient
+
+import (
+	"context"
+	"errors"
+	"math/rand/v2"
+	"slices"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
+	"github.com/toolwire/toolwire/audit"
+	"github.com/toolwire/toolwire/tool"
+)
+
+// supervise watches the live connection until Close: a lost session is
+// re-established (see reconnect) and a list_changed notification re-lists
+// the tools. It returns when the server is closed or has failed for good,
+// and closes s.done.
+func (s *Server) supervise(c *conn) {
+	defer close(s.done)
+	for {
+		select {
+		case <-s.stopCtx.Done():
+			return
+		case <-c.lost:
+			c = s.reconnect(c)
+			if c == nil {
+				return
+			}
+		case <-s.relist:
+			s.refresh(c)
+		}
+	}
+}
+
+// reconnect replaces a lost connection: Degraded, then up to MaxAttempts
+// tries with capped exponential backoff and jitter, each going through
+// Connecting, Initializing and Discovering again. The tools stay registered
+// meanwhile (their calls fail fast as unavailable) and are swapped for the
+// new listing in one step. It returns the new connection, or nil when the
+// server was closed or has Failed.
+func (s *Server) reconnect(old *conn) *conn {
+	cause := errors.New("session ended")
+	if err := old.session.Wait(); err != nil {
+		cause = err
+	}
+	_ = old.close()
+	s.moveTo(Degraded, cause)
+	for attempt := 1; attempt <= s.policy.MaxAttempts; attempt++ {
+		wait := s.backoff(attempt)
+		s.mu.Lock()
+		s.attempt = attempt
+		s.moveLocked(Reconnecting, nil)
+		s.mu.Unlock()
+		s.logger.Warn("server lost; reconnecting", "server", s.cfg.Name, "attempt", attempt, "backoff", wait, "cause", s.secrets.String(cause.Error()))
+		s.record(audit.Event{Kind: audit.ServerDegraded, Attempt: attempt, Backoff: wait, Error: cause.Error()})
+
+		timer := time.NewTimer(wait)
+		select {
+		case <-s.stopCtx.Done():
+			timer.Stop()
+			return nil
+		case <-timer.C:
+		}
+		c, err := s.establish(s.stopCtx, true)
+		if err == nil {
+			s.mu.Lock()
+			s.attempt = 0
+			s.mu.Unlock()
+			s.logger.Info("server reconnected", "server", s.cfg.Name, "attempt", attempt)
+			s.record(audit.Event{Kind: audit.ServerReconnected, Attempt: attempt, Tools: s.toolCount()})
+			return c
+		}
+		if s.stopCtx.Err() != nil {
+			return nil
+		}
+		cause = err
+		if !transient(err) {
+			break
+		}
+		s.moveTo(Reconnecting, err)
+	}
+	s.fail("reconnect", cause)
+	return nil
+}
+
+// transient reports whether a failed attempt is worth repeating. A server
+// that now lists tools the registry cannot take (no confirmer, a name
+// clash) will not change its mind on the next try.
+func transient(err error) bool {
+	return !errors.Is(err, tool.ErrNeedsConfirmer) && !errors.Is(err, tool.ErrDuplicateName)
+}
+
+// backoff is the wait before the given attempt: Initial doubled per attempt,
+// capped at Max, minus a random jitter of up to half.
+func (s *Server) backoff(attempt int) time.Duration {
+	d := s.policy.Initial
+	for i := 1; i < attempt && d < s.policy.Max; i++ {
+		d *= 2
+	}
+	d = min(d, s.policy.Max)
+	return d/2 + rand.N(d/2+1)
+}
+
+// refresh re-lists the tools after notifications/tools/list_changed and
+// applies the difference in one step. A listing that fails leaves the
+// current tools in place; a lost session is the watcher's to notice.
+func (s *Server) refresh(c *conn) {
+	tools, skipped, warnings, err := s.discover(s.stopCtx, c)
+	if err != nil {
+		s.logger.Warn("tools changed, but re-listing failed; keeping the current tools", "server", s.cfg.Name, "error", s.secrets.String(err.Error()))
+		return
+	}
+	s.mu.Lock()
+	before := s.tools
+	s.mu.Unlock()
+	added, removed, changed := diffTools(before, tools)
+	if len(added)+len(removed)+len(changed) == 0 {
+		return
+	}
+	if err := s.install(tools); err != nil {
+		s.logger.Warn("tools changed, but the new tools could not be registered; keeping the current ones", "server", s.cfg.Name, "error", err)
+		return
+	}
+	s.mu.Lock()
+	s.skipped, s.warnings = skipped, warnings
+	s.mu.Unlock()
+	s.logger.Info("tools changed", "server", s.cfg.Name, "added", len(added), "removed", len(removed), "changed", len(changed))
+	s.record(audit.Event{Kind: audit.ToolsChanged, Added: added, Removed: removed, Changed: changed, Tools: len(tools)})
+}
+
+// diffTools compares two listings by registered name: a tool is changed
+// when its description, schema, tier or original name differ.
+func diffTools(before, after []*tool.Tool) (added, removed, changed []string) {
+	old := make(map[string]*tool.Tool, len(before))
+	for _, t := range before {
+		old[t.Name] = t
+	}
+	seen := make(map[string]bool, len(after))
+	for _, t := range after {
+		seen[t.Name] = true
+		o, ok := old[t.Name]
+		switch {
+		case !ok:
+			added = append(added, t.Name)
+		case o.Description != t.Description || o.Tier != t.Tier || o.Origin != t.Origin || string(o.InputSchema) != string(t.InputSchema):
+			changed = append(changed, t.Name)
+		}
+	}
+	for _, t := range before {
+		if !seen[t.Name] {
+			removed = append(removed, t.Name)
+		}
+	}
+	slices.Sort(added)
+	slices.Sort(removed)
+	slices.Sort(changed)
+	return added, removed, changed
+}
+
+// isWireError reports whether err is an error response the server sent,
+// which says nothing about the health of the transport.
+func isWireError(err error) bool {
+	var we *jsonrpc.Error
+	return errors.As(err, &we)
+}
+
+// contextOf returns a context that ends when either a or b does.
+func contextOf(a, b context.Context) (context.Context, context.CancelFunc) {
+	ctx, cancel := context.WithCancel(a)
+	stop := context.AfterFunc(b, cancel)
+	return ctx, func() {
+		stop()
+		cancel()
+	}
+}

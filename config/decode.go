@@ -16,27 +16,49 @@ type decoder struct {
 	dir      string
 	problems []*problem
 	warnings []*problem
+
+	// host is set for the dialects of other applications, whose files
+	// may use ${workspaceFolder} (resolved to workspace at load) and
+	// ${userHome}.
+	host      bool
+	workspace string
+
+	// inputsAllowed is set for the dialects that declare inputs; inputs
+	// holds the declared ones usable as ${input:ID}, and otherInputs the
+	// IDs of declared inputs of kinds toolwire cannot ask for, by type.
+	inputsAllowed bool
+	inputs        map[string]Input
+	otherInputs   map[string]string
 }
 
 func (d *decoder) errorf(line int, path, format string, args ...any) {
 	d.problems = append(d.problems, &problem{file: d.name, line: line, path: path, msg: fmt.Sprintf(format, args...)})
 }
 
+// warnf records a warning about the file as a whole.
 func (d *decoder) warnf(line int, path, format string, args ...any) {
-	d.warnings = append(d.warnings, &problem{file: d.name, line: line, path: path, msg: fmt.Sprintf(format, args...)})
+	d.warnings = append(d.warnings, &problem{file: d.name, line: line, path: path, field: path, msg: fmt.Sprintf(format, args...)})
 }
 
-// warningTexts renders the warnings in file order.
-func (d *decoder) warningTexts() []string {
+// serverWarnf records a warning about one server's field.
+func (d *decoder) serverWarnf(st *serverState, line int, field, format string, args ...any) {
+	d.warnings = append(d.warnings, &problem{file: d.name, line: line, path: joinPath(st.path, field),
+		server: st.s.Name, field: field, msg: fmt.Sprintf(format, args...)})
+}
+
+// warningTexts renders the warnings in file order, as text and in parts.
+func (d *decoder) warningTexts() ([]string, []Warning) {
 	if len(d.warnings) == 0 {
-		return nil
+		return nil, nil
 	}
 	sort.SliceStable(d.warnings, func(i, j int) bool { return d.warnings[i].line < d.warnings[j].line })
-	out := make([]string, len(d.warnings))
+	texts := make([]string, len(d.warnings))
+	details := make([]Warning, len(d.warnings))
 	for i, w := range d.warnings {
-		out[i] = w.Error()
+		texts[i] = w.Error()
+		details[i] = Warning{Line: w.line, Server: w.server, Field: w.field, Message: w.msg, Text: texts[i]}
 	}
-	return out
+	return texts, details
 }
 
 var plainKeyRE = regexp.MustCompile(`^[A-Za-z0-9_-]+$`)
@@ -61,6 +83,22 @@ func indexPath(base string, i int) string {
 // parser rejects a repeated key, and silently keeping one of two servers with
 // the same name would hide a mistake.
 func (d *decoder) entries(n *node, path string) []pair {
+	return d.uniqueEntries(n, path, func(key string, first int) string {
+		return fmt.Sprintf("duplicate key (first defined on line %d)", first)
+	})
+}
+
+// serverEntries is entries for a map from server name to settings, where a
+// repeated key is a repeated server name.
+func (d *decoder) serverEntries(n *node, path string) []pair {
+	return d.uniqueEntries(n, path, duplicateServer)
+}
+
+func duplicateServer(name string, first int) string {
+	return fmt.Sprintf("duplicate server name %q (first defined on line %d)", name, first)
+}
+
+func (d *decoder) uniqueEntries(n *node, path string, dupMsg func(key string, first int) string) []pair {
 	out := make([]pair, 0, len(n.pairs))
 	seen := make(map[string]int, len(n.pairs))
 	for _, p := range n.pairs {
@@ -69,7 +107,7 @@ func (d *decoder) entries(n *node, path string) []pair {
 			continue
 		}
 		if first, dup := seen[p.key]; dup {
-			d.errorf(p.keyLine, joinPath(path, p.key), "duplicate key (first defined on line %d)", first)
+			d.errorf(p.keyLine, joinPath(path, p.key), "%s", dupMsg(p.key, first))
 			continue
 		}
 		seen[p.key] = p.keyLine
@@ -81,16 +119,37 @@ func (d *decoder) entries(n *node, path string) []pair {
 // unknownField reports a key the schema does not have, suggesting the known
 // field it most likely meant when only case, '_' or '-' differ.
 func (d *decoder) unknownField(p pair, path string, known []string) {
-	norm := func(s string) string {
-		return strings.ToLower(strings.NewReplacer("_", "", "-", "").Replace(s))
-	}
-	for _, k := range known {
-		if norm(k) == norm(p.key) {
-			d.errorf(p.keyLine, joinPath(path, p.key), "unknown field (did you mean %q?)", k)
-			return
-		}
+	if k := closest(p.key, known); k != "" {
+		d.errorf(p.keyLine, joinPath(path, p.key), "unknown field (did you mean %q?)", k)
+		return
 	}
 	d.errorf(p.keyLine, joinPath(path, p.key), "unknown field")
+}
+
+// closest returns the known name a key most likely misspells: one that
+// differs only in case, '_' or '-', else the nearest by edit distance when
+// that is small for the key's length; "" when none is close.
+func closest(key string, known []string) string {
+	nk := normKey(key)
+	for _, k := range known {
+		if normKey(k) == nk {
+			return k
+		}
+	}
+	limit := 1
+	if len(nk) >= 6 {
+		limit = 2
+	}
+	if len(nk) < 3 {
+		return ""
+	}
+	best, bestDist := "", limit+1
+	for _, k := range known {
+		if dist := editDistance(nk, normKey(k)); dist < bestDist {
+			best, bestDist = k, dist
+		}
+	}
+	return best
 }
 
 func (d *decoder) wantMap(n *node, path, what string) bool {
@@ -164,8 +223,9 @@ func (d *decoder) strList(n *node, path string, nonEmpty bool) ([]string, bool) 
 }
 
 // strMap reads a map of string values, checking each key with checkKey
-// (which returns a complaint or "") and each value with checkValue.
-func (d *decoder) strMap(n *node, path string, checkKey, checkValue func(string) string) (map[string]string, bool) {
+// (which returns a complaint or "") and passing each value through value,
+// which reports its own problems and returns the value to keep.
+func (d *decoder) strMap(n *node, path string, checkKey func(string) string, value func(line int, path, v string) (string, bool)) (map[string]string, bool) {
 	if !d.wantMap(n, path, "a map of strings") {
 		return nil, false
 	}
@@ -183,9 +243,8 @@ func (d *decoder) strMap(n *node, path string, checkKey, checkValue func(string)
 		if !good {
 			continue
 		}
-		if checkValue != nil {
-			if msg := checkValue(v); msg != "" {
-				d.errorf(p.value.line, kp, "%s", msg)
+		if value != nil {
+			if v, good = value(p.value.line, kp, v); !good {
 				continue
 			}
 		}

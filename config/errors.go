@@ -12,19 +12,30 @@ import (
 type problem struct {
 	file string
 	line int
+	col  int // set only for syntax errors, where the exact spot matters
 	path string
 	msg  string
+
+	// For warnings: the server the warning is about ("" for the file) and
+	// the path of the field inside that server's settings.
+	server string
+	field  string
 }
 
-// Error formats the problem as "file:line: path: message", the shape editors
-// and terminals already know how to jump to.
+// Error formats the problem as "file:line: path: message", or
+// "file:line:col: message" for a syntax error: the shapes editors and
+// terminals already know how to jump to.
 func (p *problem) Error() string {
 	var b strings.Builder
 	switch {
+	case p.file != "" && p.line > 0 && p.col > 0:
+		fmt.Fprintf(&b, "%s:%d:%d: ", p.file, p.line, p.col)
 	case p.file != "" && p.line > 0:
 		fmt.Fprintf(&b, "%s:%d: ", p.file, p.line)
 	case p.file != "":
 		b.WriteString(p.file + ": ")
+	case p.line > 0 && p.col > 0:
+		fmt.Fprintf(&b, "line %d, column %d: ", p.line, p.col)
 	case p.line > 0:
 		fmt.Fprintf(&b, "line %d: ", p.line)
 	}
@@ -59,4 +70,19 @@ type MissingVarError struct {
 // Error says which variable is missing.
 func (e *MissingVarError) Error() string {
 	return fmt.Sprintf("variable %s is not set", e.Var)
+}
+
+// MissingInputError reports an ${input:ID} placeholder that could not be
+// resolved because nobody can be asked: there is no Resolver.Input.
+type MissingInputError struct {
+	ID          string
+	Description string // the input's declared description, "" when it has none
+}
+
+// Error names the input and what it asks for, and how to provide it.
+func (e *MissingInputError) Error() string {
+	if e.Description != "" {
+		return fmt.Sprintf("needs input %q (Ask: %q); run in a terminal to be prompted", e.ID, e.Description)
+	}
+	return fmt.Sprintf("needs input %q; run in a terminal to be prompted", e.ID)
 }

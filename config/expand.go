@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"maps"
+	"os"
 	"slices"
 	"strings"
 )
@@ -16,15 +17,18 @@ import (
 // "$" stays literal, so "$5" needs no escaping; an unterminated "${" is an
 // error. ${VAR:-default} uses the default when VAR is unset or empty, as a
 // shell does. Variable names match [A-Za-z_][A-Za-z0-9_]*; the "env:" form
-// exists because VS Code style files write it that way.
+// exists because VS Code style files write it that way. An ${input:ID}
+// placeholder is a *MissingInputError here: only ExpandServer, given a
+// Resolver, can ask for inputs.
 func Expand(s string, lookup func(string) (string, bool)) (string, error) {
-	out, _, err := expand(s, lookup)
+	out, _, err := expand(s, lookup, nil)
 	return out, err
 }
 
 // expand is Expand that also returns the non-empty values that came from
-// variables, which are the ones a caller may need to redact.
-func expand(s string, lookup func(string) (string, bool)) (string, []string, error) {
+// variables or inputs, which are the ones a caller may need to redact. A nil
+// input refuses every ${input:ID}.
+func expand(s string, lookup func(string) (string, bool), input func(id string) (string, error)) (string, []string, error) {
 	if !strings.Contains(s, "$") {
 		return s, nil, nil
 	}
@@ -46,7 +50,7 @@ func expand(s string, lookup func(string) (string, bool)) (string, []string, err
 				return "", nil, fmt.Errorf(`unterminated "${" at byte %d (write "$$" for a literal "$")`, i)
 			}
 			body := s[i+2 : i+2+end]
-			val, fromVar, err := resolveVar(body, lookup)
+			val, fromVar, err := resolvePlaceholder(body, lookup, input)
 			if err != nil {
 				return "", nil, err
 			}
@@ -63,9 +67,20 @@ func expand(s string, lookup func(string) (string, bool)) (string, []string, err
 	return b.String(), used, nil
 }
 
-// resolveVar evaluates the inside of one ${...}; fromVar reports whether the
-// value came from lookup rather than from a default written in the file.
-func resolveVar(body string, lookup func(string) (string, bool)) (val string, fromVar bool, err error) {
+// resolvePlaceholder evaluates the inside of one ${...}; fromVar reports
+// whether the value came from lookup or input rather than from a default
+// written in the file.
+func resolvePlaceholder(body string, lookup func(string) (string, bool), input func(string) (string, error)) (val string, fromVar bool, err error) {
+	if id, ok := strings.CutPrefix(body, "input:"); ok {
+		if !validInputID(id) {
+			return "", false, fmt.Errorf("invalid placeholder %q (input IDs are letters, digits, '_', '.' and '-'; inputs take no default)", "${"+body+"}")
+		}
+		if input == nil {
+			return "", false, &MissingInputError{ID: id}
+		}
+		v, err := input(id)
+		return v, err == nil, err
+	}
 	name, def, hasDef := strings.Cut(body, ":-")
 	name = strings.TrimPrefix(name, "env:")
 	if !validVarName(name) {
@@ -100,13 +115,44 @@ func validVarName(name string) bool {
 	return true
 }
 
-// ExpandServer returns a copy of s with Expand applied to command, args, env
-// values, cwd, url, header values and bearerToken. An error names the server
-// and the field, e.g. `server "demo": env.TOKEN: variable DEMO_TOKEN is not
-// set`, and every failing field is reported. It also returns the non-empty
-// values that came from variables, without duplicates, so callers can redact
-// them from logs. The copy shares no slices or maps with s.
-func ExpandServer(s Server, lookup func(string) (string, bool)) (Server, []string, error) {
+func validInputID(id string) bool {
+	if id == "" || len(id) > 128 {
+		return false
+	}
+	for i := 0; i < len(id); i++ {
+		c := id[i]
+		if !(c == '_' || c == '-' || c == '.' || ('a' <= c && c <= 'z') || ('A' <= c && c <= 'Z') || ('0' <= c && c <= '9')) {
+			return false
+		}
+	}
+	return true
+}
+
+// Resolver says where ExpandServer finds the values of placeholders.
+type Resolver struct {
+	// LookupEnv resolves ${VAR} and ${env:VAR}; nil means os.LookupEnv.
+	LookupEnv func(string) (string, bool)
+	// Input resolves ${input:ID}, typically by asking on a terminal; in
+	// describes the declared input (its ID alone when the server does not
+	// carry its declaration). Nil refuses every input with a
+	// *MissingInputError. ExpandServer asks once per ID and server;
+	// callers expanding several servers should remember answers.
+	Input func(id string, in Input) (string, error)
+}
+
+// ExpandServer returns a copy of s with placeholders resolved in command,
+// args, env values, cwd, url, header values and bearerToken, and with the
+// variables of s.EnvFile added to Env (env values written in the file win
+// over the env file's). An error names the server and the field, e.g.
+// `server "demo": env.TOKEN: variable DEMO_TOKEN is not set`, and every
+// failing field is reported. It also returns the non-empty values that came
+// from variables, inputs and the env file, without duplicates, so callers
+// can redact them from logs. The copy shares no slices or maps with s.
+func ExpandServer(s Server, r Resolver) (Server, []string, error) {
+	lookup := r.LookupEnv
+	if lookup == nil {
+		lookup = os.LookupEnv
+	}
 	out := s
 	out.Args = slices.Clone(s.Args)
 	out.Env = maps.Clone(s.Env)
@@ -114,24 +160,49 @@ func ExpandServer(s Server, lookup func(string) (string, bool)) (Server, []strin
 	out.TierOverrides = maps.Clone(s.TierOverrides)
 	out.OnlyTools = slices.Clone(s.OnlyTools)
 	out.ExcludeTools = slices.Clone(s.ExcludeTools)
+	out.Inputs = maps.Clone(s.Inputs)
 
 	var errs []error
 	var secrets []string
+	addSecret := func(v string) {
+		if v != "" && !slices.Contains(secrets, v) {
+			secrets = append(secrets, v)
+		}
+	}
 	fail := func(path string, err error) {
 		errs = append(errs, fmt.Errorf("server %q: %s: %w", s.Name, path, err))
 	}
+
+	// Each input is asked for once per server, however many fields use it.
+	answers := map[string]string{}
+	input := func(id string) (string, error) {
+		if v, ok := answers[id]; ok {
+			return v, nil
+		}
+		in, ok := s.Inputs[id]
+		if !ok {
+			in = Input{ID: id}
+		}
+		if r.Input == nil {
+			return "", &MissingInputError{ID: id, Description: in.Description}
+		}
+		v, err := r.Input(id, in)
+		if err != nil {
+			return "", fmt.Errorf("input %q: %w", id, err)
+		}
+		answers[id] = v
+		return v, nil
+	}
 	field := func(path, v string) string {
-		r, used, err := expand(v, lookup)
+		res, used, err := expand(v, lookup, input)
 		if err != nil {
 			fail(path, err)
 			return v
 		}
 		for _, u := range used {
-			if !slices.Contains(secrets, u) {
-				secrets = append(secrets, u)
-			}
+			addSecret(u)
 		}
-		return r
+		return res
 	}
 
 	out.Command = field("command", s.Command)
@@ -143,6 +214,26 @@ func ExpandServer(s Server, lookup func(string) (string, bool)) (Server, []strin
 	}
 	for _, k := range slices.Sorted(maps.Keys(s.Env)) {
 		out.Env[k] = field(joinPath("env", k), s.Env[k])
+	}
+	if s.EnvFile != "" {
+		before := len(errs)
+		path := field("envFile", s.EnvFile)
+		if len(errs) == before {
+			vars, err := readEnvFile(path)
+			if err != nil {
+				fail("envFile", err)
+			}
+			for _, k := range slices.Sorted(maps.Keys(vars)) {
+				if _, set := s.Env[k]; set {
+					continue
+				}
+				if out.Env == nil {
+					out.Env = map[string]string{}
+				}
+				out.Env[k] = vars[k]
+				addSecret(vars[k])
+			}
+		}
 	}
 	out.Cwd = field("cwd", s.Cwd)
 	if s.URL != "" {

@@ -89,7 +89,7 @@ func TestExpandServer(t *testing.T) {
 	snapshot.Env = map[string]string{"TOKEN": "${TOKEN}", "PLAIN": "p", "EMPTY": "${EMPTY}"}
 
 	env := map[string]string{"TOOLS": "/opt/t", "TOKEN": "s3cret", "HOME": "/home/u", "EMPTY": ""}
-	got, secrets, err := ExpandServer(orig, lookupIn(env))
+	got, secrets, err := ExpandServer(orig, Resolver{LookupEnv: lookupIn(env)})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -133,7 +133,7 @@ func TestExpandServerHTTP(t *testing.T) {
 		BearerToken: "${TOKEN}",
 	}
 	env := map[string]string{"BASE": "https://api.example.com", "KEY": "k1", "TOKEN": "t1"}
-	got, secrets, err := ExpandServer(s, lookupIn(env))
+	got, secrets, err := ExpandServer(s, Resolver{LookupEnv: lookupIn(env)})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -190,7 +190,7 @@ server "demo": bearerToken: variable T is not set`,
 	}
 	for _, tt := range tests {
 		t.Run(tt.desc, func(t *testing.T) {
-			got, secrets, err := ExpandServer(tt.s, lookupIn(tt.env))
+			got, secrets, err := ExpandServer(tt.s, Resolver{LookupEnv: lookupIn(tt.env)})
 			if err == nil {
 				t.Fatalf("ExpandServer succeeded: %+v", got)
 			}
@@ -209,7 +209,8 @@ server "demo": bearerToken: variable T is not set`,
 }
 
 func FuzzExpand(f *testing.F) {
-	for _, s := range []string{"", "plain", "$", "$$", "${A}", "${A:-d}", "${env:A}", "${", "$5", "${A:-${B}}", "a$${b}c", "${EMPTY:-x}"} {
+	for _, s := range []string{"", "plain", "$", "$$", "${A}", "${A:-d}", "${env:A}", "${", "$5", "${A:-${B}}", "a$${b}c", "${EMPTY:-x}",
+		"${input:k}", "a${input:a-b.c}b${A}", "${input:}", "${input:k:-d}", "$${input:k}"} {
 		f.Add(s)
 	}
 	env := map[string]string{"A": "va", "B": "", "EMPTY": ""}
@@ -225,6 +226,33 @@ func FuzzExpand(f *testing.F) {
 		// lookup must also succeed when all variables are set.
 		if _, err := Expand(s, func(string) (string, bool) { return "v", true }); err != nil {
 			t.Fatalf("Expand(%q) succeeded with some variables but failed with all: %v", s, err)
+		}
+	})
+}
+
+// FuzzExpandServerInputs checks that inputs and variables resolve the same
+// way inside a server, and that every value that came from an input is in
+// the secrets.
+func FuzzExpandServerInputs(f *testing.F) {
+	for _, s := range []string{"${input:k}", "x${input:k}y${A}", "${input:k}${input:k}", "$${input:k}", "${input:bad id}"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		srv := Server{Name: "f", Command: "c", Env: map[string]string{"V": s}}
+		out, secrets, err := ExpandServer(srv, Resolver{
+			LookupEnv: lookupIn(map[string]string{"A": "va"}),
+			Input:     func(id string, _ Input) (string, error) { return "in-" + id, nil },
+		})
+		if err != nil {
+			return
+		}
+		if strings.Contains(s, "${input:") && !strings.Contains(s, "$${input:") && !strings.Contains(out.Env["V"], "in-") {
+			t.Fatalf("input not resolved in %q: %q", s, out.Env["V"])
+		}
+		for _, v := range secrets {
+			if !strings.Contains(out.Env["V"], v) {
+				t.Fatalf("secret %q is not in the value %q", v, out.Env["V"])
+			}
 		}
 	})
 }

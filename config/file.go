@@ -4,17 +4,41 @@ import (
 	"bytes"
 	"os"
 	"path/filepath"
+	"sort"
 	"time"
 )
 
 // File is a loaded configuration file.
 type File struct {
-	Path     string   // as given to Load ("" for Parse with no name)
-	Dialect  string   // "toolwire" or "mcpServers"
-	Servers  []Server // declaration order
+	Path    string // as given to Load ("" for Parse with no name)
+	Dialect string // one of the Dialect* names: which shape the file has
+	Servers []Server
+	// Inputs are the declared ${input:ID} values (VS Code's "inputs", or
+	// toolwire's), by ID; nil when the file declares none.
+	Inputs   map[string]Input
 	Audit    Audit
-	Warnings []string
+	Warnings []string // every warning, in file order, as "file:line: path: message"
+	// WarningDetails holds the same warnings, in the same order, with the
+	// server each one concerns, so that they can be shown per server.
+	WarningDetails []Warning
 }
+
+// Dialect names: the shapes Parse understands. See docs/config.md.
+const (
+	DialectToolwire   = "toolwire"   // toolwire's own file: "servers" (and "audit", "inputs")
+	DialectMCPServers = "mcpServers" // Claude Desktop, Claude Code, Cursor and others: "mcpServers"
+	DialectVSCode     = "vscode"     // VS Code's .vscode/mcp.json: "servers" with "type", and "inputs"
+	DialectList       = "list"       // a list of servers, each with "name"
+	DialectSingle     = "single"     // one server with "name"
+	DialectNamedMap   = "namedMap"   // a map from server name to settings, with no wrapper key
+)
+
+// Transport names, as in Server.Transport.
+const (
+	TransportStdio = "stdio" // a child process speaking on stdin and stdout
+	TransportHTTP  = "http"  // Streamable HTTP
+	TransportSSE   = "sse"   // the legacy HTTP+SSE transport
+)
 
 // Audit configures the JSON Lines audit log.
 type Audit struct {
@@ -23,15 +47,17 @@ type Audit struct {
 }
 
 // Server is one MCP server as the configuration describes it. String fields
-// may still hold ${VAR} placeholders; ExpandServer resolves them.
+// may still hold ${VAR} and ${input:ID} placeholders; ExpandServer resolves
+// them.
 type Server struct {
 	Name      string
-	Line      int    // line of the server's key
-	Transport string // "stdio" or "http"
+	Line      int    // line of the server's key (of its "name" in a list)
+	Transport string // TransportStdio, TransportHTTP or TransportSSE
 
 	Command string
 	Args    []string
 	Env     map[string]string
+	EnvFile string // a KEY=VALUE file whose variables ExpandServer adds to Env; "" for none
 	Cwd     string
 
 	URL         string
@@ -45,13 +71,32 @@ type Server struct {
 	ExcludeTools  []string
 	Timeout       time.Duration // 0 = library default
 	Required      bool
+	Disabled      bool // the file disables the server: keep it listed, do not start it
+
+	// Inputs are the declared inputs that this server's placeholders
+	// use, by ID, so that ExpandServer can say what it asks for; nil when
+	// it uses none.
+	Inputs map[string]Input
 }
 
-// Dialect names.
-const (
-	dialectToolwire   = "toolwire"
-	dialectMCPServers = "mcpServers"
-)
+// Input is a value that is asked for when a server starts, declared once in
+// the file and used as ${input:ID}; VS Code's "promptString" input.
+type Input struct {
+	ID          string
+	Description string // what to ask, e.g. "API key"
+	Password    bool   // hide what is typed
+	Default     string // offered when asking; "" for none
+}
+
+// Warning is one warning with its parts. Warnings in File.Warnings are the
+// same, as text.
+type Warning struct {
+	Line    int
+	Server  string // the server the warning is about; "" when it concerns the file
+	Field   string // the field's path inside the server's settings, or in the file when Server is ""
+	Message string
+	Text    string // as in File.Warnings
+}
 
 // Load reads the configuration file at path. Relative paths inside it are
 // resolved against the file's directory, made absolute so that they stay
@@ -70,8 +115,9 @@ func Load(path string) (*File, error) {
 
 // Parse decodes a configuration from data. The name is used in error
 // messages and as File.Path; dir is the directory that relative paths in the
-// file are resolved against, and "" leaves them as written. The returned
-// error joins every problem found, in file order, one per line.
+// file are resolved against (and that ${workspaceFolder} is found from), and
+// "" leaves them as written. The returned error joins every problem found,
+// in file order, one per line.
 func Parse(name string, data []byte, dir string) (*File, error) {
 	// Editors on Windows like to start files with a byte order mark, which
 	// encoding/json rejects.
@@ -81,51 +127,98 @@ func Parse(name string, data []byte, dir string) (*File, error) {
 		return nil, err
 	}
 	if root == nil {
-		return nil, syntaxError(name, 0, "file is empty")
+		return nil, syntaxError(name, 0, 0, "file is empty")
 	}
 	d := &decoder{name: name, dir: dir}
 	f := &File{Path: name}
-	if root.kind != mapNode {
-		return nil, &problem{file: name, line: root.line, msg: "want a map with a \"servers\" or \"mcpServers\" key at the top level, got " + root.describe()}
+	dialect, err := detect(name, root)
+	if err != nil {
+		return nil, err
 	}
-	switch {
-	case hasKey(root, "mcpServers"):
-		f.Dialect = dialectMCPServers
-		d.hostFile(root, f)
-	case hasKey(root, "servers"):
-		f.Dialect = dialectToolwire
+	f.Dialect = dialect
+	if dialect != DialectToolwire {
+		d.host = true
+		d.workspace = workspaceFolder(dir)
+	}
+	switch dialect {
+	case DialectToolwire:
 		d.toolwireFile(root, f)
-	default:
-		return nil, &problem{file: name, line: root.line,
-			msg: `want a "servers" map (toolwire) or an "mcpServers" map (Claude Desktop, Claude Code, Cursor) at the top level`}
+	case DialectMCPServers:
+		d.hostFile(root, f)
+	case DialectVSCode:
+		d.vscodeFile(root, f)
+	case DialectList:
+		f.Servers = d.listServers(root)
+	case DialectSingle:
+		f.Servers = d.singleServer(root)
+	case DialectNamedMap:
+		f.Servers = d.namedServers(root, "")
 	}
 	if err := joinProblems(d.problems); err != nil {
 		return nil, err
 	}
-	f.Warnings = d.warningTexts()
+	if len(d.inputs) > 0 {
+		f.Inputs = d.inputs
+	}
+	f.Warnings, f.WarningDetails = d.warningTexts()
 	return f, nil
 }
 
+// workspaceFolder is what ${workspaceFolder} stands for: the project
+// directory, which holds the editor's settings directory when the file is
+// inside one (.vscode/mcp.json, .cursor/mcp.json), else the file's own
+// directory.
+func workspaceFolder(dir string) string {
+	if dir == "" {
+		return ""
+	}
+	switch filepath.Base(dir) {
+	case ".vscode", ".cursor":
+		return filepath.Dir(dir)
+	}
+	return dir
+}
+
 // parseTree picks the parser by content rather than by file name, because
-// host files are JSON under many names. Anything starting with "{" is JSON
-// and nothing else: falling back to YAML would quietly accept JSON that the
-// host application itself rejects, such as a trailing comma.
+// host files are JSON under many names. Anything starting with "{" or "[" is
+// JSON and nothing else: falling back to YAML would quietly accept JSON that
+// the host application itself rejects, such as a trailing comma.
 func parseTree(name string, data []byte) (*node, error) {
 	trimmed := bytes.TrimLeft(data, " \t\r\n")
 	if len(trimmed) == 0 {
 		return nil, nil
 	}
-	if trimmed[0] == '{' {
+	if trimmed[0] == '{' || trimmed[0] == '[' {
 		return parseJSON(name, data)
 	}
 	return parseYAML(name, data)
 }
 
 func hasKey(n *node, key string) bool {
+	_, ok := lookup(n, key)
+	return ok
+}
+
+// lookup returns the first pair of a map with the given key.
+func lookup(n *node, key string) (pair, bool) {
+	if n == nil || n.kind != mapNode {
+		return pair{}, false
+	}
 	for _, p := range n.pairs {
 		if p.key == key {
-			return true
+			return p, true
 		}
 	}
-	return false
+	return pair{}, false
+}
+
+// sortedKeys returns a map's keys in order, for messages and output that
+// must not depend on map iteration.
+func sortedKeys[V any](m map[string]V) []string {
+	out := make([]string, 0, len(m))
+	for k := range m {
+		out = append(out, k)
+	}
+	sort.Strings(out)
+	return out
 }

@@ -194,21 +194,42 @@ func TestParseHostWarnings(t *testing.T) {
 	}
 	want := []string{
 		`cursor.json:2: servers: ignored because this file has "mcpServers"; toolwire reads only "mcpServers" from such files`,
-		`cursor.json:6: mcpServers.a.disabled: ignored (the host has disabled this server, but toolwire does not honour that and still connects to it)`,
+		`cursor.json:6: mcpServers.a.disabled: the server is disabled and will not be started`,
 		`cursor.json:7: mcpServers.a.autoApprove: ignored (a host approval list; toolwire uses tiers instead)`,
 		`cursor.json:8: mcpServers.a.alwaysAllow: ignored (a host approval list; toolwire uses tiers instead)`,
 		`cursor.json:9: mcpServers.a.timeout: ignored (host timeouts use different units; toolwire uses its default request timeout)`,
 		`cursor.json:10: mcpServers.a.description: ignored (descriptive only)`,
-		`cursor.json:11: mcpServers.a.envFile: ignored (toolwire does not read env files, so the variables in it are not set)`,
 		`cursor.json:15: mcpServers.b.oauth: ignored (OAuth is not supported yet, so requests are sent without it)`,
 		`cursor.json:16: mcpServers.b.headersHelper: ignored (toolwire does not run header helper commands, so those headers are not sent)`,
-		`cursor.json:17: mcpServers.b.disabled: ignored (a host setting; toolwire does not honour it and still connects to this server)`,
 	}
 	if !reflect.DeepEqual(f.Warnings, want) {
 		t.Errorf("warnings:\n got %q\nwant %q", f.Warnings, want)
 	}
 	if len(f.Servers) != 2 || f.Servers[0].Command != "x" || f.Servers[1].URL != "https://e.com/mcp" {
-		t.Errorf("servers not loaded despite ignorable fields: %+v", f.Servers)
+		t.Fatalf("servers not loaded despite ignorable fields: %+v", f.Servers)
+	}
+	// disabled is honoured: the server stays listed, marked; false is silent.
+	if !f.Servers[0].Disabled || f.Servers[1].Disabled {
+		t.Errorf("Disabled = %v, %v; want true, false", f.Servers[0].Disabled, f.Servers[1].Disabled)
+	}
+	if f.Servers[0].EnvFile != ".env" {
+		t.Errorf("EnvFile = %q, want .env kept for ExpandServer", f.Servers[0].EnvFile)
+	}
+	// The details match the texts and say which server each is about.
+	if len(f.WarningDetails) != len(want) {
+		t.Fatalf("%d details for %d warnings", len(f.WarningDetails), len(want))
+	}
+	for i, w := range f.WarningDetails {
+		if w.Text != want[i] {
+			t.Errorf("detail %d text = %q, want %q", i, w.Text, want[i])
+		}
+	}
+	if w := f.WarningDetails[0]; w.Server != "" || w.Field != "servers" || w.Line != 2 {
+		t.Errorf("file-level warning = %+v", w)
+	}
+	if w := f.WarningDetails[2]; w.Server != "a" || w.Field != "autoApprove" || w.Line != 7 ||
+		w.Message != "ignored (a host approval list; toolwire uses tiers instead)" {
+		t.Errorf("server warning = %+v", w)
 	}
 }
 
@@ -260,20 +281,22 @@ func TestParseErrors(t *testing.T) {
 			`toolwire.yaml:4: servers.a.transport: "stdio" conflicts with "url", which means http`},
 		{"host type disagrees", "claude.json", "{\"mcpServers\": {\"x\": {\n\"command\": \"c\",\n\"type\": \"http\"}}}",
 			`claude.json:3: mcpServers.x.type: "http" conflicts with "command", which means stdio`},
-		{"unknown transport", "toolwire.yaml", "servers:\n  a:\n    command: x\n    transport: sse\n",
-			`toolwire.yaml:4: servers.a.transport: unknown transport "sse" (want "stdio" or "http")`},
-		{"legacy sse", "claude.json", "{\"mcpServers\": {\"x\": {\n\"type\": \"sse\",\n\"url\": \"http://h/sse\"}}}",
-			`claude.json:2: mcpServers.x.type: legacy SSE transport is not supported yet (want "stdio", "http" or "streamable-http")`},
+		{"unknown transport", "toolwire.yaml", "servers:\n  a:\n    command: x\n    transport: ws\n",
+			`toolwire.yaml:4: servers.a.transport: unknown transport "ws" (want "stdio", "http" or "sse")`},
+		{"sse transport with a command", "toolwire.yaml", "servers:\n  a:\n    command: x\n    transport: sse\n",
+			`toolwire.yaml:4: servers.a.transport: "sse" conflicts with "command", which means stdio`},
+		{"toolwire has no streamable-http", "toolwire.yaml", "servers:\n  a:\n    url: http://h/\n    transport: streamable-http\n",
+			`toolwire.yaml:4: servers.a.transport: unknown transport "streamable-http" (want "stdio", "http" or "sse")`},
 		{"unknown host type", "claude.json", "{\"mcpServers\": {\"x\": {\"type\": \"ws\", \"url\": \"http://h/\"}}}",
-			`claude.json:1: mcpServers.x.type: unknown type "ws" (want "stdio", "http" or "streamable-http")`},
+			`claude.json:1: mcpServers.x.type: unknown type "ws" (want "stdio", "http", "streamable-http" or "sse")`},
 		{"args on http server", "toolwire.yaml", "servers:\n  a:\n    url: http://h/\n    args: [x]\n",
 			`toolwire.yaml:4: servers.a.args: only valid for stdio servers, and this server uses "url" (http)`},
 		{"cwd on http server", "toolwire.yaml", "servers:\n  a:\n    url: http://h/\n    cwd: /tmp\n",
 			`toolwire.yaml:4: servers.a.cwd: only valid for stdio servers, and this server uses "url" (http)`},
 		{"bearerToken on stdio server", "toolwire.yaml", "servers:\n  a:\n    command: x\n    bearerToken: t\n",
-			`toolwire.yaml:4: servers.a.bearerToken: only valid for http servers, and this server uses "command" (stdio)`},
+			`toolwire.yaml:4: servers.a.bearerToken: only valid for http and sse servers, and this server uses "command" (stdio)`},
 		{"headers on host stdio server", "claude.json", "{\"mcpServers\": {\"x\": {\"command\": \"c\",\n\"headers\": {\"A\": \"b\"}}}}",
-			`claude.json:2: mcpServers.x.headers: only valid for http servers, and this server uses "command" (stdio)`},
+			`claude.json:2: mcpServers.x.headers: only valid for http and sse servers, and this server uses "command" (stdio)`},
 
 		// Values.
 		{"bad tier", "toolwire.yaml", "servers:\n  demo:\n    command: x\n\n\n\n    defaultTier: admin\n",
@@ -325,9 +348,9 @@ func TestParseErrors(t *testing.T) {
 		{"name too long", "toolwire.yaml", "servers:\n  " + strings.Repeat("n", 65) + ":\n    command: x\n",
 			`toolwire.yaml:2: servers.` + strings.Repeat("n", 65) + `: invalid server name (want 1 to 64 letters, digits, '_', '.' or '-')`},
 		{"duplicate server", "toolwire.yaml", "servers:\n  a:\n    command: x\n  a:\n    command: y\n",
-			`toolwire.yaml:4: servers.a: duplicate key (first defined on line 2)`},
+			`toolwire.yaml:4: servers.a: duplicate server name "a" (first defined on line 2)`},
 		{"duplicate server in JSON", "claude.json", "{\"mcpServers\": {\n\"a\": {\"command\": \"x\"},\n\"a\": {\"command\": \"y\"}}}",
-			`claude.json:3: mcpServers.a: duplicate key (first defined on line 2)`},
+			`claude.json:3: mcpServers.a: duplicate server name "a" (first defined on line 2)`},
 		{"no servers", "toolwire.yaml", "servers: {}\n",
 			`toolwire.yaml:1: servers: no servers defined`},
 		{"no host servers", "claude.json", "{\n\"mcpServers\": {}}",
@@ -337,9 +360,13 @@ func TestParseErrors(t *testing.T) {
 		{"server not a map", "toolwire.yaml", "servers:\n  a: npx\n",
 			`toolwire.yaml:2: servers.a: want a map of server settings, got string "npx"`},
 		{"neither dialect", "x.yaml", "\n\nfoo: 1\n",
-			`x.yaml:3: want a "servers" map (toolwire) or an "mcpServers" map (Claude Desktop, Claude Code, Cursor) at the top level`},
-		{"top level list", "x.yaml", "- a\n",
-			`x.yaml:1: want a map with a "servers" or "mcpServers" key at the top level, got a list`},
+			`x.yaml:3: no configuration found: ` + shapesAccepted},
+		{"top level list of strings", "x.yaml", "- a\n",
+			`x.yaml:1: no configuration found in a list: ` + shapesAccepted},
+		{"top level string", "x.yaml", "hello\n",
+			`x.yaml:1: no configuration found in string "hello": ` + shapesAccepted},
+		{"misspelt servers", "x.yaml", "server:\n  a: {command: x}\n",
+			`x.yaml:1: server: unknown key (did you mean "servers"?); no configuration found: ` + shapesAccepted},
 		{"merge key", "toolwire.yaml", "base: &b {command: x}\nservers:\n  a:\n    <<: *b\n",
 			`toolwire.yaml:1: base: unknown field
 toolwire.yaml:3: servers.a: needs "command" (stdio) or "url" (http)
@@ -350,15 +377,15 @@ toolwire.yaml:4: servers.a["<<"]: YAML merge keys are not supported; repeat the 
 		{"blank file", "e.json", " \n\t\n", "e.json: file is empty"},
 		{"comments only", "e.yaml", "# nothing yet\n", "e.yaml: file is empty"},
 		{"no name", "", "", "file is empty"},
-		{"malformed YAML", "bad.yaml", "servers:\n  a:\n    command: [x\n", "bad.yaml:3: invalid YAML: did not find expected ',' or ']'"},
+		{"malformed YAML", "bad.yaml", "servers:\n  a:\n    command: [x\n", "bad.yaml:3:14: invalid YAML: did not find expected ',' or ']'"},
 		{"malformed JSON", "bad.json", "{\n  \"mcpServers\": {\n    \"a\": {\"command\": \"x\",}\n  }\n}",
-			`bad.json:3: invalid JSON: invalid character '}' looking for beginning of object key string`},
-		{"truncated JSON", "bad.json", "{\n  \"mcpServers\": {\n", "bad.json:2: invalid JSON: unexpected end of file"},
-		{"trailing JSON", "bad.json", "{\"mcpServers\": {\"a\": {\"command\": \"x\"}}}\n{}", `bad.json:2: invalid JSON: unexpected data after the top-level value`},
+			`bad.json:3:26: invalid JSON: invalid character '}' looking for beginning of object key string`},
+		{"truncated JSON", "bad.json", "{\n  \"mcpServers\": {\n", "bad.json:2:18: invalid JSON: unexpected end of file"},
+		{"trailing JSON", "bad.json", "{\"mcpServers\": {\"a\": {\"command\": \"x\"}}}\n{}", `bad.json:2:1: invalid JSON: unexpected data after the top-level value`},
 		{"two YAML documents", "two.yaml", "servers:\n  a: {command: x}\n---\nservers: {}\n",
-			"two.yaml:3: a second YAML document starts here; toolwire reads one document per file"},
+			"two.yaml:3:1: a second YAML document starts here; toolwire reads one document per file"},
 		{"second document after an empty one", "two.yaml", "servers:\n  a: {command: x}\n---\n---\nb: 1\n",
-			"two.yaml:4: a second YAML document starts here; toolwire reads one document per file"},
+			"two.yaml:4:1: a second YAML document starts here; toolwire reads one document per file"},
 		{"no name in error", "", "servers:\n  a:\n    colour: red\n    command: x\n", "line 3: servers.a.colour: unknown field"},
 	}
 	for _, tt := range tests {
@@ -572,7 +599,7 @@ func TestBraceMeansJSON(t *testing.T) {
 	// A trailing comma is valid as a YAML flow map but not as JSON, and the
 	// host application that owns such a file would reject it too.
 	_, err := Parse("c.json", []byte("{\"mcpServers\": {\"a\": {\"command\": \"x\"},}}"), "")
-	if err == nil || !strings.HasPrefix(err.Error(), "c.json:1: invalid JSON: ") {
+	if err == nil || !strings.HasPrefix(err.Error(), "c.json:1:39: invalid JSON: ") {
 		t.Errorf("trailing comma: %v, want a JSON syntax error", err)
 	}
 	// Leading comments make the same structure YAML.
@@ -586,24 +613,33 @@ func TestBraceMeansJSON(t *testing.T) {
 }
 
 func TestYAMLSyntaxErrorLines(t *testing.T) {
-	// The YAML library reports some lines 0-based and some not at all; each
-	// case here has its real problem on the line named in want.
+	// The YAML library reports some lines 0-based, some not at all, and
+	// never a column; each case here has its real problem on the line and
+	// column named in want.
 	tests := []struct {
 		data string
 		want string
 	}{
-		{"a: 1\nb: [1, 2}\n", "y:2: invalid YAML: did not find expected ',' or ']'"},
-		{"a: 1\n- b\n", "y:2: invalid YAML: did not find expected key"},
-		{"a:\n  b: 1\n c: 2\n", "y:3: invalid YAML: did not find expected key"},
-		{"[1, 2", "y:1: invalid YAML: did not find expected ',' or ']'"},
-		{"a: 1\nb: [1, 2\n", "y:2: invalid YAML: did not find expected ',' or ']'"},
-		{"a: 1\nb: 2\nc: d: e\n", "y:3: invalid YAML: mapping values are not allowed in this context"},
-		{"a: 1\nb: \"x\\q\"\n", "y:2: invalid YAML: found unknown escape character"},
-		{"a: 1\n\n\nb: @x\n", "y:4: invalid YAML: found character that cannot start any token"},
-		{"a: 'abc", "y:1: invalid YAML: found unexpected end of stream"},
-		{"a: 1\n\nb: *nope\n", "y:3: invalid YAML: unknown anchor 'nope' referenced"},
-		{"a: 1\nb: \x01\n", "y:2: invalid YAML: control character U+0001 is not allowed"},
-		{"a: 1\n\nb: \xff\n", "y:3: invalid YAML: the file is not valid UTF-8"},
+		{"a: 1\nb: [1, 2}\n", "y:2:4: invalid YAML: did not find expected ',' or ']'"},
+		{"a: 1\n- b\n", "y:2:1: invalid YAML: did not find expected key"},
+		{"a:\n  b: 1\n c: 2\n", "y:3:2: invalid YAML: did not find expected key"},
+		{"x: [1, 2", "y:1:4: invalid YAML: did not find expected ',' or ']'"},
+		{"a: 1\nb: [1, 2\n", "y:2:4: invalid YAML: did not find expected ',' or ']'"},
+		{"a: {b: 1]\n", "y:1:4: invalid YAML: did not find expected ',' or '}'"},
+		{"a: 1\nb: 2\nc: d: e\n", "y:3:5: invalid YAML: mapping values are not allowed in this context"},
+		{"a: b\n  c: d\n", "y:2:4: invalid YAML: mapping values are not allowed in this context"},
+		{"a: 1\nb: \"x\\q\"\n", "y:2:6: invalid YAML: found unknown escape character"},
+		{"a: 1\n\n\nb: @x\n", "y:4:4: invalid YAML: found character that cannot start any token"},
+		{"a: `x`\n", "y:1:4: invalid YAML: found character that cannot start any token"},
+		{"a:\n\tb: 1\n", "y:2:1: invalid YAML: found character that cannot start any token"},
+		{"a: 'abc", "y:1:4: invalid YAML: found unexpected end of stream"},
+		{"a: *\n", "y:1:4: invalid YAML: did not find expected alphabetic or numeric character"},
+		{"- a\nb: c\n", "y:2:1: invalid YAML: did not find expected '-' indicator"},
+		{"a: 1\n\nb: *nope\n", "y:3:4: invalid YAML: unknown anchor 'nope' referenced"},
+		{"a: 1\nb: \x01\n", "y:2:4: invalid YAML: control character U+0001 is not allowed"},
+		{"a: 1\n\nb: \xff\n", "y:3:4: invalid YAML: the file is not valid UTF-8"},
+		{"é: 1\nb: [\"ü\", 2}\n", "y:2:4: invalid YAML: did not find expected ',' or ']'"},
+		{"a: 1\né: ü: x\n", "y:2:5: invalid YAML: mapping values are not allowed in this context"},
 	}
 	for _, tt := range tests {
 		_, err := Parse("y", []byte(tt.data), "")

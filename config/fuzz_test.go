@@ -1,6 +1,7 @@
 package config
 
 import (
+	"slices"
 	"strings"
 	"testing"
 )
@@ -17,11 +18,22 @@ func FuzzParse(f *testing.F) {
 		"a: &a [*a]\n",
 		"{\n\t\"mcpServers\": {\"\\/\": 1}}",
 		"servers:\n  a:\n    <<: {command: x}\n",
+		// The other shapes.
+		`[{"name": "a", "command": "x"}, {"name": "b", "sseUrl": "http://h/sse"}]`,
+		"- name: a\n  transport: stdio\n  command: x\n- name: b\n  httpUrl: http://h/\n",
+		`{"name": "a", "type": "http", "url": "http://h/", "headers": {"A": "${env:T}"}}`,
+		`{"a": {"command": "${workspaceFolder}/x", "envFile": "${userHome}/.env"}, "b": {"url": "http://h/", "disabled": true}}`,
+		"{\n // comment\n \"inputs\": [{\"type\": \"promptString\", \"id\": \"k\", \"password\": true}],\n \"servers\": {\"a\": {\"type\": \"stdio\", \"command\": \"x\", \"env\": {\"K\": \"${input:k}\"}, \"dev\": {}}}}",
+		"inputs:\n  k: {description: K}\nservers:\n  a:\n    transport: sse\n    url: http://h/\n    headers: {A: '${input:k}'}\n",
+		`{"inputs": [], "servers": {"a": {"type": "stdio", "command": "x", "defaultTier": "write"}}}`,
+		"[1, 2",
+		"{\"a\": /* x */ {\"command\": \"y\"}}",
 	} {
 		f.Add(s)
 	}
+	known := []string{DialectToolwire, DialectMCPServers, DialectVSCode, DialectList, DialectSingle, DialectNamedMap}
 	f.Fuzz(func(t *testing.T, data string) {
-		file, err := Parse("fuzz", []byte(data), "/cfg")
+		file, err := Parse("fuzz", []byte(data), "/cfg/.vscode")
 		if err != nil {
 			if file != nil {
 				t.Fatalf("File and error both returned")
@@ -34,20 +46,66 @@ func FuzzParse(f *testing.F) {
 			}
 			return
 		}
+		if !slices.Contains(known, file.Dialect) {
+			t.Fatalf("unknown dialect %q", file.Dialect)
+		}
 		if len(file.Servers) == 0 {
 			t.Fatalf("no servers loaded without an error")
 		}
+		if len(file.WarningDetails) != len(file.Warnings) {
+			t.Fatalf("%d warning details for %d warnings", len(file.WarningDetails), len(file.Warnings))
+		}
+		seen := map[string]bool{}
 		for _, s := range file.Servers {
 			if !serverNameRE.MatchString(s.Name) || s.Line < 1 {
 				t.Fatalf("bad name or line: %+v", s)
 			}
-			if (s.Transport == "stdio") == (s.Command == "") || (s.Transport == "http") == (s.URL == "") {
+			if seen[s.Name] {
+				t.Fatalf("server %q twice", s.Name)
+			}
+			seen[s.Name] = true
+			remote := s.Transport == TransportHTTP || s.Transport == TransportSSE
+			if (s.Transport == TransportStdio) == (s.Command == "") || remote == (s.URL == "") {
 				t.Fatalf("transport does not match command/url: %+v", s)
 			}
 			switch s.DefaultTier {
 			case "read", "write", "destructive":
 			default:
 				t.Fatalf("bad default tier: %+v", s)
+			}
+			for id, in := range s.Inputs {
+				if file.Inputs[id] != in {
+					t.Fatalf("server input %q not declared in the file: %+v", id, file.Inputs)
+				}
+			}
+		}
+		// Whatever loads converts to toolwire's file and back (Marshal
+		// checks the round trip itself).
+		out, err := Marshal(file)
+		if err != nil {
+			t.Fatalf("Marshal: %v", err)
+		}
+		if _, err := Parse("fuzz-out", out, ""); err != nil {
+			t.Fatalf("Marshal output does not parse: %v\n%s", err, out)
+		}
+	})
+}
+
+func FuzzParseEnvFile(f *testing.F) {
+	for _, s := range []string{"", "A=1\n", "# c\nexport B='x y'\n", "C=\"a\\nb\" # c\n", "D=\"open\n", "E", "=x", "F=1 #c\r\n"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, text string) {
+		vars, err := parseEnvFile("f", text)
+		if err != nil {
+			if !strings.HasPrefix(err.Error(), "f:") {
+				t.Fatalf("error %q does not name the file and line", err)
+			}
+			return
+		}
+		for k, v := range vars {
+			if !validVarName(k) || strings.ContainsRune(v, 0) {
+				t.Fatalf("bad variable %q=%q", k, v)
 			}
 		}
 	})

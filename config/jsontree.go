@@ -7,12 +7,14 @@ import (
 	"io"
 	"sort"
 	"strings"
+	"unicode/utf8"
 )
 
 // parseJSON reads a JSON document into a node tree. It uses encoding/json
 // rather than the YAML parser because YAML rejects valid JSON such as the
 // "\/" escape; lines come from the decoder's byte offsets.
 func parseJSON(name string, data []byte) (*node, error) {
+	data = blankJSONComments(data)
 	p := jsonParser{name: name, data: data, lines: newLineIndex(data)}
 	p.dec = json.NewDecoder(bytes.NewReader(data))
 	p.dec.UseNumber()
@@ -26,9 +28,66 @@ func parseJSON(name string, data []byte) (*node, error) {
 	}
 	start := p.skip(p.dec.InputOffset())
 	if _, err := p.dec.Token(); !errors.Is(err, io.EOF) {
-		return nil, syntaxError(name, p.lines.line(start), "invalid JSON: unexpected data after the top-level value")
+		return nil, p.errorAt(start, "invalid JSON: unexpected data after the top-level value")
 	}
 	return root, nil
+}
+
+// blankJSONComments replaces // and /* */ comments outside strings with
+// spaces, keeping line breaks so that lines and columns stay right. VS Code
+// and Cursor write their JSON files with comments; trailing commas, which
+// they also tolerate, are still an error, as Claude's applications treat
+// them.
+func blankJSONComments(data []byte) []byte {
+	if !bytes.Contains(data, []byte("/")) {
+		return data
+	}
+	var out []byte
+	inString := false
+	for i := 0; i < len(data); i++ {
+		c := data[i]
+		switch {
+		case inString:
+			if c == '\\' {
+				i++
+			} else if c == '"' {
+				inString = false
+			}
+		case c == '"':
+			inString = true
+		case c == '/' && i+1 < len(data) && (data[i+1] == '/' || data[i+1] == '*'):
+			end := len(data)
+			if data[i+1] == '/' {
+				if j := bytes.IndexByte(data[i:], '\n'); j >= 0 {
+					end = i + j
+				}
+			} else {
+				j := bytes.Index(data[i+2:], []byte("*/"))
+				if j < 0 {
+					// Unterminated: leave it for the parser to report.
+					return orData(out, data)
+				}
+				end = i + 2 + j + 2
+			}
+			if out == nil {
+				out = bytes.Clone(data)
+			}
+			for k := i; k < end; k++ {
+				if out[k] != '\n' && out[k] != '\r' {
+					out[k] = ' '
+				}
+			}
+			i = end - 1
+		}
+	}
+	return orData(out, data)
+}
+
+func orData(out, data []byte) []byte {
+	if out == nil {
+		return data
+	}
+	return out
 }
 
 type jsonParser struct {
@@ -58,23 +117,36 @@ func (p *jsonParser) next() (json.Token, int, error) {
 	return tok, p.lines.line(start), nil
 }
 
+// errorAt reports a syntax error at a byte offset, as line and column.
+func (p *jsonParser) errorAt(off int, format string, args ...any) error {
+	return syntaxError(p.name, p.lines.line(off), p.lines.col(p.data, off), format, args...)
+}
+
 func (p *jsonParser) wrap(err error, start int) error {
 	var se *json.SyntaxError
 	switch {
 	case errors.As(err, &se):
-		// Offset counts the bytes read up to and including the bad one.
-		return syntaxError(p.name, p.lines.line(int(se.Offset)-1), "invalid JSON: %s", se.Error())
+		// While streaming tokens the decoder counts offsets from the start
+		// of the current value for some errors and of the input for
+		// others; validating the whole input gives one that always counts
+		// the bytes read up to and including the bad one.
+		var whole json.RawMessage
+		if err := json.Unmarshal(p.data, &whole); errors.As(err, &se) {
+			return p.errorAt(int(se.Offset)-1, "invalid JSON: %s", se.Error())
+		}
+		return p.errorAt(start, "invalid JSON: %s", se.Error())
 	case errors.Is(err, io.EOF), errors.Is(err, io.ErrUnexpectedEOF):
-		// Point at the last byte: the end offset of a file ending in a
-		// newline lies on an empty line past the content.
-		return syntaxError(p.name, p.lines.line(len(p.data)-1), "invalid JSON: unexpected end of file")
+		// Point just past the last non-blank byte: the end offset of a
+		// file ending in a newline lies on an empty line past the content.
+		end := len(bytes.TrimRight(p.data, " \t\r\n"))
+		return p.errorAt(end, "invalid JSON: unexpected end of file")
 	}
-	return syntaxError(p.name, p.lines.line(start), "invalid JSON: %s", err.Error())
+	return p.errorAt(start, "invalid JSON: %s", err.Error())
 }
 
 func (p *jsonParser) value(tok json.Token, line, depth int) (*node, error) {
 	if depth > maxDepth {
-		return nil, syntaxError(p.name, line, "nested more than %d levels deep", maxDepth)
+		return nil, syntaxError(p.name, line, 0, "nested more than %d levels deep", maxDepth)
 	}
 	switch t := tok.(type) {
 	case json.Delim:
@@ -86,7 +158,7 @@ func (p *jsonParser) value(tok json.Token, line, depth int) (*node, error) {
 		}
 		// The decoder only returns a closing delimiter where one is valid,
 		// so reaching here means a caller lost track of nesting.
-		return nil, syntaxError(p.name, line, "invalid JSON: unexpected %q", string(t))
+		return nil, syntaxError(p.name, line, 0, "invalid JSON: unexpected %q", string(t))
 	case string:
 		return &node{kind: scalarNode, line: line, typ: typeString, text: t}, nil
 	case json.Number:
@@ -104,7 +176,7 @@ func (p *jsonParser) value(tok json.Token, line, depth int) (*node, error) {
 	case nil:
 		return &node{kind: scalarNode, line: line, typ: typeNull, text: "null"}, nil
 	}
-	return nil, syntaxError(p.name, line, "invalid JSON: unexpected token")
+	return nil, syntaxError(p.name, line, 0, "invalid JSON: unexpected token")
 }
 
 func (p *jsonParser) object(line, depth int) (*node, error) {
@@ -119,7 +191,7 @@ func (p *jsonParser) object(line, depth int) (*node, error) {
 		}
 		key, ok := tok.(string)
 		if !ok {
-			return nil, syntaxError(p.name, keyLine, "invalid JSON: object key is not a string")
+			return nil, syntaxError(p.name, keyLine, 0, "invalid JSON: object key is not a string")
 		}
 		vtok, vline, err := p.next()
 		if err != nil {
@@ -170,4 +242,12 @@ func (l lineIndex) line(off int) int {
 	}
 	// The number of line starts at or before off is the line number.
 	return sort.Search(len(l), func(i int) bool { return l[i] > off })
+}
+
+// col returns the 1-based column of the byte at off, counted in characters
+// as editors count them (a tab is one column).
+func (l lineIndex) col(data []byte, off int) int {
+	off = max(0, min(off, len(data)))
+	start := l[l.line(off)-1]
+	return utf8.RuneCount(data[start:off]) + 1
 }

@@ -9,11 +9,6 @@ import (
 	"strings"
 )
 
-const (
-	transportStdio = "stdio"
-	transportHTTP  = "http"
-)
-
 var serverNameRE = regexp.MustCompile(`^[A-Za-z0-9_.-]{1,64}$`)
 
 // serverState is one server being decoded, with the line of every field that
@@ -24,7 +19,7 @@ type serverState struct {
 	present map[string]int
 
 	// The transport the file declares ("" when absent or invalid), under
-	// the key that dialect uses for it.
+	// the key the file uses for it ("type" or "transport").
 	declared     string
 	declaredKey  string
 	declaredLine int
@@ -41,58 +36,73 @@ func newServerState(name string, line int, path string) *serverState {
 
 // checkName validates a server name. The name becomes the default tool
 // prefix, so it is held to the characters a tool name may carry.
-func (d *decoder) checkName(p pair, path string) bool {
+func (d *decoder) checkName(name string, line int, path string) bool {
 	switch {
-	case p.key == "":
-		d.errorf(p.keyLine, path, "server name must not be empty")
-	case !serverNameRE.MatchString(p.key):
-		d.errorf(p.keyLine, path, "invalid server name (want 1 to 64 letters, digits, '_', '.' or '-')")
+	case name == "":
+		d.errorf(line, path, "server name must not be empty")
+	case !serverNameRE.MatchString(name):
+		d.errorf(line, path, "invalid server name (want 1 to 64 letters, digits, '_', '.' or '-')")
 	default:
 		return true
 	}
 	return false
 }
 
-// commonField decodes the fields both dialects share and reports whether key
-// was one of them.
+// commonField decodes the fields every dialect shares and reports whether
+// key was one of them.
 func (d *decoder) commonField(st *serverState, p pair) bool {
 	path := joinPath(st.path, p.key)
 	v := p.value
 	switch p.key {
 	case "command":
-		if s, ok := d.nonEmpty(v, path); ok && d.placeholdersOK(v.line, path, s) {
-			st.s.Command = d.resolvePath(v.line, path, s, true)
+		if s, ok := d.nonEmpty(v, path); ok {
+			if s, ok = d.template(st, v.line, path, s); ok {
+				st.s.Command = d.resolvePath(v.line, path, s, true)
+			}
 		}
 	case "args":
 		if list, ok := d.strList(v, path, false); ok {
 			for i, a := range list {
-				d.placeholdersOK(v.items[i].line, indexPath(path, i), a)
+				list[i], _ = d.template(st, v.items[i].line, indexPath(path, i), a)
 			}
 			st.s.Args = list
 		}
 	case "env":
-		if m, ok := d.strMap(v, path, envNameProblem, placeholderProblem); ok {
+		if m, ok := d.strMap(v, path, envNameProblem, func(line int, path, v string) (string, bool) {
+			return d.template(st, line, path, v)
+		}); ok {
 			st.s.Env = m
 		}
+	case "envFile":
+		if s, ok := d.nonEmpty(v, path); ok {
+			if s, ok = d.template(st, v.line, path, s); ok {
+				st.s.EnvFile = d.resolvePath(v.line, path, s, false)
+			}
+		}
 	case "cwd":
-		if s, ok := d.nonEmpty(v, path); ok && d.placeholdersOK(v.line, path, s) {
-			st.s.Cwd = d.resolvePath(v.line, path, s, false)
+		if s, ok := d.nonEmpty(v, path); ok {
+			if s, ok = d.template(st, v.line, path, s); ok {
+				st.s.Cwd = d.resolvePath(v.line, path, s, false)
+			}
 		}
 	case "url":
-		if s, ok := d.nonEmpty(v, path); ok && d.placeholdersOK(v.line, path, s) {
-			// A URL built from placeholders can only be checked once
-			// expanded, which ExpandServer does.
-			if !strings.Contains(s, "$") {
-				if msg := urlProblem(s, true); msg != "" {
-					d.errorf(v.line, path, "%s", msg)
-					break
-				}
-			}
-			st.s.URL = s
-		}
+		d.url(st, p)
 	case "headers":
-		if m, ok := d.strMap(v, path, headerNameProblem, headerValueProblem); ok {
+		if m, ok := d.strMap(v, path, headerNameProblem, func(line int, path, v string) (string, bool) {
+			if strings.ContainsAny(v, "\r\n\x00") {
+				d.errorf(line, path, "header value must not contain line breaks or NUL")
+				return "", false
+			}
+			return d.template(st, line, path, v)
+		}); ok {
 			st.s.Headers = m
+		}
+	case "disabled":
+		if b, ok := d.boolean(v, path); ok {
+			st.s.Disabled = b
+			if b {
+				d.serverWarnf(st, p.keyLine, p.key, "the server is disabled and will not be started")
+			}
 		}
 	default:
 		return false
@@ -101,58 +111,120 @@ func (d *decoder) commonField(st *serverState, p pair) bool {
 	return true
 }
 
-// settleTransport applies the rules that tie command, url and the declared
-// transport together, then rejects fields the chosen transport cannot use.
-func (d *decoder) settleTransport(st *serverState, stdioOnly, httpOnly []string) {
-	_, hasCommand := st.present["command"]
-	_, hasURL := st.present["url"]
-	inferred := ""
-	switch {
-	case hasCommand && hasURL:
-		d.errorf(st.s.Line, st.path, `has both "command" (stdio) and "url" (http); keep one`)
+// url decodes an endpoint: "url", or the "httpUrl" and "sseUrl" of some
+// hosts, which also say the transport.
+func (d *decoder) url(st *serverState, p pair) {
+	path := joinPath(st.path, p.key)
+	v := p.value
+	s, ok := d.nonEmpty(v, path)
+	if !ok {
 		return
-	case hasCommand:
-		inferred = transportStdio
-	case hasURL:
-		inferred = transportHTTP
 	}
-	switch {
-	case st.declared == "" && inferred == "":
-		if st.declaredBad {
+	if s, ok = d.template(st, v.line, path, s); !ok {
+		return
+	}
+	// A URL built from placeholders can only be checked once expanded,
+	// which ExpandServer does.
+	if !strings.Contains(s, "$") {
+		if msg := urlProblem(s, true); msg != "" {
+			d.errorf(v.line, path, "%s", msg)
 			return
 		}
-		d.errorf(st.s.Line, st.path, `needs "command" (stdio) or "url" (http)`)
+	}
+	st.s.URL = s
+}
+
+// endpointKeys are the fields that say where a server is, in the order
+// they are named in messages, with the transport each one means ("" for
+// "url", which means http unless the declared transport is sse).
+var endpointKeys = []struct{ key, transport string }{
+	{"command", TransportStdio},
+	{"url", ""},
+	{"httpUrl", TransportHTTP},
+	{"sseUrl", TransportSSE},
+}
+
+// settleTransport applies the rules that tie command, the URL fields and the
+// declared transport together, then rejects fields the chosen transport
+// cannot use.
+func (d *decoder) settleTransport(st *serverState, stdioOnly, remoteOnly []string) {
+	type endpoint struct {
+		key, transport string
+		line           int
+	}
+	var eps []endpoint
+	for _, k := range endpointKeys {
+		if line, ok := st.present[k.key]; ok {
+			t := k.transport
+			if t == "" {
+				t = TransportHTTP
+				if st.declared == TransportSSE {
+					t = TransportSSE
+				}
+			}
+			eps = append(eps, endpoint{k.key, t, line})
+		}
+	}
+	switch {
+	case len(eps) > 1:
+		d.errorf(st.s.Line, st.path, "has both %q (%s) and %q (%s); keep one",
+			eps[0].key, eps[0].transport, eps[1].key, eps[1].transport)
 		return
-	case inferred == "":
-		d.errorf(st.s.Line, st.path, "needs %q (%s is %q)", fieldFor(st.declared), st.declaredKey, st.declared)
+	case len(eps) == 0 && st.declared == "":
+		if !st.declaredBad {
+			d.errorf(st.s.Line, st.path, `needs "command" (stdio) or "url" (http)`)
+		}
 		return
-	case st.declared != "" && st.declared != inferred:
-		d.errorf(st.declaredLine, joinPath(st.path, st.declaredKey), "%q conflicts with %q, which means %s",
-			st.declared, fieldFor(inferred), inferred)
+	case len(eps) == 0:
+		want := "url"
+		if st.declared == TransportStdio {
+			want = "command"
+		}
+		d.errorf(st.s.Line, st.path, "needs %q (%s is %q)", want, st.declaredKey, st.declared)
 		return
 	}
-	st.s.Transport = inferred
-	wrong := httpOnly
-	if inferred == transportHTTP {
-		wrong = stdioOnly
+	ep := eps[0]
+	if st.declared != "" && st.declared != ep.transport {
+		d.errorf(st.declaredLine, joinPath(st.path, st.declaredKey), "%q conflicts with %q, which means %s",
+			st.declared, ep.key, ep.transport)
+		return
+	}
+	st.s.Transport = ep.transport
+	wrong, valid := remoteOnly, "http and sse"
+	if ep.transport != TransportStdio {
+		wrong, valid = stdioOnly, "stdio"
 	}
 	for _, f := range wrong {
 		if line, ok := st.present[f]; ok {
-			other := transportStdio
-			if inferred == transportStdio {
-				other = transportHTTP
-			}
 			d.errorf(line, joinPath(st.path, f), "only valid for %s servers, and this server uses %q (%s)",
-				other, fieldFor(inferred), inferred)
+				valid, ep.key, ep.transport)
 		}
 	}
 }
 
-func fieldFor(transport string) string {
-	if transport == transportHTTP {
-		return "url"
+// declareTransport reads a declared transport: "type" in host files,
+// "transport" in toolwire's (and either in the generic shapes). The values
+// are those of the dialect, mapped to a Transport* name by values.
+func (d *decoder) declareTransport(st *serverState, p pair, values map[string]string, want string) {
+	path := joinPath(st.path, p.key)
+	if st.declaredKey != "" && st.declaredKey != p.key {
+		d.errorf(p.keyLine, path, "has both %q and %q; keep one", st.declaredKey, p.key)
+		st.declared, st.declaredBad = "", true
+		return
 	}
-	return "command"
+	st.declaredKey = p.key
+	st.declaredBad = true
+	st.present[p.key] = p.keyLine
+	t, ok := d.str(p.value, path, want)
+	if !ok {
+		return
+	}
+	tr, known := values[t]
+	if !known {
+		d.errorf(p.value.line, path, "unknown %s %q (want %s)", p.key, t, want)
+		return
+	}
+	st.declared, st.declaredLine, st.declaredBad = tr, p.value.line, false
 }
 
 // resolvePath makes a relative path in the file relative to the file's
@@ -172,24 +244,6 @@ func (d *decoder) resolvePath(line int, path, p string, isCommand bool) string {
 		return p
 	}
 	return filepath.Join(d.dir, p)
-}
-
-// placeholdersOK reports malformed ${...} placeholders at load time, where
-// the line is known, rather than at connect time.
-func (d *decoder) placeholdersOK(line int, path, s string) bool {
-	if msg := placeholderProblem(s); msg != "" {
-		d.errorf(line, path, "%s", msg)
-		return false
-	}
-	return true
-}
-
-func placeholderProblem(s string) string {
-	_, _, err := expand(s, func(string) (string, bool) { return "", true })
-	if err != nil {
-		return err.Error()
-	}
-	return ""
 }
 
 func envNameProblem(k string) string {
@@ -213,13 +267,6 @@ func headerNameProblem(k string) string {
 		}
 	}
 	return ""
-}
-
-func headerValueProblem(v string) string {
-	if strings.ContainsAny(v, "\r\n\x00") {
-		return "header value must not contain line breaks or NUL"
-	}
-	return placeholderProblem(v)
 }
 
 // urlProblem checks that s is an absolute http or https URL. show says

@@ -1,29 +1,47 @@
 package config
 
 import (
+	"strings"
 	"time"
 )
 
 var (
-	toolwireTopFields    = []string{"servers", "audit"}
+	toolwireTopFields    = []string{"servers", "audit", "inputs"}
 	toolwireServerFields = []string{
-		"transport", "command", "args", "env", "cwd", "url", "headers", "bearerToken",
-		"prefix", "defaultTier", "tierOverrides", "onlyTools", "excludeTools", "timeout", "required",
+		"transport", "command", "args", "env", "envFile", "cwd", "url", "headers", "bearerToken",
+		"prefix", "defaultTier", "tierOverrides", "onlyTools", "excludeTools", "timeout", "required", "disabled",
 	}
-	toolwireStdioOnly = []string{"args", "env", "cwd"}
-	toolwireHTTPOnly  = []string{"headers", "bearerToken"}
-	auditFields       = []string{"file", "logArguments"}
+	toolwireStdioOnly  = []string{"args", "env", "envFile", "cwd"}
+	toolwireRemoteOnly = []string{"headers", "bearerToken"}
+	auditFields        = []string{"file", "logArguments"}
+
+	toolwireTransports = map[string]string{
+		"stdio": TransportStdio,
+		"http":  TransportHTTP,
+		"sse":   TransportSSE,
+	}
+	toolwireTransportWant = `"stdio", "http" or "sse"`
 )
 
 // toolwireFile decodes toolwire's own file, where unlike a host's file every
 // key is ours and an unknown one is a mistake.
 func (d *decoder) toolwireFile(root *node, f *File) {
-	for _, p := range d.entries(root, "") {
+	d.inputsAllowed = true
+	d.inputs = map[string]Input{}
+	top := d.entries(root, "")
+	// Inputs first: servers refer to them, wherever they are in the file.
+	for _, p := range top {
+		if p.key == "inputs" {
+			d.toolwireInputs(p)
+		}
+	}
+	for _, p := range top {
 		switch p.key {
 		case "servers":
 			f.Servers = d.toolwireServers(p)
 		case "audit":
 			d.audit(p.value, &f.Audit)
+		case "inputs":
 		default:
 			d.unknownField(p, "", toolwireTopFields)
 		}
@@ -35,7 +53,7 @@ func (d *decoder) toolwireServers(p pair) []Server {
 	if !d.wantMap(p.value, path, "a map of servers") {
 		return nil
 	}
-	entries := d.entries(p.value, path)
+	entries := d.serverEntries(p.value, path)
 	if len(p.value.pairs) == 0 {
 		d.errorf(p.keyLine, path, "no servers defined")
 		return nil
@@ -43,17 +61,19 @@ func (d *decoder) toolwireServers(p pair) []Server {
 	var out []Server
 	for _, e := range entries {
 		spath := joinPath(path, e.key)
-		if !d.checkName(e, spath) || !d.wantMap(e.value, spath, "a map of server settings") {
+		if !d.checkName(e.key, e.keyLine, spath) || !d.wantMap(e.value, spath, "a map of server settings") {
 			continue
 		}
 		st := newServerState(e.key, e.keyLine, spath)
-		st.declaredKey = "transport"
 		for _, f := range d.entries(e.value, spath) {
 			if !d.commonField(st, f) && !d.toolwireField(st, f) {
 				d.unknownField(f, spath, toolwireServerFields)
 			}
 		}
-		d.settleTransport(st, toolwireStdioOnly, toolwireHTTPOnly)
+		if st.declaredKey == "" {
+			st.declaredKey = "transport"
+		}
+		d.settleTransport(st, toolwireStdioOnly, toolwireRemoteOnly)
 		out = append(out, st.s)
 	}
 	return out
@@ -66,19 +86,12 @@ func (d *decoder) toolwireField(st *serverState, p pair) bool {
 	s := &st.s
 	switch p.key {
 	case "transport":
-		st.declaredBad = true
-		if t, ok := d.str(v, path, `"stdio" or "http"`); ok {
-			if t == transportStdio || t == transportHTTP {
-				st.declared, st.declaredLine, st.declaredBad = t, v.line, false
-			} else {
-				d.errorf(v.line, path, `unknown transport %q (want "stdio" or "http")`, t)
-			}
-		}
+		d.declareTransport(st, p, toolwireTransports, toolwireTransportWant)
 	case "bearerToken":
 		if t, ok := d.nonEmpty(v, path); ok {
-			if msg := headerValueProblem(t); msg != "" {
-				d.errorf(v.line, path, "%s", msg)
-			} else {
+			if strings.ContainsAny(t, "\r\n\x00") {
+				d.errorf(v.line, path, "header value must not contain line breaks or NUL")
+			} else if t, ok = d.template(st, v.line, path, t); ok {
 				s.BearerToken = t
 			}
 		}

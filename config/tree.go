@@ -74,10 +74,11 @@ func (n *node) describe() string {
 	return fmt.Sprintf("value %q with YAML tag %q", n.text, n.typ)
 }
 
-// syntaxError is a parser failure; it is reported with the file name but
-// without a field path, since the file could not be read into fields.
-func syntaxError(name string, line int, format string, args ...any) error {
-	return &problem{file: name, line: line, msg: fmt.Sprintf(format, args...)}
+// syntaxError is a parser failure; it is reported with the file name, line
+// and column but without a field path, since the file could not be read into
+// fields. A zero line or column is left out.
+func syntaxError(name string, line, col int, format string, args ...any) error {
+	return &problem{file: name, line: line, col: col, msg: fmt.Sprintf(format, args...)}
 }
 
 // maxNodes bounds the tree built from a YAML document. Aliases let a tiny file
@@ -96,7 +97,7 @@ func parseYAML(name string, data []byte) (root *node, err error) {
 		// The YAML parser is third-party code fed with untrusted input; a
 		// panic there must become an ordinary error, not a crashed CLI.
 		if r := recover(); r != nil {
-			root, err = nil, syntaxError(name, 0, "invalid YAML: %v", r)
+			root, err = nil, syntaxError(name, 0, 0, "invalid YAML: %v", r)
 		}
 	}()
 	if err := checkYAMLText(name, data); err != nil {
@@ -124,7 +125,7 @@ func parseYAML(name string, data []byte) (root *node, err error) {
 		empty := len(extra.Content) == 0 ||
 			(extra.Content[0].Kind == yaml.ScalarNode && extra.Content[0].ShortTag() == "!!null" && extra.Content[0].Value == "")
 		if !empty {
-			return nil, syntaxError(name, extra.Line, "a second YAML document starts here; toolwire reads one document per file")
+			return nil, syntaxError(name, extra.Line, extra.Column, "a second YAML document starts here; toolwire reads one document per file")
 		}
 	}
 	c := yamlConverter{name: name}
@@ -166,7 +167,8 @@ func yamlError(name string, data []byte, err error) error {
 		// The library gives no line for an alias to a missing anchor.
 		alias := "*" + yamlAnchorRE.FindStringSubmatch(msg)[1]
 		if i := bytes.Index(data, []byte(alias)); i >= 0 {
-			line = newLineIndex(data).line(i)
+			lines := newLineIndex(data)
+			return syntaxError(name, lines.line(i), lines.col(data, i), "invalid YAML: %s", msg)
 		}
 	case line == 0:
 		line = 1
@@ -178,25 +180,27 @@ func yamlError(name string, data []byte, err error) error {
 	} else if line > last {
 		line = last
 	}
-	return syntaxError(name, line, "invalid YAML: %s", msg)
+	return syntaxError(name, line, yamlColumn(lineText(data, line), msg), "invalid YAML: %s", msg)
 }
 
 // checkYAMLText finds what the YAML reader would reject, because its errors
 // for these carry no line at all.
 func checkYAMLText(name string, data []byte) error {
-	line := 1
+	line, col := 1, 1
 	for i := 0; i < len(data); {
 		r, size := utf8.DecodeRune(data[i:])
 		switch {
 		case r == utf8.RuneError && size == 1:
-			return syntaxError(name, line, "invalid YAML: the file is not valid UTF-8")
+			return syntaxError(name, line, col, "invalid YAML: the file is not valid UTF-8")
 		case r == '\n':
 			line++
+			col = 0
 		case r == '\t' || r == '\r' || r == 0x85:
 		case r < 0x20 || (0x7f <= r && r < 0xa0) || r == 0xfffe || r == 0xffff:
-			return syntaxError(name, line, "invalid YAML: control character %U is not allowed", r)
+			return syntaxError(name, line, col, "invalid YAML: control character %U is not allowed", r)
 		}
 		i += size
+		col++
 	}
 	return nil
 }
@@ -209,10 +213,10 @@ type yamlConverter struct {
 func (c *yamlConverter) convert(n *yaml.Node, depth int) (*node, error) {
 	c.count++
 	if c.count > maxNodes {
-		return nil, syntaxError(c.name, n.Line, "document too large (more than %d values after expanding aliases)", maxNodes)
+		return nil, syntaxError(c.name, n.Line, n.Column, "document too large (more than %d values after expanding aliases)", maxNodes)
 	}
 	if depth > maxDepth {
-		return nil, syntaxError(c.name, n.Line, "nested more than %d levels deep", maxDepth)
+		return nil, syntaxError(c.name, n.Line, n.Column, "nested more than %d levels deep", maxDepth)
 	}
 	switch n.Kind {
 	case yaml.DocumentNode:
@@ -222,7 +226,7 @@ func (c *yamlConverter) convert(n *yaml.Node, depth int) (*node, error) {
 		return c.convert(n.Content[0], depth)
 	case yaml.AliasNode:
 		if n.Alias == nil {
-			return nil, syntaxError(c.name, n.Line, "invalid YAML: unknown alias %q", n.Value)
+			return nil, syntaxError(c.name, n.Line, n.Column, "invalid YAML: unknown alias %q", n.Value)
 		}
 		out, err := c.convert(n.Alias, depth+1)
 		if out != nil {
@@ -235,7 +239,7 @@ func (c *yamlConverter) convert(n *yaml.Node, depth int) (*node, error) {
 		for i := 0; i+1 < len(n.Content); i += 2 {
 			k, v := n.Content[i], n.Content[i+1]
 			if k.Kind != yaml.ScalarNode || k.ShortTag() == "!!null" {
-				return nil, syntaxError(c.name, k.Line, "map keys must be plain names")
+				return nil, syntaxError(c.name, k.Line, k.Column, "map keys must be plain names")
 			}
 			val, err := c.convert(v, depth+1)
 			if err != nil {
@@ -272,5 +276,5 @@ func (c *yamlConverter) convert(n *yaml.Node, depth int) (*node, error) {
 		}
 		return out, nil
 	}
-	return nil, syntaxError(c.name, n.Line, "invalid YAML: unexpected node")
+	return nil, syntaxError(c.name, n.Line, n.Column, "invalid YAML: unexpected node")
 }

@@ -65,6 +65,16 @@ func TestMain(m *testing.M) {
 		time.Sleep(time.Hour)
 	case "custom":
 		err = newCustomServer().Run(context.Background(), &mcp.StdioTransport{})
+	case "slowstart":
+		// A server that needs a while before it answers, as a server
+		// started through npx or reaching a network service does; the
+		// start benchmark uses it to show starts overlap.
+		time.Sleep(200 * time.Millisecond)
+		err = demo.ServeStdio(context.Background(), nil)
+	case "once":
+		// The demo on the first start; a refusal on every later one (see
+		// serveOnce in reconnect_test.go).
+		err = serveOnce()
 	default:
 		err = fmt.Errorf("unknown %s %q", envServer, mode)
 	}

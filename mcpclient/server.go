@@ -38,6 +38,11 @@ type Options struct {
 	// LookupEnv resolves ${VAR} placeholders in the server's configuration.
 	// Nil means os.LookupEnv.
 	LookupEnv func(string) (string, bool)
+	// Input answers a ${input:ID} placeholder (VS Code's inputs), typically
+	// by asking on a terminal. Nil refuses such placeholders with an error
+	// saying which input is needed. It may be called from several servers'
+	// starts at once.
+	Input func(id string, in config.Input) (string, error)
 	// HTTPClient carries Streamable HTTP and SSE requests. Nil means a
 	// plain client.
 	HTTPClient *http.Client
@@ -49,6 +54,10 @@ type Options struct {
 	Audit *audit.Log
 	// Reconnect bounds how a lost session is re-established.
 	Reconnect ReconnectPolicy
+	// StateChanges, when set, receives a snapshot of a server after each
+	// change of its state. Sends never block: when the channel is full the
+	// snapshot is dropped, so give it room (or read it promptly).
+	StateChanges chan<- Status
 }
 
 // ReconnectPolicy says how a server whose session is lost reconnects: up to
@@ -266,7 +275,7 @@ func (s *Server) expand() (config.Server, error) {
 	if s.expanded != nil {
 		return *s.expanded, nil
 	}
-	expanded, secretValues, err := config.ExpandServer(s.cfg, s.opts.LookupEnv)
+	expanded, secretValues, err := config.ExpandServer(s.cfg, config.Resolver{LookupEnv: s.opts.LookupEnv, Input: s.opts.Input})
 	if err != nil {
 		return config.Server{}, err
 	}
@@ -311,8 +320,8 @@ func (s *Server) activate(c *conn, tools []*tool.Tool, skipped []Skipped, warnin
 	if err := s.installLocked(tools); err != nil {
 		return err
 	}
+	s.conn, s.skipped, s.warnings, s.attempt = c, skipped, warnings, 0
 	s.moveLocked(Ready, nil)
-	s.conn, s.skipped, s.warnings = c, skipped, warnings
 	return nil
 }
 
@@ -486,6 +495,12 @@ func (s *Server) moveLocked(next State, err error) {
 	if next != Ready {
 		s.conn = nil
 	}
+	if ch := s.opts.StateChanges; ch != nil {
+		select {
+		case ch <- s.statusLocked():
+		default:
+		}
+	}
 }
 
 // fail moves the server to Failed for good: its tools are deregistered and
@@ -572,6 +587,10 @@ type Status struct {
 func (s *Server) Status() Status {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	return s.statusLocked()
+}
+
+func (s *Server) statusLocked() Status {
 	st := Status{Name: s.cfg.Name, Transport: s.cfg.Transport, State: s.state, Since: s.since, Tools: len(s.tools), Attempt: s.attempt}
 	if s.lastErr != nil {
 		st.LastError = s.lastErr.Error()

@@ -64,9 +64,6 @@ func (s *Server) reconnect(old *conn) *conn {
 		}
 		c, err := s.establish(s.stopCtx, true)
 		if err == nil {
-			s.mu.Lock()
-			s.attempt = 0
-			s.mu.Unlock()
 			s.logger.Info("server reconnected", "server", s.cfg.Name, "attempt", attempt)
 			s.record(audit.Event{Kind: audit.ServerReconnected, Attempt: attempt, Tools: s.toolCount()})
 			return c

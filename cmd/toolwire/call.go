@@ -41,7 +41,7 @@ terminal and no --yes, such calls are refused.`,
 			if yes {
 				confirmer = approveAll{}
 			}
-			w, err := open(cmd.Context(), e, g, confirmer)
+			w, err := open(cmd.Context(), e, g, openOptions{confirmer: confirmer})
 			if err != nil {
 				return err
 			}
@@ -82,8 +82,8 @@ func resultError(name string, res *tool.Result, w *workspace) error {
 		return &exitError{exitDeclined, errors.New(res.Message)}
 	case tool.ReasonUnknownTool:
 		msg := res.Message
-		if len(w.failed) > 0 {
-			msg += fmt.Sprintf(" (%d server(s) failed to connect; see the warnings above)", len(w.failed))
+		if n := len(w.manager.Failed()); n > 0 {
+			msg += fmt.Sprintf(" (%d server(s) failed to start; see the warnings above)", n)
 		}
 		return &exitError{exitUsage, errors.New(msg)}
 	case tool.ReasonInvalidArgs:

@@ -302,8 +302,8 @@ func TestAuditFileRecordsEachStep(t *testing.T) {
 	f.run(t, "n\n", true, "call", "demo__delete_note", "title=x").expect(t, exitDeclined)
 	kinds := f.auditKinds(t)
 	want := []audit.Kind{
-		audit.CallRequested, audit.ValidationPassed, audit.CallExecuted,
-		audit.CallRequested, audit.ValidationPassed, audit.ConfirmationRequested, audit.ConfirmationRejected,
+		audit.ServerStarted, audit.CallRequested, audit.ValidationPassed, audit.CallExecuted, audit.ServerStopped,
+		audit.ServerStarted, audit.CallRequested, audit.ValidationPassed, audit.ConfirmationRequested, audit.ConfirmationRejected, audit.ServerStopped,
 	}
 	if strings.Join(kindStrings(kinds), ",") != strings.Join(kindStrings(want), ",") {
 		t.Errorf("audit kinds = %v, want %v", kinds, want)
@@ -329,7 +329,7 @@ func TestServerThatFailsIsReportedAndOthersWork(t *testing.T) {
 	}
 	o = f.run(t, "", false, "call", "broken__x")
 	o.expect(t, exitUsage)
-	if !strings.Contains(o.stderr, "failed to connect") {
+	if !strings.Contains(o.stderr, "failed to start") {
 		t.Errorf("unknown-tool error does not mention the failed server:\n%s", o.stderr)
 	}
 }

@@ -7,7 +7,6 @@ import (
 	"io"
 	"log/slog"
 	"os"
-	"sync"
 
 	"github.com/spf13/cobra"
 	"github.com/toolwire/toolwire/audit"
@@ -59,24 +58,29 @@ func newRootCommand(e *env) *cobra.Command {
 	root.PersistentFlags().StringVarP(&g.config, "config", "c", "", "configuration file (toolwire YAML/JSON or an mcpServers JSON file); default $TOOLWIRE_CONFIG, then ./toolwire.yaml")
 	root.PersistentFlags().StringVar(&g.audit, "audit", "", "append audit events to this JSON Lines file (overrides the config's audit.file)")
 	root.PersistentFlags().BoolVarP(&g.verbose, "verbose", "v", false, "log debug detail, including servers' stderr, to stderr")
-	root.AddCommand(newToolsCommand(e, &g), newCallCommand(e, &g))
+	root.AddCommand(newToolsCommand(e, &g), newCallCommand(e, &g), newServersCommand(e, &g), newConfigCommand(e))
 	return root
 }
 
-// workspace is a loaded configuration with its servers connected.
+// workspace is a loaded configuration with its servers started.
 type workspace struct {
 	file     *config.File
 	registry *tool.Registry
 	executor *tool.Executor
-	servers  []*mcpclient.Server
-	failed   map[string]error // server name -> why it did not connect
+	manager  *mcpclient.Manager
 	sink     *audit.FileSink
 }
 
-// open loads the configuration, opens the audit log and connects every
-// server in parallel. A server that fails is reported and left out; open
-// fails only when no server connects.
-func open(ctx context.Context, e *env, g *globalFlags, confirmer tool.Confirmer) (*workspace, error) {
+// openOptions tunes open for one command.
+type openOptions struct {
+	confirmer    tool.Confirmer
+	stateChanges chan<- mcpclient.Status // for servers --watch
+}
+
+// open loads the configuration, opens the audit log and starts every server
+// in parallel. A server that fails is reported and left out; open fails
+// when a required server fails, or when no server starts at all.
+func open(ctx context.Context, e *env, g *globalFlags, oo openOptions) (*workspace, error) {
 	path, err := configPath(e, g.config)
 	if err != nil {
 		return nil, &exitError{exitUsage, err}
@@ -95,7 +99,7 @@ func open(ctx context.Context, e *env, g *globalFlags, confirmer tool.Confirmer)
 		logger.Warn(w)
 	}
 
-	w := &workspace{file: file, failed: map[string]error{}}
+	w := &workspace{file: file}
 	var auditLog *audit.Log
 	if p := firstNonEmpty(g.audit, file.Audit.File); p != "" {
 		w.sink, err = audit.OpenFile(p)
@@ -104,50 +108,32 @@ func open(ctx context.Context, e *env, g *globalFlags, confirmer tool.Confirmer)
 		}
 		auditLog = audit.NewLog(w.sink, &audit.LogOptions{Redactor: secrets, Logger: logger})
 	}
-	w.registry = tool.NewRegistry(&tool.RegistryOptions{Confirmer: confirmer})
+	w.registry = tool.NewRegistry(&tool.RegistryOptions{Confirmer: oo.confirmer})
 	w.executor = tool.NewExecutor(w.registry, &tool.ExecutorOptions{Audit: auditLog, LogArguments: file.Audit.LogArguments, Logger: logger})
 
-	opts := &mcpclient.Options{Logger: logger, LookupEnv: e.lookupEnv, Secrets: secrets}
-	var mu sync.Mutex
-	var wg sync.WaitGroup
-	for _, sc := range file.Servers {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			srv, err := mcpclient.Connect(ctx, sc, w.registry, opts)
-			mu.Lock()
-			defer mu.Unlock()
-			if err != nil {
-				w.failed[sc.Name] = err
-				return
-			}
-			w.servers = append(w.servers, srv)
-		}()
+	w.manager = mcpclient.NewManager(file.Servers, w.registry, &mcpclient.Options{
+		Logger: logger, LookupEnv: e.lookupEnv, Input: configInputPrompter(e), Secrets: secrets, Audit: auditLog, StateChanges: oo.stateChanges,
+	})
+	if err := w.manager.Start(ctx); err != nil {
+		w.close()
+		return nil, &exitError{exitToolErr, err}
 	}
-	wg.Wait()
-	for _, sc := range file.Servers {
-		if err := w.failed[sc.Name]; err != nil {
-			fmt.Fprintf(e.stderr, "toolwire: warning: %v\n", err)
+	failed := w.manager.Failed()
+	for _, st := range w.manager.Status() {
+		if msg, ok := failed[st.Name]; ok {
+			fmt.Fprintf(e.stderr, "toolwire: warning: %s\n", msg)
 		}
 	}
-	if len(w.servers) == 0 && len(file.Servers) > 0 {
+	if n := len(w.manager.Servers()); n > 0 && len(failed) == n {
 		w.close()
-		return nil, &exitError{exitToolErr, errors.New("no server could be connected")}
+		return nil, &exitError{exitToolErr, errors.New("no server could be started")}
 	}
 	return w, nil
 }
 
-// close ends every server session (and child process) and the audit file.
+// close ends every server (and child process) and the audit file.
 func (w *workspace) close() {
-	var wg sync.WaitGroup
-	for _, s := range w.servers {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			_ = s.Close()
-		}()
-	}
-	wg.Wait()
+	_ = w.manager.Close()
 	if w.sink != nil {
 		_ = w.sink.Close()
 	}

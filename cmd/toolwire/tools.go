@@ -20,7 +20,7 @@ func newToolsCommand(e *env, g *globalFlags) *cobra.Command {
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			// Listing calls nothing, but the registry still needs a
 			// confirmer to accept write and destructive tools.
-			w, err := open(cmd.Context(), e, g, refuseAll{})
+			w, err := open(cmd.Context(), e, g, openOptions{confirmer: refuseAll{}})
 			if err != nil {
 				return err
 			}

@@ -183,6 +183,8 @@ func (q *quickstart) showAudit() error {
 		var ev struct {
 			Kind       string   `json:"kind"`
 			Batch      string   `json:"batch"`
+			Source     string   `json:"source"`
+			Tools      int      `json:"tools"`
 			Tool       string   `json:"tool"`
 			Tier       string   `json:"tier"`
 			DurationMS *float64 `json:"duration_ms"`
@@ -190,6 +192,15 @@ func (q *quickstart) showAudit() error {
 		}
 		if err := json.Unmarshal(sc.Bytes(), &ev); err != nil {
 			return fmt.Errorf("audit line %q: %w", sc.Text(), err)
+		}
+		if ev.Batch == "" { // a server's lifecycle event, not a call's
+			line := fmt.Sprintf("   server %s: %s", ev.Source, ev.Kind)
+			if ev.Tools > 0 {
+				line += fmt.Sprintf(" (%d tools)", ev.Tools)
+			}
+			fmt.Fprintln(q.stdout, line)
+			batch = ""
+			continue
 		}
 		if ev.Batch != batch {
 			batch, n = ev.Batch, n+1

@@ -1,0 +1,502 @@
+package main
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+
+	"github.com/spf13/cobra"
+	"github.com/toolwire/toolwire/config"
+	"golang.org/x/term"
+)
+
+// newConfigCommand groups the commands that read a configuration file
+// without starting any server: check and import.
+func newConfigCommand(e *env) *cobra.Command {
+	cmd := &cobra.Command{
+		Use:   "config",
+		Short: "Check a configuration file, or convert one to toolwire's own",
+		Long: "config reads a configuration in any dialect toolwire understands (toolwire's own file, " +
+			"the mcpServers file of Claude Desktop, Claude Code and Cursor, VS Code's .vscode/mcp.json, " +
+			"and plain lists or maps of servers) without starting any server.",
+	}
+	cmd.AddCommand(newConfigCheckCommand(e), newConfigImportCommand(e))
+	return cmd
+}
+
+func newConfigCheckCommand(e *env) *cobra.Command {
+	var asJSON bool
+	cmd := &cobra.Command{
+		Use:   "check [FILE]",
+		Short: "Show what toolwire understands of a configuration file, or every error in it",
+		Long: "check prints the file's dialect and, for each server, its transport, its command or URL " +
+			"(placeholders shown as written, never expanded), its tiers and filters, and every warning " +
+			"(fields ignored and why). FILE defaults to --config, $TOOLWIRE_CONFIG, then ./toolwire.yaml. " +
+			"Exit status 0 when the file is valid (warnings allowed), 2 when it is not.",
+		Args: cobra.MaximumNArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			path, err := configFileArg(cmd, e, args)
+			if err != nil {
+				return err
+			}
+			f, err := config.Load(path)
+			if err != nil {
+				return reportConfigErrors(e, path, err, asJSON)
+			}
+			if asJSON {
+				return writeConfigJSON(e.stdout, configCheckJSON(f))
+			}
+			printConfigCheck(e.stdout, f)
+			return nil
+		},
+	}
+	cmd.Flags().BoolVar(&asJSON, "json", false, "print the report as JSON")
+	return cmd
+}
+
+func newConfigImportCommand(e *env) *cobra.Command {
+	var out string
+	var force bool
+	cmd := &cobra.Command{
+		Use:   "import [FILE]",
+		Short: "Write the equivalent toolwire YAML file for a configuration in any dialect",
+		Long: "import converts FILE to toolwire's own YAML, on stdout or, with -o, into a new file " +
+			"(mode 0600, written atomically). Placeholders stay placeholders: ${VAR} and ${input:ID} are " +
+			"written as they are, so no secret ends up in the file; the inputs are declared under \"inputs\". " +
+			"Comments note the fields of the original that do not carry over. Relative paths become absolute.",
+		Args: cobra.MaximumNArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			path, err := configFileArg(cmd, e, args)
+			if err != nil {
+				return err
+			}
+			f, err := config.Load(path)
+			if err != nil {
+				return reportConfigErrors(e, path, err, false)
+			}
+			data, err := config.Marshal(f)
+			if err != nil {
+				return &exitError{exitToolErr, fmt.Errorf("converting %s: %w", path, err)}
+			}
+			for _, w := range f.Warnings {
+				fmt.Fprintf(e.stderr, "toolwire: warning: %s\n", w)
+			}
+			if out == "" {
+				_, err := e.stdout.Write(data)
+				return err
+			}
+			if err := writeConfigAtomically(out, data, force); err != nil {
+				return err
+			}
+			fmt.Fprintf(e.stderr, "toolwire: wrote %s (%s, from %s)\n", out, configPlural(len(f.Servers), "server"), config.DescribeDialect(f.Dialect))
+			return nil
+		},
+	}
+	cmd.Flags().StringVarP(&out, "output", "o", "", "write to this file instead of stdout; it must not exist yet unless --force")
+	cmd.Flags().BoolVar(&force, "force", false, "with -o, replace the file if it exists")
+	return cmd
+}
+
+// configFileArg picks the file: the argument, else the global --config flag,
+// $TOOLWIRE_CONFIG or ./toolwire.yaml, as for every other command.
+func configFileArg(cmd *cobra.Command, e *env, args []string) (string, error) {
+	if len(args) == 1 {
+		return args[0], nil
+	}
+	flag := ""
+	if f := cmd.Flags().Lookup("config"); f != nil {
+		flag = f.Value.String()
+	}
+	path, err := configPath(e, flag)
+	if err != nil {
+		return "", &exitError{exitUsage, err}
+	}
+	return path, nil
+}
+
+// reportConfigErrors prints every problem of an invalid file, one per line
+// (on stderr, or in the JSON report on stdout), and returns the exit status
+// 2 with a one-line summary.
+func reportConfigErrors(e *env, path string, err error, asJSON bool) error {
+	var lines []string
+	var joined interface{ Unwrap() []error }
+	if errors.As(err, &joined) {
+		for _, err := range joined.Unwrap() {
+			lines = append(lines, err.Error())
+		}
+	} else {
+		lines = []string{err.Error()}
+	}
+	if asJSON {
+		if err := writeConfigJSON(e.stdout, configReport{File: path, Valid: false, Errors: lines}); err != nil {
+			return err
+		}
+	} else {
+		for _, l := range lines {
+			fmt.Fprintln(e.stderr, l)
+		}
+	}
+	return &exitError{exitUsage, fmt.Errorf("%s is not a valid configuration (%s)", path, configPlural(len(lines), "problem"))}
+}
+
+func configPlural(n int, what string) string {
+	if n == 1 {
+		return "1 " + what
+	}
+	return strconv.Itoa(n) + " " + what + "s"
+}
+
+// configReport is the --json shape of config check.
+type configReport struct {
+	File     string              `json:"file"`
+	Valid    bool                `json:"valid"`
+	Dialect  string              `json:"dialect,omitempty"`
+	Inputs   []configInputJSON   `json:"inputs,omitempty"`
+	Servers  []configServerJSON  `json:"servers,omitempty"`
+	Warnings []configWarningJSON `json:"warnings,omitempty"` // about the file, not one server
+	Errors   []string            `json:"errors,omitempty"`
+}
+
+type configInputJSON struct {
+	ID          string `json:"id"`
+	Description string `json:"description,omitempty"`
+	Password    bool   `json:"password,omitempty"`
+	Default     string `json:"default,omitempty"`
+}
+
+// configServerJSON shows a server as written: placeholders are not
+// expanded, and env and header values are left out (only their names are
+// shown) because a file may hold a literal secret there.
+type configServerJSON struct {
+	Name          string              `json:"name"`
+	Line          int                 `json:"line"`
+	Transport     string              `json:"transport"`
+	Command       string              `json:"command,omitempty"`
+	Args          []string            `json:"args,omitempty"`
+	URL           string              `json:"url,omitempty"`
+	EnvNames      []string            `json:"envNames,omitempty"`
+	EnvFile       string              `json:"envFile,omitempty"`
+	Cwd           string              `json:"cwd,omitempty"`
+	HeaderNames   []string            `json:"headerNames,omitempty"`
+	BearerToken   bool                `json:"bearerToken,omitempty"`
+	Prefix        string              `json:"prefix,omitempty"`
+	DefaultTier   string              `json:"defaultTier"`
+	TierOverrides map[string]string   `json:"tierOverrides,omitempty"`
+	OnlyTools     []string            `json:"onlyTools"` // null: all tools; []: none
+	ExcludeTools  []string            `json:"excludeTools,omitempty"`
+	Timeout       string              `json:"timeout,omitempty"`
+	Required      bool                `json:"required,omitempty"`
+	Disabled      bool                `json:"disabled,omitempty"`
+	Inputs        []string            `json:"inputs,omitempty"`
+	Warnings      []configWarningJSON `json:"warnings,omitempty"`
+}
+
+type configWarningJSON struct {
+	Line    int    `json:"line"`
+	Field   string `json:"field"`
+	Message string `json:"message"`
+}
+
+func configCheckJSON(f *config.File) configReport {
+	r := configReport{File: f.Path, Valid: true, Dialect: f.Dialect}
+	for _, id := range configSortedKeys(f.Inputs) {
+		in := f.Inputs[id]
+		r.Inputs = append(r.Inputs, configInputJSON{ID: id, Description: in.Description, Password: in.Password, Default: in.Default})
+	}
+	for _, w := range f.WarningDetails {
+		if w.Server == "" {
+			r.Warnings = append(r.Warnings, configWarningJSON{w.Line, w.Field, w.Message})
+		}
+	}
+	for _, s := range f.Servers {
+		js := configServerJSON{
+			Name: s.Name, Line: s.Line, Transport: s.Transport,
+			Command: s.Command, Args: s.Args, URL: s.URL,
+			EnvNames: configSortedKeys(s.Env), EnvFile: s.EnvFile, Cwd: s.Cwd,
+			HeaderNames: configSortedKeys(s.Headers), BearerToken: s.BearerToken != "",
+			Prefix: s.Prefix, DefaultTier: s.DefaultTier, TierOverrides: s.TierOverrides,
+			OnlyTools: s.OnlyTools, ExcludeTools: s.ExcludeTools,
+			Required: s.Required, Disabled: s.Disabled, Inputs: configSortedKeys(s.Inputs),
+		}
+		if s.Timeout > 0 {
+			js.Timeout = s.Timeout.String()
+		}
+		for _, w := range f.WarningDetails {
+			if w.Server == s.Name {
+				js.Warnings = append(js.Warnings, configWarningJSON{w.Line, w.Field, w.Message})
+			}
+		}
+		r.Servers = append(r.Servers, js)
+	}
+	return r
+}
+
+func writeConfigJSON(w io.Writer, v any) error {
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	enc.SetEscapeHTML(false)
+	return enc.Encode(v)
+}
+
+// printConfigCheck prints the text report: the dialect, the inputs, then
+// one block per server with its warnings under it.
+func printConfigCheck(w io.Writer, f *config.File) {
+	fmt.Fprintf(w, "%s: %s (dialect %s), %s\n", f.Path, config.DescribeDialect(f.Dialect), f.Dialect, configPlural(len(f.Servers), "server"))
+	for _, d := range f.WarningDetails {
+		if d.Server == "" {
+			fmt.Fprintf(w, "  warning: line %d: %s: %s\n", d.Line, d.Field, d.Message)
+		}
+	}
+	if len(f.Inputs) > 0 {
+		fmt.Fprintln(w, "\ninputs (asked for on the terminal when a server using them starts)")
+		for _, id := range configSortedKeys(f.Inputs) {
+			in := f.Inputs[id]
+			var notes []string
+			if in.Password {
+				notes = append(notes, "hidden")
+			}
+			if in.Default != "" {
+				notes = append(notes, "default "+strconv.Quote(in.Default))
+			}
+			line := "  " + id
+			if in.Description != "" {
+				line += ": " + strconv.Quote(in.Description)
+			}
+			if len(notes) > 0 {
+				line += " (" + strings.Join(notes, ", ") + ")"
+			}
+			fmt.Fprintln(w, line)
+		}
+	}
+	for _, s := range f.Servers {
+		fmt.Fprintf(w, "\nserver %s (line %d)\n", s.Name, s.Line)
+		row := func(label, value string) { fmt.Fprintf(w, "  %-13s %s\n", label, value) }
+		row("transport", configTransportText(s.Transport))
+		if s.Command != "" {
+			row("command", configCommandLine(s.Command, s.Args))
+		}
+		if s.URL != "" {
+			row("url", s.URL)
+		}
+		if len(s.Env) > 0 {
+			row("env", strings.Join(configSortedKeys(s.Env), ", "))
+		}
+		if s.EnvFile != "" {
+			row("envFile", s.EnvFile)
+		}
+		if s.Cwd != "" {
+			row("cwd", s.Cwd)
+		}
+		if len(s.Headers) > 0 {
+			row("headers", strings.Join(configSortedKeys(s.Headers), ", "))
+		}
+		if s.BearerToken != "" {
+			row("bearerToken", "set")
+		}
+		if len(s.Inputs) > 0 {
+			row("inputs", strings.Join(configSortedKeys(s.Inputs), ", "))
+		}
+		if s.Prefix != "" {
+			row("prefix", s.Prefix)
+		}
+		if s.DefaultTier != "" && s.DefaultTier != "read" || len(s.TierOverrides) > 0 {
+			row("defaultTier", s.DefaultTier)
+		}
+		if len(s.TierOverrides) > 0 {
+			var parts []string
+			for _, k := range configSortedKeys(s.TierOverrides) {
+				parts = append(parts, k+"="+s.TierOverrides[k])
+			}
+			row("tierOverrides", strings.Join(parts, ", "))
+		}
+		switch {
+		case s.OnlyTools == nil:
+		case len(s.OnlyTools) == 0:
+			row("onlyTools", "none (the empty list registers no tools)")
+		default:
+			row("onlyTools", strings.Join(s.OnlyTools, ", "))
+		}
+		if len(s.ExcludeTools) > 0 {
+			row("excludeTools", strings.Join(s.ExcludeTools, ", "))
+		}
+		if s.Timeout > 0 {
+			row("timeout", s.Timeout.String())
+		}
+		if s.Required {
+			row("required", "yes")
+		}
+		if s.Disabled {
+			row("disabled", "yes: listed but not started")
+		}
+		for _, d := range f.WarningDetails {
+			if d.Server == s.Name {
+				row("warning", fmt.Sprintf("line %d: %s: %s", d.Line, d.Field, d.Message))
+			}
+		}
+	}
+}
+
+func configTransportText(t string) string {
+	switch t {
+	case config.TransportStdio:
+		return "stdio"
+	case config.TransportHTTP:
+		return "http (Streamable HTTP)"
+	case config.TransportSSE:
+		return "sse (legacy HTTP+SSE)"
+	}
+	return t
+}
+
+// configCommandLine shows a command and its arguments as one line, quoting the
+// words a shell would split or misread.
+func configCommandLine(command string, args []string) string {
+	words := append([]string{command}, args...)
+	for i, w := range words {
+		if w == "" || strings.ContainsAny(w, " \t\n\"'\\|&;<>()*?[]#~`") {
+			words[i] = strconv.Quote(w)
+		}
+	}
+	return strings.Join(words, " ")
+}
+
+func configSortedKeys[V any](m map[string]V) []string {
+	if len(m) == 0 {
+		return nil
+	}
+	out := make([]string, 0, len(m))
+	for k := range m {
+		out = append(out, k)
+	}
+	sort.Strings(out)
+	return out
+}
+
+// writeConfigAtomically writes data to path through a temporary file in the
+// same directory, so that a reader never sees half a file. The file is
+// created 0600: it describes credentials even if it holds none. Without
+// force an existing file is never replaced, even one created meanwhile
+// (where the file system has hard links).
+func writeConfigAtomically(path string, data []byte, force bool) error {
+	if !force {
+		if _, err := os.Lstat(path); err == nil {
+			return &exitError{exitUsage, fmt.Errorf("%s already exists; pass --force to replace it", path)}
+		}
+	}
+	tmp, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".tmp-*")
+	if err != nil {
+		return &exitError{exitToolErr, err}
+	}
+	name := tmp.Name()
+	defer os.Remove(name) // after a rename or link this removes nothing or the extra name
+	if err := tmp.Chmod(0o600); err != nil {
+		tmp.Close()
+		return &exitError{exitToolErr, err}
+	}
+	if _, err := tmp.Write(data); err != nil {
+		tmp.Close()
+		return &exitError{exitToolErr, err}
+	}
+	if err := tmp.Sync(); err != nil {
+		tmp.Close()
+		return &exitError{exitToolErr, err}
+	}
+	if err := tmp.Close(); err != nil {
+		return &exitError{exitToolErr, err}
+	}
+	if force {
+		if err := os.Rename(name, path); err != nil {
+			return &exitError{exitToolErr, err}
+		}
+		return nil
+	}
+	// A hard link fails if the name exists, which a rename would not.
+	switch err := os.Link(name, path); {
+	case err == nil:
+		return nil
+	case errors.Is(err, fs.ErrExist):
+		return &exitError{exitUsage, fmt.Errorf("%s already exists; pass --force to replace it", path)}
+	}
+	// Some file systems have no hard links; the check above must do.
+	if err := os.Rename(name, path); err != nil {
+		return &exitError{exitToolErr, err}
+	}
+	return nil
+}
+
+// configInputPrompter returns a config.Resolver Input function that asks
+// for ${input:ID} values on the terminal, once per ID however many servers
+// use it and one question at a time, hiding what is typed for password
+// inputs. It returns nil when stdin is not a terminal, so that expansion
+// fails with a message saying how to provide the input.
+func configInputPrompter(e *env) func(id string, in config.Input) (string, error) {
+	if !e.isTerminal() {
+		return nil
+	}
+	var mu sync.Mutex
+	answers := map[string]string{}
+	return func(id string, in config.Input) (string, error) {
+		mu.Lock()
+		defer mu.Unlock()
+		if v, ok := answers[id]; ok {
+			return v, nil
+		}
+		ask := in.Description
+		if ask == "" {
+			ask = "Value"
+		}
+		fmt.Fprintf(e.stderr, "%s (input %q)", ask, id)
+		if in.Default != "" && !in.Password {
+			fmt.Fprintf(e.stderr, " [%s]", in.Default)
+		}
+		fmt.Fprint(e.stderr, ": ")
+		var v string
+		var err error
+		if f, ok := e.stdin.(*os.File); ok && in.Password && term.IsTerminal(int(f.Fd())) {
+			var b []byte
+			b, err = term.ReadPassword(int(f.Fd()))
+			fmt.Fprintln(e.stderr)
+			v = string(b)
+		} else {
+			v, err = configReadLine(e.stdin)
+		}
+		if err != nil {
+			return "", fmt.Errorf("reading the answer: %w", err)
+		}
+		if v == "" {
+			v = in.Default
+		}
+		answers[id] = v
+		return v, nil
+	}
+}
+
+// configReadLine reads one line a byte at a time, so that nothing after
+// it is taken from a stdin that other readers share.
+func configReadLine(r io.Reader) (string, error) {
+	var b []byte
+	var one [1]byte
+	for {
+		n, err := r.Read(one[:])
+		if n == 1 {
+			if one[0] == '\n' {
+				return strings.TrimSuffix(string(b), "\r"), nil
+			}
+			b = append(b, one[0])
+		}
+		if err != nil {
+			if errors.Is(err, io.EOF) && len(b) > 0 {
+				return string(b), nil
+			}
+			return "", err
+		}
+	}
+}

@@ -1,0 +1,197 @@
+package config
+
+import (
+	"fmt"
+	"slices"
+	"sort"
+	"strings"
+)
+
+// shapesAccepted is the list of shapes in the error for a file that has
+// none of them.
+const shapesAccepted = `want one of: a "servers" map (toolwire's file, or VS Code's .vscode/mcp.json with "type" and "inputs"); ` +
+	`an "mcpServers" map (Claude Desktop, Claude Code, Cursor); a list of servers, each with "name"; ` +
+	`a single server with "name"; or a map from server name to settings with "command" or "url"`
+
+// serverKeys are the fields that make a map look like one server.
+var serverKeys = []string{"command", "url", "httpUrl", "sseUrl", "type", "transport"}
+
+// vscodeServerMarkers and toolwireServerMarkers are the fields of a server
+// under "servers" that only one of the two dialects has; they decide which
+// of the two a "servers" file is.
+var (
+	vscodeServerMarkers   = []string{"type"}
+	toolwireServerMarkers = []string{
+		"transport", "bearerToken", "prefix", "defaultTier", "tierOverrides",
+		"onlyTools", "excludeTools", "timeout", "required",
+	}
+)
+
+// detect tells the shapes apart by their top-level structure:
+//
+//   - a map with "mcpServers": the host file of Claude Desktop, Claude Code,
+//     Cursor and others;
+//   - a map with "servers": VS Code's when "inputs" is a list or a server
+//     has "type", toolwire's otherwise; a file with fields of both is an
+//     error naming them;
+//   - a list: a list of servers, each with "name";
+//   - a map with a server field ("command", "url", "httpUrl", "sseUrl",
+//     "type" or "transport") holding a plain value: a single server, named
+//     by its "name";
+//   - a map whose values include a map with a server field: a map from
+//     server name to settings.
+func detect(name string, root *node) (string, error) {
+	switch root.kind {
+	case listNode:
+		if len(root.items) == 0 {
+			return DialectList, nil
+		}
+		for _, it := range root.items {
+			if it.kind == mapNode {
+				return DialectList, nil
+			}
+		}
+	case mapNode:
+		switch {
+		case hasKey(root, "mcpServers"):
+			return DialectMCPServers, nil
+		case hasKey(root, "servers"):
+			return serversDialect(name, root)
+		case isSingleServer(root):
+			return DialectSingle, nil
+		}
+		for _, p := range root.pairs {
+			if looksLikeServer(p.value) {
+				return DialectNamedMap, nil
+			}
+		}
+	}
+	msg := "no configuration found: " + shapesAccepted
+	if root.kind == mapNode {
+		for _, p := range root.pairs {
+			for _, want := range []string{"servers", "mcpServers"} {
+				if p.key != want && editDistance(normKey(p.key), normKey(want)) <= 2 {
+					return "", &problem{file: name, line: p.keyLine, path: joinPath("", p.key), msg: fmt.Sprintf("unknown key (did you mean %q?); %s", want, msg)}
+				}
+			}
+		}
+	} else {
+		msg = "no configuration found in " + root.describe() + ": " + shapesAccepted
+	}
+	return "", &problem{file: name, line: root.line, msg: msg}
+}
+
+func normKey(s string) string {
+	return strings.ToLower(strings.NewReplacer("_", "", "-", "").Replace(s))
+}
+
+// editDistance is the Levenshtein distance, for spotting a misspelt key.
+func editDistance(a, b string) int {
+	prev := make([]int, len(b)+1)
+	cur := make([]int, len(b)+1)
+	for j := range prev {
+		prev[j] = j
+	}
+	for i := 1; i <= len(a); i++ {
+		cur[0] = i
+		for j := 1; j <= len(b); j++ {
+			cost := 1
+			if a[i-1] == b[j-1] {
+				cost = 0
+			}
+			cur[j] = min(prev[j]+1, cur[j-1]+1, prev[j-1]+cost)
+		}
+		prev, cur = cur, prev
+	}
+	return prev[len(b)]
+}
+
+func looksLikeServer(n *node) bool {
+	if n == nil || n.kind != mapNode {
+		return false
+	}
+	for _, k := range serverKeys {
+		if hasKey(n, k) {
+			return true
+		}
+	}
+	return false
+}
+
+// isSingleServer reports whether the top-level map is one server's
+// settings: it has a server field with a plain value (a map under "url"
+// would rather be a server named "url").
+func isSingleServer(n *node) bool {
+	for _, k := range serverKeys {
+		if p, ok := lookup(n, k); ok && p.value.kind != mapNode {
+			return true
+		}
+	}
+	return false
+}
+
+// serversDialect decides whether a file with "servers" is VS Code's or
+// toolwire's, from the fields only one of them has.
+func serversDialect(name string, root *node) (string, error) {
+	vscode := map[string]int{}   // field -> first line
+	toolwire := map[string]int{} // field -> first line
+	note := func(m map[string]int, key string, line int) {
+		if _, ok := m[key]; !ok {
+			m[key] = line
+		}
+	}
+	var serversLine int
+	for _, p := range root.pairs {
+		switch p.key {
+		case "inputs":
+			switch p.value.kind {
+			case listNode:
+				note(vscode, "inputs", p.keyLine)
+			case mapNode:
+				note(toolwire, "inputs", p.keyLine)
+			}
+		case "audit":
+			note(toolwire, "audit", p.keyLine)
+		case "servers":
+			if serversLine == 0 {
+				serversLine = p.keyLine
+			}
+			if p.value.kind != mapNode {
+				continue
+			}
+			for _, s := range p.value.pairs {
+				if s.value.kind != mapNode {
+					continue
+				}
+				for _, f := range s.value.pairs {
+					switch {
+					case slices.Contains(vscodeServerMarkers, f.key):
+						note(vscode, f.key, f.keyLine)
+					case slices.Contains(toolwireServerMarkers, f.key):
+						note(toolwire, f.key, f.keyLine)
+					}
+				}
+			}
+		}
+	}
+	switch {
+	case len(vscode) > 0 && len(toolwire) > 0:
+		return "", &problem{file: name, line: serversLine, path: "servers", msg: fmt.Sprintf(
+			"mixes VS Code fields (%s) with toolwire fields (%s); write the file in one dialect: "+
+				`VS Code's uses "type" and an "inputs" list, toolwire's uses "transport" and its own fields`,
+			describeFields(vscode), describeFields(toolwire))}
+	case len(vscode) > 0:
+		return DialectVSCode, nil
+	}
+	return DialectToolwire, nil
+}
+
+func describeFields(m map[string]int) string {
+	keys := sortedKeys(m)
+	sort.SliceStable(keys, func(i, j int) bool { return m[keys[i]] < m[keys[j]] })
+	parts := make([]string, len(keys))
+	for i, k := range keys {
+		parts[i] = fmt.Sprintf("%q on line %d", k, m[k])
+	}
+	return strings.Join(parts, ", ")
+}

@@ -392,3 +392,60 @@ func kindStrings(ks []audit.Kind) []string {
 	}
 	return out
 }
+
+func TestServersCombinesConfigFilesOfDifferentDialects(t *testing.T) {
+	f := newFixture(t, "")
+	claude := filepath.Join(f.dir, "claude_desktop_config.json")
+	entry := map[string]any{"command": os.Args[0], "env": map[string]string{"TOOLWIRE_TEST_SERVER": "demo"}}
+	raw, _ := json.Marshal(map[string]any{"mcpServers": map[string]any{"other": entry}, "globalShortcut": "Ctrl+Space"})
+	if err := os.WriteFile(claude, raw, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	o := f.run(t, "", false, "servers", "--json", "--config", claude)
+	o.expect(t, exitOK)
+	var sts []struct {
+		Name, State string
+		Tools       int
+	}
+	if err := json.Unmarshal([]byte(o.stdout), &sts); err != nil {
+		t.Fatalf("servers --json: %v\n%s", err, o.stdout)
+	}
+	if len(sts) != 2 || sts[0].Name != "demo" || sts[1].Name != "other" {
+		t.Fatalf("servers = %+v, want demo then other", sts)
+	}
+	for _, st := range sts {
+		if st.State != "ready" || st.Tools != 13 {
+			t.Errorf("server %s: state %s with %d tools, want ready with 13", st.Name, st.State, st.Tools)
+		}
+	}
+
+	// The same name in two files is refused, naming both places.
+	dup := filepath.Join(f.dir, "dup.json")
+	raw, _ = json.Marshal(map[string]any{"mcpServers": map[string]any{"demo": entry}})
+	if err := os.WriteFile(dup, raw, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	o = f.run(t, "", false, "servers", "--config", dup)
+	o.expect(t, exitUsage)
+	if !strings.Contains(o.stderr, `server "demo" is also defined at `+f.config) || !strings.Contains(o.stderr, dup) {
+		t.Errorf("duplicate across files not named:\n%s", o.stderr)
+	}
+}
+
+func TestServersTableShowsEveryServer(t *testing.T) {
+	f := newFixture(t, `  broken:
+    command: /nonexistent/mcp-server
+`)
+	o := f.run(t, "", false, "servers")
+	o.expect(t, exitOK)
+	lines := strings.Split(strings.TrimSpace(o.stdout), "\n")
+	if len(lines) != 3 || !strings.HasPrefix(lines[0], "NAME") {
+		t.Fatalf("servers table:\n%s", o.stdout)
+	}
+	if f := strings.Fields(lines[1]); f[0] != "demo" || f[1] != "stdio" || f[2] != "ready" || f[3] != "13" {
+		t.Errorf("demo row = %q", lines[1])
+	}
+	if f := strings.Fields(lines[2]); f[0] != "broken" || f[2] != "failed" || !strings.Contains(lines[2], "/nonexistent/mcp-server") {
+		t.Errorf("broken row = %q", lines[2])
+	}
+}

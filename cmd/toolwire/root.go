@@ -6,7 +6,10 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"maps"
 	"os"
+	"path/filepath"
+	"strings"
 
 	"github.com/spf13/cobra"
 	"github.com/toolwire/toolwire/audit"
@@ -38,7 +41,7 @@ func defaultEnv() *env {
 
 // globalFlags are the flags every command shares.
 type globalFlags struct {
-	config  string
+	config  []string
 	audit   string
 	verbose bool
 }
@@ -55,7 +58,7 @@ func newRootCommand(e *env) *cobra.Command {
 	root.SetIn(e.stdin)
 	root.SetOut(e.stdout)
 	root.SetErr(e.stderr)
-	root.PersistentFlags().StringVarP(&g.config, "config", "c", "", "configuration file (toolwire YAML/JSON or an mcpServers JSON file); default $TOOLWIRE_CONFIG, then ./toolwire.yaml")
+	root.PersistentFlags().StringArrayVarP(&g.config, "config", "c", nil, "configuration file in any supported dialect; repeat to combine files (e.g. a Claude Desktop file and a VS Code one); default $TOOLWIRE_CONFIG (a list separated by '"+string(os.PathListSeparator)+"'), then ./toolwire.yaml")
 	root.PersistentFlags().StringVar(&g.audit, "audit", "", "append audit events to this JSON Lines file (overrides the config's audit.file)")
 	root.PersistentFlags().BoolVarP(&g.verbose, "verbose", "v", false, "log debug detail, including servers' stderr, to stderr")
 	root.AddCommand(newToolsCommand(e, &g), newCallCommand(e, &g), newServersCommand(e, &g), newConfigCommand(e))
@@ -81,11 +84,11 @@ type openOptions struct {
 // in parallel. A server that fails is reported and left out; open fails
 // when a required server fails, or when no server starts at all.
 func open(ctx context.Context, e *env, g *globalFlags, oo openOptions) (*workspace, error) {
-	path, err := configPath(e, g.config)
+	paths, err := configPaths(e, g.config)
 	if err != nil {
 		return nil, &exitError{exitUsage, err}
 	}
-	file, err := config.Load(path)
+	file, err := loadConfigs(paths)
 	if err != nil {
 		return nil, &exitError{exitUsage, err}
 	}
@@ -152,6 +155,65 @@ func configPath(e *env, flag string) (string, error) {
 		return "toolwire.yaml", nil
 	}
 	return "", errors.New("no configuration: pass --config FILE, set TOOLWIRE_CONFIG, or create ./toolwire.yaml")
+}
+
+// configPaths picks the configuration files: the flags, then the list in
+// $TOOLWIRE_CONFIG, then ./toolwire.yaml if it exists.
+func configPaths(e *env, flags []string) ([]string, error) {
+	if len(flags) > 0 {
+		return flags, nil
+	}
+	if list, ok := e.lookupEnv("TOOLWIRE_CONFIG"); ok && list != "" {
+		return filepath.SplitList(list), nil
+	}
+	p, err := configPath(e, "")
+	if err != nil {
+		return nil, err
+	}
+	return []string{p}, nil
+}
+
+// loadConfigs loads each file and combines their servers, in order, into
+// one. A server name defined in two files is an error naming both; the
+// audit settings come from the first file that has any.
+func loadConfigs(paths []string) (*config.File, error) {
+	if len(paths) == 1 {
+		return config.Load(paths[0])
+	}
+	merged := &config.File{Path: strings.Join(paths, ", "), Inputs: map[string]config.Input{}}
+	where := map[string]string{}
+	var errs []error
+	for _, p := range paths {
+		f, err := config.Load(p)
+		if err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		if merged.Dialect == "" {
+			merged.Dialect = f.Dialect
+		} else if merged.Dialect != f.Dialect {
+			merged.Dialect = "mixed"
+		}
+		for _, s := range f.Servers {
+			at := fmt.Sprintf("%s:%d", p, s.Line)
+			if first, dup := where[s.Name]; dup {
+				errs = append(errs, fmt.Errorf("%s: server %q is also defined at %s; rename one", at, s.Name, first))
+				continue
+			}
+			where[s.Name] = at
+			merged.Servers = append(merged.Servers, s)
+		}
+		if merged.Audit.File == "" {
+			merged.Audit = f.Audit
+		}
+		maps.Copy(merged.Inputs, f.Inputs)
+		merged.Warnings = append(merged.Warnings, f.Warnings...)
+		merged.WarningDetails = append(merged.WarningDetails, f.WarningDetails...)
+	}
+	if len(errs) > 0 {
+		return nil, errors.Join(errs...)
+	}
+	return merged, nil
 }
 
 // maskAttr masks known secrets in every string a log line carries.

@@ -24,6 +24,10 @@ type conn struct {
 
 	lost     chan struct{} // closed when the session has ended or is deemed lost
 	lostOnce sync.Once
+	// end cancels the context the transport was started with, which lives
+	// as long as the connection (the SSE transport's event stream is bound
+	// to it).
+	end context.CancelFunc
 	failures atomic.Int32 // consecutive transport failures of calls
 }
 
@@ -32,8 +36,11 @@ type conn struct {
 // transport is up (for stdio: once the child exists), before the handshake.
 func (s *Server) dial(ctx context.Context, cfg config.Server, connected func()) (*conn, error) {
 	c := &conn{lost: make(chan struct{})}
-	transport, err := s.transport(c, cfg, connected)
+	connCtx, end := context.WithCancel(s.stopCtx)
+	c.end = end
+	transport, err := s.transport(connCtx, c, cfg, connected)
 	if err != nil {
+		end()
 		return nil, err
 	}
 	client := mcp.NewClient(&mcp.Implementation{Name: "toolwire", Version: Version}, &mcp.ClientOptions{
@@ -50,11 +57,16 @@ func (s *Server) dial(ctx context.Context, cfg config.Server, connected func()) 
 	// once: the SDK's cleanup of a failed handshake would otherwise close
 	// stdin and wait for a child that may never read it. Disarmed (first,
 	// as defers run last-in first-out) when Connect returns.
-	disarm := context.AfterFunc(cctx, c.killChild)
+	// The transport's own context is cut the same way until then.
+	disarm := context.AfterFunc(cctx, func() {
+		c.killChild()
+		end()
+	})
 	defer disarm()
 	session, err := client.Connect(cctx, transport, nil)
 	if err != nil {
 		c.killChild()
+		end()
 		return nil, s.connectError(ctx, cctx, c, err)
 	}
 	c.session = session
@@ -66,7 +78,7 @@ func (s *Server) dial(ctx context.Context, cfg config.Server, connected func()) 
 }
 
 // transport builds the SDK transport for one connection.
-func (s *Server) transport(c *conn, cfg config.Server, connected func()) (mcp.Transport, error) {
+func (s *Server) transport(ctx context.Context, c *conn, cfg config.Server, connected func()) (mcp.Transport, error) {
 	switch cfg.Transport {
 	case "stdio":
 		cmd := exec.Command(cfg.Command, cfg.Args...)
@@ -75,7 +87,7 @@ func (s *Server) transport(c *conn, cfg config.Server, connected func()) (mcp.Tr
 		c.stderr = &stderrLog{server: cfg.Name, logger: s.logger, secrets: s.secrets}
 		cmd.Stderr = c.stderr
 		isolate(cmd)
-		return &startedTransport{inner: &mcp.CommandTransport{Command: cmd, TerminateDuration: terminateGrace}, started: func() {
+		return &startedTransport{ctx: ctx, inner: &mcp.CommandTransport{Command: cmd, TerminateDuration: terminateGrace}, started: func() {
 			c.pid.Store(int64(cmd.Process.Pid))
 			connected()
 		}}, nil
@@ -91,7 +103,7 @@ func (s *Server) transport(c *conn, cfg config.Server, connected func()) (mcp.Tr
 		if cfg.Transport == "sse" {
 			inner = &mcp.SSEClientTransport{Endpoint: cfg.URL, HTTPClient: httpClient}
 		}
-		return &startedTransport{inner: inner, started: connected}, nil
+		return &startedTransport{ctx: ctx, inner: inner, started: connected}, nil
 	default:
 		return nil, fmt.Errorf("server %q: unknown transport %q (want stdio, http or sse)", cfg.Name, cfg.Transport)
 	}
@@ -134,6 +146,7 @@ func (c *conn) noteSuccess() { c.failures.Store(0) }
 func (c *conn) close() error {
 	err := c.session.Close()
 	c.killChild()
+	c.end()
 	c.markLost()
 	return err
 }
@@ -144,15 +157,18 @@ func (c *conn) killChild() { killGroup(int(c.pid.Load())) }
 // PID returns the stdio child's pid, or 0.
 func (c *conn) PID() int { return int(c.pid.Load()) }
 
-// startedTransport reports when its inner transport has connected (for
-// stdio: when the child process exists).
+// startedTransport starts its inner transport with a context of the
+// connection's lifetime rather than the handshake's (which ends as soon as
+// the connection is up), and reports when it has connected (for stdio: when
+// the child process exists).
 type startedTransport struct {
+	ctx     context.Context
 	inner   mcp.Transport
 	started func()
 }
 
-func (t *startedTransport) Connect(ctx context.Context) (mcp.Connection, error) {
-	conn, err := t.inner.Connect(ctx)
+func (t *startedTransport) Connect(context.Context) (mcp.Connection, error) {
+	conn, err := t.inner.Connect(t.ctx)
 	if err == nil {
 		t.started()
 	}

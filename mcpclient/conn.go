@@ -27,7 +27,7 @@ type conn struct {
 	// end cancels the context the transport was started with, which lives
 	// as long as the connection (the SSE transport's event stream is bound
 	// to it).
-	end context.CancelFunc
+	end      context.CancelFunc
 	failures atomic.Int32 // consecutive transport failures of calls
 }
 

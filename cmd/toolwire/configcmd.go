@@ -112,8 +112,13 @@ func configFileArg(cmd *cobra.Command, e *env, args []string) (string, error) {
 		return args[0], nil
 	}
 	flag := ""
-	if f := cmd.Flags().Lookup("config"); f != nil {
-		flag = f.Value.String()
+	if flags, err := cmd.Flags().GetStringArray("config"); err == nil {
+		if len(flags) > 1 {
+			return "", &exitError{exitUsage, fmt.Errorf("%s checks one file at a time; name it as the argument", cmd.CommandPath())}
+		}
+		if len(flags) == 1 {
+			flag = flags[0]
+		}
 	}
 	path, err := configPath(e, flag)
 	if err != nil {

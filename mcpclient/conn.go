@@ -24,6 +24,7 @@ type conn struct {
 
 	lost     chan struct{} // closed when the session has ended or is deemed lost
 	lostOnce sync.Once
+	lostWhy  error // why, set once before lost is closed
 	// end cancels the context the transport was started with, which lives
 	// as long as the connection (the SSE transport's event stream is bound
 	// to it).
@@ -71,8 +72,11 @@ func (s *Server) dial(ctx context.Context, cfg config.Server, connected func()) 
 	}
 	c.session = session
 	go func() {
-		_ = session.Wait()
-		c.markLost()
+		err := session.Wait()
+		if err == nil {
+			err = errors.New("session ended")
+		}
+		c.markLost(err)
 	}()
 	return c, nil
 }
@@ -121,8 +125,18 @@ func (c *conn) list(ctx context.Context) ([]*mcp.Tool, error) {
 	return tools, nil
 }
 
-// markLost records that the session is over, waking the supervisor.
-func (c *conn) markLost() { c.lostOnce.Do(func() { close(c.lost) }) }
+// markLost records that the session is over and why, waking the
+// supervisor. The first cause wins.
+func (c *conn) markLost(why error) {
+	c.lostOnce.Do(func() {
+		c.lostWhy = why
+		close(c.lost)
+	})
+}
+
+// lostCause returns why the connection was lost; call it only after lost is
+// closed.
+func (c *conn) lostCause() error { return c.lostWhy }
 
 // noteFailure counts a failed call. A closed connection or a session the
 // server no longer knows is lost at once; other transport failures count
@@ -131,11 +145,11 @@ func (c *conn) markLost() { c.lostOnce.Do(func() { close(c.lost) }) }
 func (c *conn) noteFailure(err error, threshold int) {
 	switch {
 	case errors.Is(err, mcp.ErrConnectionClosed), errors.Is(err, mcp.ErrSessionMissing):
-		c.markLost()
+		c.markLost(err)
 	case errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded), isWireError(err):
 	default:
-		if int(c.failures.Add(1)) >= threshold {
-			c.markLost()
+		if n := int(c.failures.Add(1)); n >= threshold {
+			c.markLost(fmt.Errorf("%d calls in a row failed in the transport, the last with: %w", n, err))
 		}
 	}
 }
@@ -147,7 +161,7 @@ func (c *conn) close() error {
 	err := c.session.Close()
 	c.killChild()
 	c.end()
-	c.markLost()
+	c.markLost(errors.New("closed"))
 	return err
 }
 

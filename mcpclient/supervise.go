@@ -40,10 +40,9 @@ func (s *Server) supervise(c *conn) {
 // new listing in one step. It returns the new connection, or nil when the
 // server was closed or has Failed.
 func (s *Server) reconnect(old *conn) *conn {
-	cause := errors.New("session ended")
-	if err := old.session.Wait(); err != nil {
-		cause = err
-	}
+	// The session may still be open when calls kept failing in its
+	// transport: close it before anything else (Wait would block on it).
+	cause := old.lostCause()
 	_ = old.close()
 	s.moveTo(Degraded, cause)
 	for attempt := 1; attempt <= s.policy.MaxAttempts; attempt++ {
@@ -155,11 +154,17 @@ func diffTools(before, after []*tool.Tool) (added, removed, changed []string) {
 	return added, removed, changed
 }
 
+// codeRejected is the code go-sdk gives its "rejected by transport" error
+// (jsonrpc2.ErrRejected, not exported): a request the transport could not
+// deliver, such as an HTTP POST answered with 503. It has the type of an
+// error response but is the transport's failure.
+const codeRejected = -32005
+
 // isWireError reports whether err is an error response the server sent,
 // which says nothing about the health of the transport.
 func isWireError(err error) bool {
 	var we *jsonrpc.Error
-	return errors.As(err, &we)
+	return errors.As(err, &we) && we.Code != codeRejected
 }
 
 // contextOf returns a context that ends when either a or b does.

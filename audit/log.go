@@ -47,8 +47,12 @@ type Log struct {
 	buf Event
 }
 
-// NewLog returns a Log writing to sink.
+// NewLog returns a Log writing to sink. A nil sink means no audit: the
+// result is a nil *Log, which records nothing.
 func NewLog(sink Sink, opts *LogOptions) *Log {
+	if sink == nil {
+		return nil
+	}
 	l := &Log{sink: sink, logger: slog.Default()}
 	if opts != nil {
 		l.redactor = opts.Redactor

@@ -83,13 +83,8 @@ func adapt(cfg config.Server, listing []*mcp.Tool, taken func(string) bool, hand
 	if err != nil {
 		return out, err
 	}
-	prefix := cfg.Prefix
-	if prefix == "" {
-		prefix = cfg.Name
-	}
+	prefix := prefixOf(cfg)
 	listed := make(map[string]bool, len(listing))
-	used := make(map[string]bool, len(listing))
-	isTaken := func(name string) bool { return used[name] || (taken != nil && taken(name)) }
 
 	// First pass: filter and build the tools, in listing order; entries
 	// that cannot become tools carry the reason instead.
@@ -144,12 +139,31 @@ func adapt(cfg config.Server, listing []*mcp.Tool, taken func(string) bool, hand
 			out.skipped = append(out.skipped, Skipped{Name: t.Origin.Name, Reason: reason})
 			continue
 		}
-		t.Name = registeredName(prefix, t.Origin.Name, isTaken)
-		used[t.Name] = true
 		out.tools = append(out.tools, t)
 	}
+	assignNames(prefix, out.tools, taken)
 	out.warnings = unmatched(cfg, listed)
 	return out, nil
+}
+
+// assignNames gives each tool its registered name, in order: the first tool
+// to want a name gets it, later ones a numeric suffix. Names taken reports
+// as in use elsewhere are avoided too.
+func assignNames(prefix string, tools []*tool.Tool, taken func(string) bool) {
+	used := make(map[string]bool, len(tools))
+	isTaken := func(name string) bool { return used[name] || (taken != nil && taken(name)) }
+	for _, t := range tools {
+		t.Name = registeredName(prefix, t.Origin.Name, isTaken)
+		used[t.Name] = true
+	}
+}
+
+// prefixOf is the server's tool-name prefix: configured, or its name.
+func prefixOf(cfg config.Server) string {
+	if cfg.Prefix != "" {
+		return cfg.Prefix
+	}
+	return cfg.Name
 }
 
 // compileAll compiles the tools' schemas on every core: compiling is most of

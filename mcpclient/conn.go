@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"net/url"
 	"os"
 	"os/exec"
 	"strings"
@@ -101,7 +102,10 @@ func (s *Server) transport(ctx context.Context, c *conn, cfg config.Server, conn
 			httpClient = &http.Client{}
 		}
 		if cfg.BearerToken != "" || len(cfg.Headers) > 0 {
-			httpClient = withHeaders(httpClient, cfg.Headers, cfg.BearerToken)
+			var err error
+			if httpClient, err = withHeaders(httpClient, cfg.URL, cfg.Headers, cfg.BearerToken); err != nil {
+				return nil, fmt.Errorf("server %q: url: %w", cfg.Name, err)
+			}
 		}
 		var inner mcp.Transport = &mcp.StreamableClientTransport{Endpoint: cfg.URL, HTTPClient: httpClient, MaxRetries: 2}
 		if cfg.Transport == "sse" {
@@ -211,14 +215,20 @@ func childEnv(extra map[string]string) []string {
 	return env
 }
 
-// headerTransport adds static headers and a bearer token to every request.
+// headerTransport adds static headers and a bearer token to requests to the
+// configured origin only: a redirect to another host, or from https down to
+// http, goes without them, so credentials cannot be led away.
 type headerTransport struct {
 	base    http.RoundTripper
+	origin  string // scheme://host[:port] of the configured URL
 	headers map[string]string
 	bearer  string
 }
 
 func (t *headerTransport) RoundTrip(req *http.Request) (*http.Response, error) {
+	if originOf(req.URL) != t.origin {
+		return t.base.RoundTrip(req)
+	}
 	req = req.Clone(req.Context())
 	for k, v := range t.headers {
 		req.Header.Set(k, v)
@@ -229,14 +239,33 @@ func (t *headerTransport) RoundTrip(req *http.Request) (*http.Response, error) {
 	return t.base.RoundTrip(req)
 }
 
-func withHeaders(c *http.Client, headers map[string]string, bearer string) *http.Client {
+func withHeaders(c *http.Client, endpoint string, headers map[string]string, bearer string) (*http.Client, error) {
+	u, err := url.Parse(endpoint)
+	if err != nil {
+		return nil, err
+	}
 	base := c.Transport
 	if base == nil {
 		base = http.DefaultTransport
 	}
 	cc := *c
-	cc.Transport = &headerTransport{base: base, headers: headers, bearer: bearer}
-	return &cc
+	cc.Transport = &headerTransport{base: base, origin: originOf(u), headers: headers, bearer: bearer}
+	return &cc, nil
+}
+
+// originOf returns scheme://host:port with the default port made explicit,
+// so that https://h and https://h:443 compare equal.
+func originOf(u *url.URL) string {
+	port := u.Port()
+	if port == "" {
+		switch strings.ToLower(u.Scheme) {
+		case "https":
+			port = "443"
+		case "http":
+			port = "80"
+		}
+	}
+	return strings.ToLower(u.Scheme) + "://" + strings.ToLower(u.Hostname()) + ":" + port
 }
 
 // connectError explains a failed connection: which server, which command or

@@ -1,8 +1,12 @@
-// Package mcpclient adapts one MCP server's tools into a [tool.Registry].
+// Package mcpclient adapts MCP servers' tools into a [tool.Registry] and
+// keeps them there.
 //
-// [Connect] starts or reaches the server (stdio or Streamable HTTP, through
-// the official go-sdk), lists every tool, adapts each one and registers them
-// all at once:
+// [Connect] starts or reaches one server (stdio, Streamable HTTP or legacy
+// SSE, through the official go-sdk), lists every tool, adapts each one,
+// registers them all at once, and then supervises the server: a lost
+// session is re-established with backoff, a changed tool list is applied,
+// and calls always go through the live session. [Manager] does the same for
+// many servers started in parallel:
 //
 //	reg := tool.NewRegistry(&tool.RegistryOptions{Confirmer: confirmer})
 //	srv, err := mcpclient.Connect(ctx, config.Server{
@@ -23,5 +27,6 @@
 //
 // Every request to the server is bounded by the server's timeout (60 s by
 // default) and by the caller's context; cancelling the caller's context
-// sends notifications/cancelled to the server.
+// sends notifications/cancelled to the server. Each server moves through
+// the lifecycle of [State]; see docs/architecture.md.
 package mcpclient

@@ -117,12 +117,14 @@ type Server struct {
 	stop    context.CancelFunc
 	done    chan struct{} // closed when the supervisor has returned
 
+	expandMu sync.Mutex // held while placeholders resolve, apart from mu
+
 	mu       sync.Mutex
 	state    State
 	since    time.Time
 	lastErr  error
 	attempt  int
-	expanded *config.Server // cfg with placeholders resolved, once
+	expanded *config.Server // cfg with placeholders resolved, once; guarded by expandMu
 	conn     *conn          // the live connection; nil unless Ready
 	tools    []*tool.Tool   // registered, in listing order
 	skipped  []Skipped
@@ -199,6 +201,12 @@ func Connect(ctx context.Context, cfg config.Server, reg *tool.Registry, opts *O
 // start makes the first connection and, on success, starts the supervisor.
 // On failure the server is Failed with the reason recorded.
 func (s *Server) start(ctx context.Context) error {
+	s.mu.Lock()
+	state := s.state
+	s.mu.Unlock()
+	if state != Configured {
+		return fmt.Errorf("server %q: already started (%s)", s.cfg.Name, state)
+	}
 	if _, err := parseTiers(s.cfg); err != nil {
 		err = fmt.Errorf("server %q: %w", s.cfg.Name, err)
 		s.fail("configure", err)
@@ -210,11 +218,15 @@ func (s *Server) start(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
+	// Close calls stop before it reads supervising, so checking stopCtx
+	// here, under the lock, means either Close waits for the supervisor or
+	// no supervisor starts.
 	s.mu.Lock()
-	closed := s.state == Stopped
+	closed := s.stopCtx.Err() != nil
 	s.supervising = !closed
 	s.mu.Unlock()
 	if closed {
+		_ = c.close()
 		return errClosed
 	}
 	s.record(audit.Event{Kind: audit.ServerStarted, Transport: s.cfg.Transport, Tools: s.toolCount()})
@@ -270,8 +282,10 @@ func (s *Server) establish(ctx context.Context, again bool) (*conn, error) {
 // transport boundary; reconnects reuse the values, which live only in this
 // process's memory.
 func (s *Server) expand() (config.Server, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
+	// Not under s.mu: resolving an ${input:} may wait on a person at a
+	// terminal, and Status, call and Close must not wait with it.
+	s.expandMu.Lock()
+	defer s.expandMu.Unlock()
 	if s.expanded != nil {
 		return *s.expanded, nil
 	}
@@ -315,6 +329,8 @@ func (s *Server) discover(ctx context.Context, c *conn) ([]*tool.Tool, []Skipped
 // moves to Ready, all under one lock, so that a Close racing with it either
 // comes first (and activate refuses) or finds c to close.
 func (s *Server) activate(c *conn, tools []*tool.Tool, skipped []Skipped, warnings []string) error {
+	unlock := lockNaming(s.reg)
+	defer unlock()
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if err := s.installLocked(tools); err != nil {
@@ -327,24 +343,47 @@ func (s *Server) activate(c *conn, tools []*tool.Tool, skipped []Skipped, warnin
 
 // install swaps the server's registered tools for tools in one step.
 func (s *Server) install(tools []*tool.Tool) error {
+	unlock := lockNaming(s.reg)
+	defer unlock()
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.installLocked(tools)
 }
 
+// installLocked names tools and swaps them for the server's current ones.
+// The names chosen during adaptation were provisional: another server may
+// have registered one of them since. Naming again under the registry's
+// naming lock (held by the caller, with s.mu) makes choosing and
+// registering one step, so two servers starting at once cannot both pick
+// the same name; a tool keeps its name across re-listings because the
+// server's own names count as free.
 func (s *Server) installLocked(tools []*tool.Tool) error {
 	if s.state == Stopped {
 		return errClosed
 	}
 	old := make([]string, len(s.tools))
+	own := make(map[string]bool, len(s.tools))
 	for i, t := range s.tools {
 		old[i] = t.Name
+		own[t.Name] = true
 	}
+	assignNames(prefixOf(s.cfg), tools, func(name string) bool { return !own[name] && s.reg.Has(name) })
 	if err := s.reg.Replace(old, tools); err != nil {
 		return fmt.Errorf("server %q: register tools: %w", s.cfg.Name, err)
 	}
 	s.tools = tools
 	return nil
+}
+
+// namingLocks holds one mutex per registry: servers sharing a registry take
+// it to choose names and register them as one step.
+var namingLocks sync.Map // *tool.Registry -> *sync.Mutex
+
+func lockNaming(reg *tool.Registry) (unlock func()) {
+	v, _ := namingLocks.LoadOrStore(reg, &sync.Mutex{})
+	mu := v.(*sync.Mutex)
+	mu.Lock()
+	return mu.Unlock
 }
 
 // preflight refuses a server whose tools would need a confirmer the
@@ -490,7 +529,7 @@ func (s *Server) moveLocked(next State, err error) {
 	s.logger.Debug("server state", "server", s.cfg.Name, "from", s.state.String(), "to", next.String())
 	s.state, s.since = next, time.Now()
 	if err != nil {
-		s.lastErr = err
+		s.lastErr = s.masked(err)
 	}
 	if next != Ready {
 		s.conn = nil
@@ -511,21 +550,38 @@ func (s *Server) fail(phase string, err error) {
 		s.mu.Unlock()
 		return
 	}
+	s.dropToolsLocked()
+	s.moveLocked(Failed, err)
+	s.mu.Unlock()
+	s.record(audit.Event{Kind: audit.ServerFailed, Reason: phase, Error: err.Error()})
+}
+
+// dropToolsLocked deregisters the server's tools.
+func (s *Server) dropToolsLocked() {
 	names := make([]string, len(s.tools))
 	for i, t := range s.tools {
 		names[i] = t.Name
 	}
 	s.reg.Deregister(names...)
 	s.tools = nil
-	s.moveLocked(Failed, err)
-	s.mu.Unlock()
-	s.record(audit.Event{Kind: audit.ServerFailed, Reason: phase, Error: err.Error()})
 }
 
-// record writes a lifecycle event naming the server.
+// record writes a lifecycle event naming the server. Its error text is
+// masked here, so that a library user's audit log without a redactor does
+// not receive an expanded secret either.
 func (s *Server) record(ev audit.Event) {
 	ev.Source = s.cfg.Name
+	ev.Error = s.secrets.String(ev.Error)
 	s.opts.Audit.Record(ev)
+}
+
+// masked returns err with every known secret masked in its text, still
+// wrapping err for errors.Is.
+func (s *Server) masked(err error) error {
+	if err == nil {
+		return nil
+	}
+	return &maskedError{msg: s.secrets.String(err.Error()), err: err}
 }
 
 func (s *Server) toolCount() int {
@@ -621,12 +677,7 @@ func (s *Server) Close() error {
 		}
 		s.mu.Lock()
 		c := s.conn
-		names := make([]string, len(s.tools))
-		for i, t := range s.tools {
-			names[i] = t.Name
-		}
-		s.reg.Deregister(names...)
-		s.tools = nil
+		s.dropToolsLocked()
 		s.moveLocked(Stopped, nil)
 		s.mu.Unlock()
 		if c != nil {

@@ -14,7 +14,9 @@ import (
 //	anything → Stopped
 //
 // The legal moves are listed in one table ([State.CanMoveTo]); a move outside
-// it is a bug, and [Server] panics in tests' builds rather than record it.
+// it is a bug, and [Server] panics rather than record a state that cannot
+// be. Once Stopped, a server ignores further moves: a connection attempt
+// racing with Close finds out when it next takes the lock.
 type State uint8
 
 const (

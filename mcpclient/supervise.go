@@ -112,10 +112,15 @@ func (s *Server) refresh(c *conn) {
 	s.mu.Unlock()
 	added, removed, changed := diffTools(before, tools)
 	if len(added)+len(removed)+len(changed) == 0 {
+		s.mu.Lock()
+		s.skipped, s.warnings = skipped, warnings
+		s.mu.Unlock()
 		return
 	}
 	if err := s.install(tools); err != nil {
-		s.logger.Warn("tools changed, but the new tools could not be registered; keeping the current ones", "server", s.cfg.Name, "error", err)
+		if !errors.Is(err, errClosed) {
+			s.logger.Warn("tools changed, but the new tools could not be registered; keeping the current ones", "server", s.cfg.Name, "error", s.secrets.String(err.Error()))
+		}
 		return
 	}
 	s.mu.Lock()

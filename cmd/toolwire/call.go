@@ -147,32 +147,32 @@ func printResult(e *env, res *tool.Result) {
 		// The reason goes with the exit status; the server's own text, if
 		// any, is shown in full here.
 		if text := res.Text(); text != "" && text != res.Message {
-			fmt.Fprintln(e.stderr, text)
+			fmt.Fprintln(e.stderr, termSafe(text))
 		}
 		return
 	}
 	for _, c := range res.Content {
 		switch c := c.(type) {
 		case *tool.Text:
-			fmt.Fprintln(e.stdout, c.Text)
+			fmt.Fprintln(e.stdout, termSafe(c.Text))
 		case *tool.Image:
-			fmt.Fprintf(e.stdout, "[image %s, %d bytes]\n", c.MIMEType, len(c.Data))
+			fmt.Fprintf(e.stdout, "[image %s, %d bytes]\n", termSafe(c.MIMEType), len(c.Data))
 		case *tool.Audio:
-			fmt.Fprintf(e.stdout, "[audio %s, %d bytes]\n", c.MIMEType, len(c.Data))
+			fmt.Fprintf(e.stdout, "[audio %s, %d bytes]\n", termSafe(c.MIMEType), len(c.Data))
 		case *tool.Resource:
 			size := len(c.Blob)
 			if size == 0 {
 				size = len(c.Text)
 			}
-			fmt.Fprintf(e.stdout, "[resource %s %s, %d bytes]\n", c.URI, c.MIMEType, size)
+			fmt.Fprintf(e.stdout, "[resource %s %s, %d bytes]\n", termSafe(c.URI), termSafe(c.MIMEType), size)
 		case *tool.ResourceLink:
-			fmt.Fprintf(e.stdout, "[link %s %s]\n", c.URI, c.Name)
+			fmt.Fprintf(e.stdout, "[link %s %s]\n", termSafe(c.URI), termSafe(c.Name))
 		}
 	}
 	if len(res.Content) == 0 && res.Structured != nil {
 		b, err := json.MarshalIndent(res.Structured, "", "  ")
 		if err == nil {
-			fmt.Fprintln(e.stdout, string(b))
+			fmt.Fprintln(e.stdout, termSafe(string(b)))
 		}
 	}
 }

@@ -69,9 +69,10 @@ func (c *terminalConfirmer) Confirm(ctx context.Context, call tool.PendingCall) 
 func indentJSON(raw json.RawMessage) string {
 	var b bytes.Buffer
 	if err := json.Indent(&b, raw, "  ", "  "); err != nil {
-		return "  " + string(raw)
+		return "  " + termSafe(string(raw))
 	}
-	return "  " + b.String()
+	// JSON escapes control characters but not direction overrides.
+	return "  " + termSafe(b.String())
 }
 
 // approveAll is the confirmer of --yes.

@@ -5,6 +5,8 @@
 //
 //	toolwire tools [--json]
 //	toolwire call NAME [--args JSON | key=value ...] [--yes] [--json]
+//	toolwire servers [--json] [--watch]
+//	toolwire config check|import FILE
 //
 // See docs/cli.md for every command and flag.
 package main
@@ -50,7 +52,7 @@ func exitCode(err error, stderr io.Writer) int {
 	if err == nil {
 		return exitOK
 	}
-	fmt.Fprintln(stderr, "toolwire:", err)
+	fmt.Fprintln(stderr, "toolwire:", termSafe(err.Error()))
 	var ee *exitError
 	if errors.As(err, &ee) {
 		return ee.code

@@ -124,7 +124,7 @@ func open(ctx context.Context, e *env, g *globalFlags, oo openOptions) (*workspa
 	failed := w.manager.Failed()
 	for _, st := range w.manager.Status() {
 		if msg, ok := failed[st.Name]; ok {
-			fmt.Fprintf(e.stderr, "toolwire: warning: %s\n", msg)
+			fmt.Fprintf(e.stderr, "toolwire: warning: %s\n", termSafe(msg))
 		}
 	}
 	if n := len(w.manager.Servers()); n > 0 && len(failed) == n {

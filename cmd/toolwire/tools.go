@@ -71,9 +71,10 @@ func printToolsJSON(e *env, tools []*tool.Tool) error {
 	return enc.Encode(out)
 }
 
-// oneLine folds s onto one line and cuts it to at most n runes.
+// oneLine folds s onto one line, makes it safe for a terminal (see
+// termSafe) and cuts it to at most n runes.
 func oneLine(s string, n int) string {
-	s = strings.Join(strings.Fields(s), " ")
+	s = termSafe(strings.Join(strings.Fields(s), " "))
 	if r := []rune(s); len(r) > n {
 		return string(r[:n-1]) + "…"
 	}

@@ -34,6 +34,10 @@ type Registry struct {
 
 	mu    sync.RWMutex
 	tools map[string]*Tool
+
+	watchMu  sync.Mutex
+	watchers map[int]func()
+	nextID   int
 }
 
 // NewRegistry returns an empty registry. A nil opts means no confirmer.
@@ -95,8 +99,18 @@ func (r *Registry) Replace(remove []string, add []*Tool) error {
 	for _, n := range remove {
 		leaving[n] = true
 	}
+	if err := r.swap(remove, add, leaving); err != nil {
+		return err
+	}
+	r.notify()
+	return nil
+}
+
+// swap applies a checked Replace under the lock.
+func (r *Registry) swap(remove []string, add []*Tool, leaving map[string]bool) error {
 	r.mu.Lock()
 	defer r.mu.Unlock()
+	var errs []error
 	for _, t := range add {
 		if _, taken := r.tools[t.Name]; taken && !leaving[t.Name] {
 			errs = append(errs, fmt.Errorf("tool %q: %w", t.Name, ErrDuplicateName))
@@ -114,17 +128,53 @@ func (r *Registry) Replace(remove []string, add []*Tool) error {
 	return nil
 }
 
+// Watch makes fn run after every change to the registry (tools registered,
+// replaced or deregistered), on the goroutine that made the change and
+// after the change is visible. A sink such as the gateway uses it to tell
+// its clients that the tool list changed. fn must not block for long. The
+// returned function stops the watching.
+func (r *Registry) Watch(fn func()) (stop func()) {
+	r.watchMu.Lock()
+	defer r.watchMu.Unlock()
+	if r.watchers == nil {
+		r.watchers = make(map[int]func())
+	}
+	id := r.nextID
+	r.nextID++
+	r.watchers[id] = fn
+	return func() {
+		r.watchMu.Lock()
+		defer r.watchMu.Unlock()
+		delete(r.watchers, id)
+	}
+}
+
+func (r *Registry) notify() {
+	r.watchMu.Lock()
+	fns := make([]func(), 0, len(r.watchers))
+	for _, fn := range r.watchers {
+		fns = append(fns, fn)
+	}
+	r.watchMu.Unlock()
+	for _, fn := range fns {
+		fn()
+	}
+}
+
 // Deregister removes the named tools, ignoring names that are not
 // registered, and returns how many it removed.
 func (r *Registry) Deregister(names ...string) int {
 	r.mu.Lock()
-	defer r.mu.Unlock()
 	n := 0
 	for _, name := range names {
 		if _, ok := r.tools[name]; ok {
 			delete(r.tools, name)
 			n++
 		}
+	}
+	r.mu.Unlock()
+	if n > 0 {
+		r.notify()
 	}
 	return n
 }

@@ -1,0 +1,176 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"io"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+)
+
+// serveStdio runs "toolwire serve --stdio" in-process on pipes and connects
+// a go-sdk client to it with opts. The demo server behind it is a real
+// child process.
+func (f *fixture) serveStdio(t *testing.T, opts *mcp.ClientOptions, extra ...string) *mcp.ClientSession {
+	t.Helper()
+	toServer, fromClient := io.Pipe()
+	toClient, fromServer := io.Pipe()
+	var stderr syncBuffer
+	e := &env{stdin: toServer, stdout: fromServer, stderr: &stderr, isTerminal: func() bool { return false }, lookupEnv: func(string) (string, bool) { return "", false }}
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	done := make(chan int, 1)
+	go func() {
+		root := newRootCommand(e)
+		root.SetArgs(append([]string{"--config", f.config, "serve", "--stdio"}, extra...))
+		done <- exitCode(root.ExecuteContext(ctx), &stderr)
+	}()
+	t.Cleanup(func() {
+		cancel()
+		_ = fromClient.Close()
+		select {
+		case code := <-done:
+			if code != exitOK {
+				t.Errorf("serve exited %d\n%s", code, stderr.String())
+			}
+		case <-time.After(20 * time.Second):
+			t.Errorf("serve did not stop\n%s", stderr.String())
+		}
+	})
+	cs, err := mcp.NewClient(&mcp.Implementation{Name: "test-client", Version: "1"}, opts).Connect(ctx,
+		&mcp.IOTransport{Reader: toClient, Writer: fromClient}, nil)
+	if err != nil {
+		t.Fatalf("connect to serve --stdio: %v\n%s", err, stderr.String())
+	}
+	t.Cleanup(func() { _ = cs.Close() })
+	return cs
+}
+
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
+func resultText(res *mcp.CallToolResult) string {
+	var b strings.Builder
+	for _, c := range res.Content {
+		if tc, ok := c.(*mcp.TextContent); ok {
+			b.WriteString(tc.Text)
+		}
+	}
+	return b.String()
+}
+
+func TestServeStdioOffersTheRegistryThroughThePolicy(t *testing.T) {
+	f := newFixture(t, "")
+	var asked []string
+	cs := f.serveStdio(t, &mcp.ClientOptions{ElicitationHandler: func(_ context.Context, req *mcp.ElicitRequest) (*mcp.ElicitResult, error) {
+		asked = append(asked, req.Params.Message)
+		approve := strings.Contains(req.Params.Message, "write_note") // approve writes, refuse deletes
+		return &mcp.ElicitResult{Action: "accept", Content: map[string]any{"approve": approve}}, nil
+	}})
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+
+	list, err := cs.ListTools(ctx, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	byName := map[string]*mcp.Tool{}
+	for _, tl := range list.Tools {
+		byName[tl.Name] = tl
+	}
+	if len(byName) != 13 {
+		t.Fatalf("serve lists %d tools, want the demo's 13", len(byName))
+	}
+	if a := byName["demo__echo"].Annotations; a == nil || !a.ReadOnlyHint {
+		t.Errorf("demo__echo annotations = %+v, want readOnlyHint", a)
+	}
+	if a := byName["demo__delete_note"].Annotations; a == nil || a.ReadOnlyHint || a.DestructiveHint == nil || !*a.DestructiveHint {
+		t.Errorf("demo__delete_note annotations = %+v, want destructiveHint", a)
+	}
+	if a := byName["demo__write_note"].Annotations; a == nil || a.ReadOnlyHint || a.DestructiveHint != nil {
+		t.Errorf("demo__write_note annotations = %+v, want neither hint", a)
+	}
+
+	call := func(name string, args map[string]any) *mcp.CallToolResult {
+		t.Helper()
+		res, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: name, Arguments: args})
+		if err != nil {
+			t.Fatalf("%s: %v", name, err)
+		}
+		return res
+	}
+	if res := call("demo__echo", map[string]any{"text": "through the gateway"}); res.IsError || resultText(res) != "through the gateway" {
+		t.Errorf("echo = %q", resultText(res))
+	}
+	if res := call("demo__write_note", map[string]any{"title": "kept", "body": "b"}); res.IsError {
+		t.Errorf("approved write = %q", resultText(res))
+	}
+	res := call("demo__delete_note", map[string]any{"title": "kept"})
+	if !res.IsError || !strings.Contains(resultText(res), "declined") {
+		t.Errorf("refused delete = %q", resultText(res))
+	}
+	if titles := f.noteTitles(t); len(titles) != 1 || titles[0] != "kept" {
+		t.Errorf("notes on disk = %v, want [kept]: the refused delete must not run", titles)
+	}
+	if len(asked) != 2 || !strings.Contains(asked[1], `"title":"kept"`) {
+		t.Errorf("approval prompts = %q", asked)
+	}
+	kinds := strings.Join(kindStrings(f.auditKinds(t)), " ")
+	if !strings.Contains(kinds, "confirmation.requested confirmation.rejected") || !strings.Contains(kinds, "confirmation.accepted call.executed") {
+		t.Errorf("audit = %s", kinds)
+	}
+}
+
+func TestServeStdioRefusesWritesWhenTheClientCannotBeAsked(t *testing.T) {
+	f := newFixture(t, "")
+	cs := f.serveStdio(t, nil)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	res, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: "demo__write_note", Arguments: map[string]any{"title": "x", "body": "y"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !res.IsError || !strings.Contains(resultText(res), "approval required") {
+		t.Errorf("write without elicitation = %q", resultText(res))
+	}
+	if titles := f.noteTitles(t); len(titles) != 0 {
+		t.Errorf("notes written without approval: %v", titles)
+	}
+}
+
+func TestServeFlags(t *testing.T) {
+	f := newFixture(t, "")
+	for _, c := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"serve"}, "exactly one of --stdio and --http"},
+		{[]string{"serve", "--stdio", "--http", "127.0.0.1:0"}, "exactly one"},
+		{[]string{"serve", "--stdio", "--stateless"}, "--stateless goes with --http"},
+		{[]string{"serve", "--http", "0.0.0.0:0"}, "only loopback"},
+		{[]string{"serve", "--stdio", "--approve-write", "maybe"}, `unknown approval "maybe"`},
+	} {
+		o := f.run(t, "", false, c.args...)
+		o.expect(t, exitUsage)
+		if !strings.Contains(o.stderr, c.want) {
+			t.Errorf("%v: stderr lacks %q:\n%s", c.args, c.want, o.stderr)
+		}
+	}
+}

@@ -1,0 +1,142 @@
+package gateway
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+	"github.com/toolwire/toolwire/tool"
+)
+
+// Approval says how a write or destructive call through the gateway is
+// approved.
+type Approval string
+
+const (
+	// Elicit asks the connected client's user, through elicitation/create,
+	// showing the validated arguments. A client that cannot be asked is
+	// refused.
+	Elicit Approval = "elicit"
+	// Deny refuses every such call.
+	Deny Approval = "deny"
+	// Allow runs such calls without asking: for tools the operator has
+	// decided need no confirmation when called through the gateway.
+	Allow Approval = "allow"
+)
+
+// ParseApproval returns the approval named s.
+func ParseApproval(s string) (Approval, error) {
+	switch a := Approval(s); a {
+	case Elicit, Deny, Allow:
+		return a, nil
+	}
+	return "", fmt.Errorf("unknown approval %q (want elicit, deny or allow)", s)
+}
+
+// ApprovalPolicy configures approvals per tier and per tool. Unset tiers
+// default to Elicit; a per-tool entry (by registered name) wins over its
+// tier's. Read calls are never asked about.
+type ApprovalPolicy struct {
+	Write       Approval
+	Destructive Approval
+	Tools       map[string]Approval
+}
+
+func (p ApprovalPolicy) forCall(call tool.PendingCall) Approval {
+	if a, ok := p.Tools[call.Name]; ok {
+		return a
+	}
+	a := p.Destructive
+	if call.Tier == tool.Write {
+		a = p.Write
+	}
+	if a == "" {
+		return Elicit
+	}
+	return a
+}
+
+// ErrApprovalRequired, wrapped, is why a call was refused: the policy
+// denies it, or the client cannot be asked.
+var ErrApprovalRequired = errors.New("approval required")
+
+// Approver is the [tool.Confirmer] of a registry served by a gateway. It
+// approves each write or destructive call per its policy, asking the
+// client connected to the gateway session that made the call. A call that
+// did not come through a gateway session cannot be asked about and is
+// refused unless the policy allows it.
+type Approver struct {
+	policy ApprovalPolicy
+}
+
+// NewApprover returns an approver applying policy.
+func NewApprover(policy ApprovalPolicy) *Approver { return &Approver{policy: policy} }
+
+// Confirm implements [tool.Confirmer].
+func (a *Approver) Confirm(ctx context.Context, call tool.PendingCall) (bool, error) {
+	switch a.policy.forCall(call) {
+	case Allow:
+		return true, nil
+	case Deny:
+		return false, fmt.Errorf("%w: the gateway's policy refuses %s calls to %s", ErrApprovalRequired, call.Tier, call.Name)
+	}
+	ss := sessionFrom(ctx)
+	if ss == nil {
+		return false, fmt.Errorf("%w: no connected client to ask", ErrApprovalRequired)
+	}
+	if !canElicit(ss) {
+		return false, fmt.Errorf("%w: the client does not support elicitation, so its user cannot be asked", ErrApprovalRequired)
+	}
+	res, err := ss.Elicit(ctx, &mcp.ElicitParams{
+		Message:         approvalMessage(call),
+		RequestedSchema: approvalSchema,
+	})
+	if err != nil {
+		return false, fmt.Errorf("%w: asking the client failed: %v", ErrApprovalRequired, err)
+	}
+	if res.Action != "accept" {
+		return false, nil
+	}
+	approved, _ := res.Content["approve"].(bool)
+	return approved, nil
+}
+
+// approvalSchema asks for one explicit yes: accepting the form without
+// ticking it is a no.
+var approvalSchema = map[string]any{
+	"type": "object",
+	"properties": map[string]any{
+		"approve": map[string]any{"type": "boolean", "title": "Run this call", "default": false},
+	},
+	"required": []string{"approve"},
+}
+
+// approvalMessage shows the call as the user must judge it: the tool, its
+// tier and the validated arguments, never the model's raw output.
+func approvalMessage(call tool.PendingCall) string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "Allow this %s call?\n\nTool: %s\n", call.Tier, call.Name)
+	if d := strings.TrimSpace(call.Description); d != "" {
+		fmt.Fprintf(&b, "Description: %s\n", d)
+	}
+	fmt.Fprintf(&b, "Arguments: %s", call.Args)
+	return b.String()
+}
+
+func canElicit(ss *mcp.ServerSession) bool {
+	p := ss.InitializeParams()
+	return p != nil && p.Capabilities != nil && p.Capabilities.Elicitation != nil
+}
+
+type sessionKey struct{}
+
+func withSession(ctx context.Context, ss *mcp.ServerSession) context.Context {
+	return context.WithValue(ctx, sessionKey{}, ss)
+}
+
+func sessionFrom(ctx context.Context) *mcp.ServerSession {
+	ss, _ := ctx.Value(sessionKey{}).(*mcp.ServerSession)
+	return ss
+}

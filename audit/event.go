@@ -53,6 +53,9 @@ type Event struct {
 	Batch  string `json:"batch,omitempty"`
 	Index  int    `json:"index"`
 	CallID string `json:"call_id,omitempty"`
+	// Caller identifies who made the call, when the caller is known (for
+	// a call through the gateway: the authenticated subject).
+	Caller string `json:"caller,omitempty"`
 	// Tool is the registered name; Source and Original say where it came
 	// from (for an MCP tool, the server and the server's own tool name).
 	Tool     string `json:"tool,omitempty"`

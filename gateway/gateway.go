@@ -144,6 +144,9 @@ func (s *served) sync() {
 func (g *Gateway) handler(name string) mcp.ToolHandler {
 	return func(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
 		ctx = withSession(ctx, req.Session)
+		if req.Extra != nil && req.Extra.TokenInfo != nil && req.Extra.TokenInfo.UserID != "" {
+			ctx = tool.WithIdentity(ctx, req.Extra.TokenInfo.UserID)
+		}
 		if token := req.Params.GetProgressToken(); token != nil && req.Session != nil {
 			ctx = tool.WithCaller(ctx, &progressRelay{ss: req.Session, token: token})
 		}

@@ -35,3 +35,17 @@ func CallerFrom(ctx context.Context) Caller {
 	c, _ := ctx.Value(callerKey{}).(Caller)
 	return c
 }
+
+type identityKey struct{}
+
+// WithIdentity returns a context whose calls are attributed to who (an
+// authenticated subject) in the audit log.
+func WithIdentity(ctx context.Context, who string) context.Context {
+	return context.WithValue(ctx, identityKey{}, who)
+}
+
+// IdentityFrom returns the identity carried by ctx, or "".
+func IdentityFrom(ctx context.Context) string {
+	who, _ := ctx.Value(identityKey{}).(string)
+	return who
+}

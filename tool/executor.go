@@ -87,7 +87,7 @@ func (e *Executor) Run(ctx context.Context, calls []Call) []*Result {
 	if len(calls) == 0 {
 		return results
 	}
-	b := &batch{ex: e, id: newBatchID(), calls: calls, log: newOrderedLog(e.audit, len(calls))}
+	b := &batch{ex: e, id: newBatchID(), calls: calls, caller: IdentityFrom(ctx), log: newOrderedLog(e.audit, len(calls))}
 
 	// Phase 1: look up and validate, in order.
 	var valid []*pending
@@ -120,10 +120,11 @@ func (e *Executor) Run(ctx context.Context, calls []Call) []*Result {
 
 // batch is the state of one Run.
 type batch struct {
-	ex    *Executor
-	id    string
-	calls []Call
-	log   *orderedLog
+	ex     *Executor
+	id     string
+	calls  []Call
+	caller string // who made the calls, when known
+	log    *orderedLog
 }
 
 // pending is a call that passed phase 1.
@@ -135,7 +136,7 @@ type pending struct {
 
 // event returns an audit event for call i with its common fields filled.
 func (b *batch) event(i int, kind audit.Kind, t *Tool) audit.Event {
-	ev := audit.Event{Kind: kind, Batch: b.id, Index: i, CallID: b.calls[i].ID, Tool: b.calls[i].Name}
+	ev := audit.Event{Kind: kind, Batch: b.id, Index: i, CallID: b.calls[i].ID, Caller: b.caller, Tool: b.calls[i].Name}
 	if t != nil {
 		ev.Source, ev.Original, ev.Tier = t.Origin.Source, t.Origin.Name, t.Tier.String()
 	}

@@ -3,6 +3,7 @@ module github.com/toolwire/toolwire
 go 1.26.8
 
 require (
+	github.com/go-jose/go-jose/v4 v4.1.9
 	github.com/modelcontextprotocol/go-sdk v1.8.0
 	github.com/santhosh-tekuri/jsonschema/v6 v6.0.3
 	github.com/spf13/cobra v1.10.2

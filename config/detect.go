@@ -150,8 +150,8 @@ func serversDialect(name string, root *node) (string, error) {
 			case mapNode:
 				note(toolwire, "inputs", p.keyLine)
 			}
-		case "audit":
-			note(toolwire, "audit", p.keyLine)
+		case "audit", "gateway":
+			note(toolwire, p.key, p.keyLine)
 		case "servers":
 			if serversLine == 0 {
 				serversLine = p.keyLine

@@ -15,8 +15,11 @@ type File struct {
 	Servers []Server
 	// Inputs are the declared ${input:ID} values (VS Code's "inputs", or
 	// toolwire's), by ID; nil when the file declares none.
-	Inputs   map[string]Input
-	Audit    Audit
+	Inputs map[string]Input
+	Audit  Audit
+	// Gateway configures "toolwire serve" (toolwire's own file only); nil
+	// when the file has no "gateway" section.
+	Gateway  *Gateway
 	Warnings []string // every warning, in file order, as "file:line: path: message"
 	// WarningDetails holds the same warnings, in the same order, with the
 	// server each one concerns, so that they can be shown per server.
@@ -25,7 +28,7 @@ type File struct {
 
 // Dialect names: the shapes Parse understands. See docs/config.md.
 const (
-	DialectToolwire   = "toolwire"   // toolwire's own file: "servers" (and "audit", "inputs")
+	DialectToolwire   = "toolwire"   // toolwire's own file: "servers" (and "audit", "inputs", "gateway")
 	DialectMCPServers = "mcpServers" // Claude Desktop, Claude Code, Cursor and others: "mcpServers"
 	DialectVSCode     = "vscode"     // VS Code's .vscode/mcp.json: "servers" with "type", and "inputs"
 	DialectList       = "list"       // a list of servers, each with "name"

@@ -26,6 +26,7 @@ func FuzzParse(f *testing.F) {
 		"{\n // comment\n \"inputs\": [{\"type\": \"promptString\", \"id\": \"k\", \"password\": true}],\n \"servers\": {\"a\": {\"type\": \"stdio\", \"command\": \"x\", \"env\": {\"K\": \"${input:k}\"}, \"dev\": {}}}}",
 		"inputs:\n  k: {description: K}\nservers:\n  a:\n    transport: sse\n    url: http://h/\n    headers: {A: '${input:k}'}\n",
 		`{"inputs": [], "servers": {"a": {"type": "stdio", "command": "x", "defaultTier": "write"}}}`,
+		"servers:\n  a: {command: x}\ngateway:\n  approvals: {write: allow, tools: {a__rm: deny}}\n  tokens:\n    - {sha256: " + strings.Repeat("ab", 32) + ", subject: s, role: r}\n  roles: {r: ['a__*']}\n  resourceURL: https://h/mcp\n  authorizationServers: [https://auth]\n",
 		"[1, 2",
 		"{\"a\": /* x */ {\"command\": \"y\"}}",
 	} {

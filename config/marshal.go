@@ -29,7 +29,7 @@ func DescribeDialect(dialect string) string {
 }
 
 // Marshal writes f as toolwire's own YAML file: servers, their settings,
-// the inputs they use and the audit settings, with placeholders kept as
+// the inputs they use, the audit settings and the gateway settings, with placeholders kept as
 // they are (${VAR} and ${input:ID} alike; nothing is expanded, so no secret
 // ends up in the output). Comments say where the file came from, what each
 // input is for, and which of the original's fields were ignored and why.
@@ -111,6 +111,9 @@ func Marshal(f *File) ([]byte, error) {
 			addPair(audit, "logArguments", boolNode(true))
 		}
 		addPair(root, "audit", audit)
+	}
+	if f.Gateway != nil {
+		addPair(root, "gateway", gatewayNode(f.Gateway))
 	}
 
 	var buf bytes.Buffer
@@ -246,6 +249,9 @@ func checkRoundTrip(f *File, out []byte) error {
 	}
 	if !maps.Equal(back.Inputs, f.Inputs) {
 		return fmt.Errorf("the inputs do not convert")
+	}
+	if !sameGateway(back.Gateway, f.Gateway) {
+		return fmt.Errorf("the gateway settings do not convert")
 	}
 	return nil
 }

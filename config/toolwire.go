@@ -6,7 +6,7 @@ import (
 )
 
 var (
-	toolwireTopFields    = []string{"servers", "audit", "inputs"}
+	toolwireTopFields    = []string{"servers", "audit", "inputs", "gateway"}
 	toolwireServerFields = []string{
 		"transport", "command", "args", "env", "envFile", "cwd", "url", "headers", "bearerToken",
 		"prefix", "defaultTier", "tierOverrides", "onlyTools", "excludeTools", "timeout", "required", "disabled",
@@ -41,6 +41,8 @@ func (d *decoder) toolwireFile(root *node, f *File) {
 			f.Servers = d.toolwireServers(p)
 		case "audit":
 			d.audit(p.value, &f.Audit)
+		case "gateway":
+			f.Gateway = d.gateway(p)
 		case "inputs":
 		default:
 			d.unknownField(p, "", toolwireTopFields)

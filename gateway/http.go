@@ -40,7 +40,10 @@ const MetadataPath = "/.well-known/oauth-protected-resource"
 // server listing only its role's tools, and its subject is on every audit
 // event of its calls. Host headers that are not localhost are refused on
 // loopback listeners (DNS rebinding), as go-sdk does by default.
-func (g *Gateway) Handler(opts HTTPOptions) http.Handler {
+//
+// The handler keeps one MCP server per role, each watching the registry;
+// Close stops them.
+func (g *Gateway) Handler(opts HTTPOptions) *Handler {
 	byRole := &roleServers{g: g, roles: opts.Roles, servers: map[string]*mcp.Server{}}
 	mcpHandler := mcp.NewStreamableHTTPHandler(func(req *http.Request) *mcp.Server {
 		if opts.Verifier == nil {
@@ -53,11 +56,7 @@ func (g *Gateway) Handler(opts HTTPOptions) http.Handler {
 	var h http.Handler = mcpHandler
 	mux := http.NewServeMux()
 	if opts.Verifier != nil {
-		metadataURL := opts.ResourceURL
-		if metadataURL != "" {
-			metadataURL = originOnly(opts.ResourceURL) + MetadataPath
-		}
-		h = auth.RequireBearerToken(opts.Verifier, &auth.RequireBearerTokenOptions{ResourceMetadataURL: metadataURL})(h)
+		h = requireToken(opts, h)
 		mux.Handle(MetadataPath, auth.ProtectedResourceMetadataHandler(&oauthex.ProtectedResourceMetadata{
 			Resource:               opts.ResourceURL,
 			AuthorizationServers:   opts.AuthorizationServers,
@@ -65,7 +64,41 @@ func (g *Gateway) Handler(opts HTTPOptions) http.Handler {
 		}))
 	}
 	mux.Handle("/mcp", h)
-	return mux
+	return &Handler{mux: mux, servers: byRole}
+}
+
+// Handler is the gateway's HTTP handler (see [Gateway.Handler]).
+type Handler struct {
+	mux     *http.ServeMux
+	servers *roleServers
+}
+
+// ServeHTTP serves /mcp and the protected-resource metadata.
+func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) { h.mux.ServeHTTP(w, r) }
+
+// Close stops the per-role servers from following the registry. Requests
+// still being served are not interrupted.
+func (h *Handler) Close() { h.servers.stopAll() }
+
+// requireToken wraps next in go-sdk's bearer-token middleware. The 401
+// challenge must point at the protected-resource metadata; without a
+// configured ResourceURL its address is derived from each request's Host,
+// since a challenge without it leaves a client nowhere to start.
+func requireToken(opts HTTPOptions, next http.Handler) http.Handler {
+	if opts.ResourceURL != "" {
+		return auth.RequireBearerToken(opts.Verifier, &auth.RequireBearerTokenOptions{
+			ResourceMetadataURL: originOnly(opts.ResourceURL) + MetadataPath,
+		})(next)
+	}
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		scheme := "http"
+		if r.TLS != nil {
+			scheme = "https"
+		}
+		auth.RequireBearerToken(opts.Verifier, &auth.RequireBearerTokenOptions{
+			ResourceMetadataURL: scheme + "://" + r.Host + MetadataPath,
+		})(next).ServeHTTP(w, r)
+	})
 }
 
 // roleServers keeps one MCP server per role: callers of the same role see
@@ -76,6 +109,7 @@ type roleServers struct {
 
 	mu      sync.Mutex
 	servers map[string]*mcp.Server
+	stops   []func()
 }
 
 func (r *roleServers) get(role string, visible func(string) bool) *mcp.Server {
@@ -84,9 +118,19 @@ func (r *roleServers) get(role string, visible func(string) bool) *mcp.Server {
 	if s, ok := r.servers[role]; ok {
 		return s
 	}
-	s, _ := r.g.Server(visible) // lives as long as the handler
+	s, stop := r.g.Server(visible)
 	r.servers[role] = s
+	r.stops = append(r.stops, stop)
 	return s
+}
+
+func (r *roleServers) stopAll() {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for _, stop := range r.stops {
+		stop()
+	}
+	r.stops = nil
 }
 
 // originOnly returns scheme://host of u, or u itself when it does not parse.

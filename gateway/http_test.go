@@ -40,11 +40,12 @@ func authServer(t *testing.T) (*fixture, string, *audit.Memory) {
 		t.Fatal(err)
 	}
 	ts := httptest.NewServer(nil)
-	ts.Config.Handler = f.gw.Handler(HTTPOptions{
+	h := f.gw.Handler(HTTPOptions{
 		Verifier: verify, Roles: Roles{"reader": {"read_*"}, "admin": {"*"}},
 		ResourceURL: ts.URL + "/mcp", AuthorizationServers: []string{"https://auth.example.com"},
 	})
-	t.Cleanup(func() { ts.CloseClientConnections(); ts.Close() })
+	ts.Config.Handler = h
+	t.Cleanup(func() { ts.CloseClientConnections(); ts.Close(); h.Close() })
 	return f, ts.URL, mem
 }
 
@@ -157,5 +158,25 @@ func TestStaticVerifierRefusesBadConfiguration(t *testing.T) {
 	}
 	if err := (Roles{"r": {"[bad"}}).Validate(); err == nil || !strings.Contains(err.Error(), `"[bad"`) {
 		t.Errorf("Validate of a bad glob = %v", err)
+	}
+}
+
+func TestChallengeWithoutAConfiguredResourceURLPointsAtThisHost(t *testing.T) {
+	f := newFixture(t, ApprovalPolicy{})
+	verify, err := StaticVerifier([]StaticToken{{SHA256: HashToken("t"), Subject: "s", Role: "r"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	h := f.gw.Handler(HTTPOptions{Verifier: verify, Roles: Roles{"r": {"*"}}})
+	t.Cleanup(h.Close)
+	ts := httptest.NewServer(h)
+	t.Cleanup(ts.Close)
+	resp, err := http.Post(ts.URL+"/mcp", "application/json", strings.NewReader(`{}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if got := resp.Header.Get("WWW-Authenticate"); resp.StatusCode != 401 || !strings.Contains(got, ts.URL+MetadataPath) {
+		t.Errorf("status %d, challenge %q; want 401 pointing at %s", resp.StatusCode, got, ts.URL+MetadataPath)
 	}
 }

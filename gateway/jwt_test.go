@@ -534,11 +534,12 @@ func jwtServer(t *testing.T) (string, func(sub, role string, exp time.Time) stri
 	f.ex = tool.NewExecutor(f.reg, &tool.ExecutorOptions{Audit: audit.NewLog(mem, nil)})
 	f.gw = New(f.ex, nil)
 	ts := httptest.NewServer(nil)
-	ts.Config.Handler = f.gw.Handler(HTTPOptions{
+	h := f.gw.Handler(HTTPOptions{
 		Verifier: verify, Roles: Roles{"reader": {"read_*"}, "admin": {"*"}},
 		ResourceURL: ts.URL + "/mcp", AuthorizationServers: []string{testIssuer},
 	})
-	t.Cleanup(func() { ts.CloseClientConnections(); ts.Close() })
+	ts.Config.Handler = h
+	t.Cleanup(func() { ts.CloseClientConnections(); ts.Close(); h.Close() })
 	mint := func(sub, role string, exp time.Time) string {
 		c := map[string]any{"iss": testIssuer, "aud": testAudience, "sub": sub, "exp": exp.Unix(), "iat": time.Now().Add(-time.Minute).Unix()}
 		if role != "" {

@@ -6,7 +6,9 @@
 //	toolwire tools [--json]
 //	toolwire call NAME [--args JSON | key=value ...] [--yes] [--json]
 //	toolwire servers [--json] [--watch]
+//	toolwire serve (--stdio | --http ADDR)
 //	toolwire config check|import FILE
+//	toolwire token new|hash
 //
 // See docs/cli.md for every command and flag.
 package main

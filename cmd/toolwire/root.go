@@ -61,7 +61,7 @@ func newRootCommand(e *env) *cobra.Command {
 	root.PersistentFlags().StringArrayVarP(&g.config, "config", "c", nil, "configuration file in any supported dialect; repeat to combine files (e.g. a Claude Desktop file and a VS Code one); default $TOOLWIRE_CONFIG (a list separated by '"+string(os.PathListSeparator)+"'), then ./toolwire.yaml")
 	root.PersistentFlags().StringVar(&g.audit, "audit", "", "append audit events to this JSON Lines file (overrides the config's audit.file)")
 	root.PersistentFlags().BoolVarP(&g.verbose, "verbose", "v", false, "log debug detail, including servers' stderr, to stderr")
-	root.AddCommand(newToolsCommand(e, &g), newCallCommand(e, &g), newServersCommand(e, &g), newConfigCommand(e), newServeCommand(e, &g))
+	root.AddCommand(newToolsCommand(e, &g), newCallCommand(e, &g), newServersCommand(e, &g), newConfigCommand(e), newServeCommand(e, &g), newTokenCommand(e))
 	return root
 }
 

@@ -11,6 +11,7 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"github.com/spf13/cobra"
+	"github.com/toolwire/toolwire/config"
 	"github.com/toolwire/toolwire/gateway"
 )
 
@@ -19,6 +20,7 @@ func newServeCommand(e *env, g *globalFlags) *cobra.Command {
 		stdio                    bool
 		httpAddr                 string
 		stateless                bool
+		insecureNoAuth           bool
 		approveWrite, approveDel string
 	)
 	cmd := &cobra.Command{
@@ -31,16 +33,23 @@ Each call goes through toolwire's executor: its arguments are validated, it
 is audited, and a write or destructive call is approved first. By default
 approval is asked of the connected client's user through MCP elicitation,
 showing the validated arguments; a client that cannot be asked is refused
-with an error result. --approve-write and --approve-destructive choose
-elicit, deny or allow per tier.
+with an error result. The configuration's gateway.approvals chooses elicit,
+deny or allow per tier and per tool; --approve-write and --approve-destructive,
+when given, replace its per-tier values.
 
 Tools are advertised with annotations derived from their tiers: read tools
 claim readOnlyHint, destructive tools destructiveHint, tools of upstream
 servers openWorldHint.
 
---http serves Streamable HTTP at /mcp. For now it listens only on loopback
-addresses: caller authentication is not built yet, and an unauthenticated
-gateway must not be reachable from elsewhere.`,
+--http serves Streamable HTTP at /mcp. When the configuration has
+gateway.tokens, every request must carry one of them as a bearer token
+(401 with a WWW-Authenticate challenge otherwise), each caller sees and may
+call only the tools its role lists in gateway.roles, its subject is on every
+audit event, and the RFC 9728 protected-resource metadata is served at
+/.well-known/oauth-protected-resource; any address may then be used.
+Without tokens only loopback addresses are accepted, unless
+--insecure-no-auth says that anyone who can reach the address may call
+every tool. "toolwire token new" makes a token and its hash.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if stdio == (httpAddr != "") {
@@ -49,21 +58,37 @@ gateway must not be reachable from elsewhere.`,
 			if stateless && httpAddr == "" {
 				return &exitError{exitUsage, errors.New("--stateless goes with --http")}
 			}
-			policy := gateway.ApprovalPolicy{}
-			var err error
-			if policy.Write, err = gateway.ParseApproval(approveWrite); err != nil {
-				return &exitError{exitUsage, fmt.Errorf("--approve-write: %w", err)}
+			if insecureNoAuth && httpAddr == "" {
+				return &exitError{exitUsage, errors.New("--insecure-no-auth goes with --http")}
 			}
-			if policy.Destructive, err = gateway.ParseApproval(approveDel); err != nil {
-				return &exitError{exitUsage, fmt.Errorf("--approve-destructive: %w", err)}
+			// The gateway section decides whether the address may be
+			// bound, which happens before any server starts.
+			paths, err := configPaths(e, g.config)
+			if err != nil {
+				return &exitError{exitUsage, err}
 			}
-			var ln net.Listener
+			gwc, err := gatewaySection(paths)
+			if err != nil {
+				return &exitError{exitUsage, err}
+			}
+			policy, err := approvalPolicy(gwc, cmd.Flags().Changed, approveWrite, approveDel)
+			if err != nil {
+				return &exitError{exitUsage, err}
+			}
+			var (
+				ln   net.Listener
+				opts gateway.HTTPOptions
+			)
 			if httpAddr != "" {
-				// Bind before starting servers, so a bad address fails fast.
-				if ln, err = listenLoopback(httpAddr); err != nil {
+				if opts, err = httpOptions(gwc, stateless); err != nil {
+					return &exitError{exitUsage, err}
+				}
+				authenticated := opts.Verifier != nil
+				if ln, err = listenGateway(httpAddr, authenticated, insecureNoAuth); err != nil {
 					return &exitError{exitUsage, err}
 				}
 				defer ln.Close()
+				announceAuth(e.stderr, gwc, httpAddr, ln, &opts, insecureNoAuth)
 			}
 			w, err := open(cmd.Context(), e, g, openOptions{confirmer: gateway.NewApprover(policy)})
 			if err != nil {
@@ -71,47 +96,183 @@ gateway must not be reachable from elsewhere.`,
 			}
 			defer w.close()
 			gw := gateway.New(w.executor, nil)
-			srv, stop := gw.Server(nil)
-			defer stop()
 			if stdio {
+				srv, stop := gw.Server(nil)
+				defer stop()
 				t := &mcp.IOTransport{Reader: io.NopCloser(e.stdin), Writer: nopWriteCloser{e.stdout}}
 				if err := srv.Run(cmd.Context(), t); err != nil && !errors.Is(err, context.Canceled) {
 					return &exitError{exitToolErr, fmt.Errorf("serving stdio: %w", err)}
 				}
 				return nil
 			}
-			return serveHTTP(cmd.Context(), e, ln, mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return srv },
-				&mcp.StreamableHTTPOptions{Stateless: stateless}))
+			h := gw.Handler(opts)
+			defer h.Close()
+			return serveHTTP(cmd.Context(), e, ln, h)
 		},
 	}
 	cmd.Flags().BoolVar(&stdio, "stdio", false, "serve MCP on stdin and stdout")
-	cmd.Flags().StringVar(&httpAddr, "http", "", "serve Streamable HTTP at http://`ADDR`/mcp (loopback only for now)")
+	cmd.Flags().StringVar(&httpAddr, "http", "", "serve Streamable HTTP at http://`ADDR`/mcp (loopback only unless gateway.tokens are configured or --insecure-no-auth)")
 	cmd.Flags().BoolVar(&stateless, "stateless", false, "with --http, serve without sessions")
-	cmd.Flags().StringVar(&approveWrite, "approve-write", "elicit", "how write calls are approved: elicit, deny or allow")
-	cmd.Flags().StringVar(&approveDel, "approve-destructive", "elicit", "how destructive calls are approved: elicit, deny or allow")
+	cmd.Flags().BoolVar(&insecureNoAuth, "insecure-no-auth", false, "with --http and no gateway.tokens, accept a non-loopback address: anyone who can reach it may call every tool")
+	cmd.Flags().StringVar(&approveWrite, "approve-write", "elicit", "how write calls are approved: elicit, deny or allow (default: gateway.approvals.write, else elicit)")
+	cmd.Flags().StringVar(&approveDel, "approve-destructive", "elicit", "how destructive calls are approved: elicit, deny or allow (default: gateway.approvals.destructive, else elicit)")
 	return cmd
 }
 
-// listenLoopback listens on addr, refusing any address that is not a
-// loopback one: the gateway has no caller authentication yet.
-func listenLoopback(addr string) (net.Listener, error) {
+// gatewaySection returns the gateway settings of the configuration files:
+// the section of the first file that has one, nil when none has. Only one
+// file may have one: a second is an error naming both, since silently
+// preferring one file's tokens or approvals over another's is how a
+// gateway ends up open.
+func gatewaySection(paths []string) (*config.Gateway, error) {
+	var (
+		found *config.Gateway
+		from  string
+		errs  []error
+	)
+	for _, p := range paths {
+		f, err := config.Load(p)
+		if err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		if f.Gateway == nil {
+			continue
+		}
+		if found != nil {
+			errs = append(errs, fmt.Errorf("%s:%d: gateway: also configured at %s:%d; only one configuration file may have a gateway section",
+				p, f.Gateway.Line, from, found.Line))
+			continue
+		}
+		found, from = f.Gateway, p
+	}
+	return found, errors.Join(errs...)
+}
+
+// approvalPolicy is the configuration's approvals with the tier flags the
+// user gave (changed says which) in place of its per-tier values. Per-tool
+// entries stay: they name tools, which the flags do not.
+func approvalPolicy(gwc *config.Gateway, changed func(string) bool, write, destructive string) (gateway.ApprovalPolicy, error) {
+	var p gateway.ApprovalPolicy
+	var err error
+	if gwc != nil {
+		a := gwc.Approvals
+		if a.Write != "" {
+			if p.Write, err = gateway.ParseApproval(a.Write); err != nil {
+				return p, fmt.Errorf("gateway.approvals.write: %w", err)
+			}
+		}
+		if a.Destructive != "" {
+			if p.Destructive, err = gateway.ParseApproval(a.Destructive); err != nil {
+				return p, fmt.Errorf("gateway.approvals.destructive: %w", err)
+			}
+		}
+		if len(a.Tools) > 0 {
+			p.Tools = make(map[string]gateway.Approval, len(a.Tools))
+			for name, s := range a.Tools {
+				if p.Tools[name], err = gateway.ParseApproval(s); err != nil {
+					return p, fmt.Errorf("gateway.approvals.tools.%s: %w", name, err)
+				}
+			}
+		}
+	}
+	if changed("approve-write") {
+		if p.Write, err = gateway.ParseApproval(write); err != nil {
+			return p, fmt.Errorf("--approve-write: %w", err)
+		}
+	}
+	if changed("approve-destructive") {
+		if p.Destructive, err = gateway.ParseApproval(destructive); err != nil {
+			return p, fmt.Errorf("--approve-destructive: %w", err)
+		}
+	}
+	return p, nil
+}
+
+// httpOptions builds the gateway's HTTP options from its configuration:
+// with tokens, a verifier of them and the roles; without, no
+// authentication.
+func httpOptions(gwc *config.Gateway, stateless bool) (gateway.HTTPOptions, error) {
+	opts := gateway.HTTPOptions{Stateless: stateless}
+	if gwc == nil || len(gwc.Tokens) == 0 {
+		return opts, nil
+	}
+	tokens := make([]gateway.StaticToken, len(gwc.Tokens))
+	for i, t := range gwc.Tokens {
+		tokens[i] = gateway.StaticToken{SHA256: t.SHA256, Subject: t.Subject, Role: t.Role}
+	}
+	verifier, err := gateway.StaticVerifier(tokens)
+	if err != nil {
+		return opts, fmt.Errorf("gateway.tokens: %w", err)
+	}
+	roles := gateway.Roles(gwc.Roles)
+	if err := roles.Validate(); err != nil {
+		return opts, fmt.Errorf("gateway.roles: %w", err)
+	}
+	opts.Verifier, opts.Roles = verifier, roles
+	opts.ResourceURL, opts.AuthorizationServers = gwc.ResourceURL, gwc.AuthorizationServers
+	return opts, nil
+}
+
+// listenGateway listens on addr. Without caller authentication only a
+// loopback address is accepted, unless insecure says otherwise: an
+// unauthenticated gateway lets anyone who reaches it call every tool.
+func listenGateway(addr string, authenticated, insecure bool) (net.Listener, error) {
 	host, _, err := net.SplitHostPort(addr)
 	if err != nil {
 		return nil, fmt.Errorf("--http %q: %w", addr, err)
 	}
-	ip := net.ParseIP(host)
-	if host != "localhost" && (ip == nil || !ip.IsLoopback()) {
-		return nil, fmt.Errorf("--http %q: only loopback addresses (127.0.0.1, ::1, localhost) until caller authentication is built", addr)
+	if !authenticated && !insecure && !isLoopbackHost(host) {
+		return nil, fmt.Errorf("--http %q: without caller authentication only loopback addresses (127.0.0.1, ::1, localhost) are served; "+
+			"configure gateway.tokens (\"toolwire token new\" makes one), or pass --insecure-no-auth to let anyone who can reach this address call every tool", addr)
 	}
 	return net.Listen("tcp", addr)
 }
 
-// serveHTTP serves h at /mcp on ln until ctx ends, then shuts down within a
-// bounded time.
+func isLoopbackHost(host string) bool {
+	if host == "localhost" {
+		return true
+	}
+	ip := net.ParseIP(host)
+	return ip != nil && ip.IsLoopback()
+}
+
+// announceAuth settles the resource URL and says on stderr what protects
+// the gateway, loudly when nothing does.
+func announceAuth(stderr io.Writer, gwc *config.Gateway, addr string, ln net.Listener, opts *gateway.HTTPOptions, insecure bool) {
+	host, _, _ := net.SplitHostPort(addr)
+	if opts.Verifier == nil {
+		if insecure && !isLoopbackHost(host) {
+			fmt.Fprintf(stderr, "toolwire: WARNING: --insecure-no-auth: serving %s WITHOUT CALLER AUTHENTICATION.\n"+
+				"toolwire: WARNING: anyone who can reach this address can list and call every tool; approvals still apply.\n", ln.Addr())
+		}
+		if gwc != nil && (gwc.Roles != nil || gwc.ResourceURL != "" || gwc.AuthorizationServers != nil) {
+			fmt.Fprintln(stderr, "toolwire: warning: gateway.tokens is empty, so callers are not authenticated and gateway.roles, resourceURL and authorizationServers have no effect")
+		}
+		return
+	}
+	if insecure {
+		fmt.Fprintln(stderr, "toolwire: note: --insecure-no-auth has no effect: gateway.tokens are configured, so every caller is authenticated")
+	}
+	if opts.ResourceURL != "" {
+		return
+	}
+	// The resource is the URL clients use, which is the address as
+	// given with the port actually bound; a wildcard address names no
+	// URL, so the operator has to.
+	if ip := net.ParseIP(host); host == "" || (ip != nil && ip.IsUnspecified()) {
+		fmt.Fprintf(stderr, "toolwire: warning: gateway.resourceURL is not set and %q is not an address clients can use, "+
+			"so the metadata names no resource and 401 answers carry no WWW-Authenticate challenge; set gateway.resourceURL to the URL clients use\n", addr)
+		return
+	}
+	_, port, _ := net.SplitHostPort(ln.Addr().String())
+	opts.ResourceURL = "http://" + net.JoinHostPort(host, port) + "/mcp"
+}
+
+// serveHTTP serves h (which routes /mcp and the metadata itself) on ln until
+// ctx ends, then shuts down within a bounded time.
 func serveHTTP(ctx context.Context, e *env, ln net.Listener, h http.Handler) error {
-	mux := http.NewServeMux()
-	mux.Handle("/mcp", h)
-	hs := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
+	hs := &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second}
 	errc := make(chan error, 1)
 	go func() { errc <- hs.Serve(ln) }()
 	fmt.Fprintf(e.stderr, "toolwire: serving MCP at http://%s/mcp\n", ln.Addr())

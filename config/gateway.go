@@ -1,0 +1,351 @@
+package config
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"fmt"
+	"path"
+	"reflect"
+	"strings"
+	"unicode"
+
+	"go.yaml.in/yaml/v3"
+)
+
+// Gateway configures "toolwire serve": how write and destructive calls that
+// arrive through it are approved and, over HTTP, who may call and which
+// tools each caller sees. Only toolwire's own file has it. Values are kept
+// as written (they hold no placeholders); the gateway package turns them
+// into its own types.
+type Gateway struct {
+	Line      int // line of the "gateway" key
+	Approvals GatewayApprovals
+	// Tokens are the static bearer tokens callers may present, each
+	// stored as the SHA-256 of the token, never the token itself. Nil
+	// when absent.
+	Tokens []GatewayToken
+	// Roles maps a role to the tools it may see and call, as glob
+	// patterns over registered tool names (path.Match syntax). Every
+	// token's role is defined here. Nil when absent.
+	Roles map[string][]string
+	// ResourceURL is the gateway's canonical URL, announced in its RFC
+	// 9728 protected-resource metadata; "" when not set.
+	ResourceURL string
+	// AuthorizationServers are the issuers announced in that metadata.
+	AuthorizationServers []string
+}
+
+// GatewayApprovals says how write and destructive calls through the gateway
+// are approved: each value is "elicit", "deny" or "allow"; "" when not set.
+type GatewayApprovals struct {
+	Write       string
+	Destructive string
+	Tools       map[string]string // registered tool name -> approval; nil when absent
+}
+
+// GatewayToken is one static bearer token: the hex SHA-256 of the token
+// (64 hex digits), the subject it identifies and the role it grants.
+type GatewayToken struct {
+	SHA256  string
+	Subject string
+	Role    string
+}
+
+var (
+	gatewayFields   = []string{"approvals", "tokens", "roles", "resourceURL", "authorizationServers"}
+	approvalsFields = []string{"write", "destructive", "tools"}
+	tokenFields     = []string{"sha256", "subject", "role"}
+)
+
+// gateway decodes toolwire's "gateway" section.
+func (d *decoder) gateway(p pair) *Gateway {
+	const gpath = "gateway"
+	if !d.wantMap(p.value, gpath, "a map of gateway settings") {
+		return nil
+	}
+	g := &Gateway{Line: p.keyLine}
+	var tokensPair *pair
+	for _, f := range d.entries(p.value, gpath) {
+		fpath := joinPath(gpath, f.key)
+		switch f.key {
+		case "approvals":
+			d.gatewayApprovals(f.value, fpath, &g.Approvals)
+		case "tokens":
+			tokensPair = &f
+			g.Tokens = d.gatewayTokens(f.value, fpath)
+		case "roles":
+			g.Roles = d.gatewayRoles(f.value, fpath)
+		case "resourceURL":
+			if s, ok := d.gatewayURL(f.value, fpath); ok {
+				if strings.Contains(s, "#") {
+					d.errorf(f.value.line, fpath, "must not have a fragment")
+				} else {
+					g.ResourceURL = s
+				}
+			}
+		case "authorizationServers":
+			if list, ok := d.strList(f.value, fpath, true); ok {
+				for i, s := range list {
+					if msg := urlProblem(s, true); msg != "" {
+						d.errorf(f.value.items[i].line, indexPath(fpath, i), "%s", msg)
+					}
+				}
+				g.AuthorizationServers = list
+			}
+		default:
+			d.unknownField(f, gpath, gatewayFields)
+		}
+	}
+	// Every token's role must be defined: a token whose role lists no tool
+	// would authenticate a caller who then sees nothing, which is more
+	// likely a typo than a wish.
+	if tokensPair != nil && tokensPair.value.kind == listNode {
+		for i, t := range g.Tokens {
+			if t.Role == "" {
+				continue
+			}
+			if _, ok := g.Roles[t.Role]; !ok {
+				item := tokensPair.value.items[i]
+				line := item.line
+				if rp, ok := lookup(item, "role"); ok {
+					line = rp.value.line
+				}
+				d.errorf(line, joinPath(indexPath(joinPath(gpath, "tokens"), i), "role"),
+					"role %q is not defined in gateway.roles%s", t.Role, knownRoles(g.Roles))
+			}
+		}
+	}
+	return g
+}
+
+func knownRoles(roles map[string][]string) string {
+	if len(roles) == 0 {
+		return ""
+	}
+	return " (defined: " + strings.Join(sortedKeys(roles), ", ") + ")"
+}
+
+func (d *decoder) gatewayApprovals(v *node, apath string, a *GatewayApprovals) {
+	if !d.wantMap(v, apath, "a map of approvals") {
+		return
+	}
+	for _, f := range d.entries(v, apath) {
+		fpath := joinPath(apath, f.key)
+		switch f.key {
+		case "write":
+			a.Write, _ = d.approval(f.value, fpath)
+		case "destructive":
+			a.Destructive, _ = d.approval(f.value, fpath)
+		case "tools":
+			if !d.wantMap(f.value, fpath, "a map of tool name to approval") {
+				break
+			}
+			m := make(map[string]string, len(f.value.pairs))
+			for _, t := range d.entries(f.value, fpath) {
+				tpath := joinPath(fpath, t.key)
+				if t.key == "" {
+					d.errorf(t.keyLine, tpath, "empty tool name")
+					continue
+				}
+				if ap, ok := d.approval(t.value, tpath); ok {
+					m[t.key] = ap
+				}
+			}
+			a.Tools = m
+		default:
+			d.unknownField(f, apath, approvalsFields)
+		}
+	}
+}
+
+func (d *decoder) approval(v *node, path string) (string, bool) {
+	s, ok := d.str(v, path, "elicit, deny or allow")
+	if !ok {
+		return "", false
+	}
+	switch s {
+	case "elicit", "deny", "allow":
+		return s, true
+	}
+	d.errorf(v.line, path, "unknown approval %q (want elicit, deny or allow)", s)
+	return "", false
+}
+
+func (d *decoder) gatewayTokens(v *node, tpath string) []GatewayToken {
+	if v.kind != listNode {
+		d.mismatch(v, tpath, `a list of tokens, each with "sha256", "subject" and "role"`)
+		return nil
+	}
+	out := make([]GatewayToken, 0, len(v.items))
+	seen := map[string]int{} // lower-case hash -> index
+	for i, item := range v.items {
+		ipath := indexPath(tpath, i)
+		var t GatewayToken
+		if !d.wantMap(item, ipath, `a map with "sha256", "subject" and "role"`) {
+			out = append(out, t)
+			continue
+		}
+		for _, f := range d.entries(item, ipath) {
+			fpath := joinPath(ipath, f.key)
+			switch f.key {
+			case "sha256":
+				s, ok := d.nonEmpty(f.value, fpath)
+				if !ok {
+					break
+				}
+				if msg := sha256Problem(s); msg != "" {
+					// The value is not shown: it may be a token pasted
+					// where its hash belongs.
+					d.errorf(f.value.line, fpath, "%s", msg)
+					break
+				}
+				if first, dup := seen[strings.ToLower(s)]; dup {
+					d.errorf(f.value.line, fpath, "same token as %s", indexPath(tpath, first))
+					break
+				}
+				seen[strings.ToLower(s)] = i
+				t.SHA256 = s
+			case "subject":
+				if s, ok := d.nonEmpty(f.value, fpath); ok {
+					if strings.IndexFunc(s, unicode.IsControl) >= 0 {
+						d.errorf(f.value.line, fpath, "must not contain control characters")
+					} else {
+						t.Subject = s
+					}
+				}
+			case "role":
+				if s, ok := d.nonEmpty(f.value, fpath); ok {
+					t.Role = s
+				}
+			default:
+				d.unknownField(f, ipath, tokenFields)
+			}
+		}
+		var missing []string
+		for _, k := range tokenFields {
+			if !hasKey(item, k) {
+				missing = append(missing, fmt.Sprintf("%q", k))
+			}
+		}
+		if len(missing) > 0 {
+			d.errorf(item.line, ipath, "needs %s", strings.Join(missing, " and "))
+		}
+		out = append(out, t)
+	}
+	return out
+}
+
+func (d *decoder) gatewayRoles(v *node, rpath string) map[string][]string {
+	if !d.wantMap(v, rpath, "a map of role to tool-name patterns") {
+		return nil
+	}
+	out := make(map[string][]string, len(v.pairs))
+	for _, r := range d.entries(v, rpath) {
+		path := joinPath(rpath, r.key)
+		switch {
+		case r.key == "":
+			d.errorf(r.keyLine, path, "empty role name")
+			continue
+		case strings.TrimSpace(r.key) != r.key:
+			d.errorf(r.keyLine, path, "role name must not start or end with spaces")
+			continue
+		}
+		// A role whose list has problems is still defined, so that tokens
+		// naming it are not reported as well.
+		globs, _ := d.strList(r.value, path, true)
+		for i, g := range globs {
+			if _, err := matchGlob(g); err != nil {
+				d.errorf(r.value.items[i].line, indexPath(path, i), "invalid pattern %q: %v (want path.Match syntax: *, ?, [a-z])", g, err)
+			}
+		}
+		out[r.key] = globs
+	}
+	return out
+}
+
+// matchGlob checks a pattern the way the gateway will use it.
+func matchGlob(g string) (bool, error) { return path.Match(g, "") }
+
+func (d *decoder) gatewayURL(v *node, path string) (string, bool) {
+	s, ok := d.nonEmpty(v, path)
+	if !ok {
+		return "", false
+	}
+	if msg := urlProblem(s, true); msg != "" {
+		d.errorf(v.line, path, "%s", msg)
+		return "", false
+	}
+	return s, true
+}
+
+// sha256Problem says what is wrong with a token hash, without repeating it.
+func sha256Problem(s string) string {
+	const want = `want the token's SHA-256 as 64 hex digits ("toolwire token hash" prints it; never the token itself)`
+	if len(s) != 2*sha256.Size {
+		return fmt.Sprintf("%s, got %d characters", want, len(s))
+	}
+	if _, err := hex.DecodeString(s); err != nil {
+		return want + ", got a character that is not a hex digit"
+	}
+	return ""
+}
+
+// gatewayNode writes g as toolwire YAML.
+func gatewayNode(g *Gateway) *yaml.Node {
+	m := &yaml.Node{Kind: yaml.MappingNode}
+	a := g.Approvals
+	if a.Write != "" || a.Destructive != "" || a.Tools != nil {
+		am := &yaml.Node{Kind: yaml.MappingNode}
+		if a.Write != "" {
+			addPair(am, "write", str(a.Write))
+		}
+		if a.Destructive != "" {
+			addPair(am, "destructive", str(a.Destructive))
+		}
+		if a.Tools != nil {
+			tools := strMap(a.Tools)
+			tools.Style = yaml.FlowStyle
+			addPair(am, "tools", tools)
+		}
+		addPair(m, "approvals", am)
+	}
+	if g.Tokens != nil {
+		list := &yaml.Node{Kind: yaml.SequenceNode}
+		for _, t := range g.Tokens {
+			tm := &yaml.Node{Kind: yaml.MappingNode}
+			addPair(tm, "sha256", str(t.SHA256))
+			addPair(tm, "subject", str(t.Subject))
+			addPair(tm, "role", str(t.Role))
+			list.Content = append(list.Content, tm)
+		}
+		addPair(m, "tokens", list)
+	}
+	if g.Roles != nil {
+		roles := &yaml.Node{Kind: yaml.MappingNode}
+		for _, r := range sortedKeys(g.Roles) {
+			addPair(roles, r, strList(g.Roles[r]))
+		}
+		addPair(m, "roles", roles)
+	}
+	if g.ResourceURL != "" {
+		addPair(m, "resourceURL", str(g.ResourceURL))
+	}
+	if g.AuthorizationServers != nil {
+		addPair(m, "authorizationServers", strList(g.AuthorizationServers))
+	}
+	if len(m.Content) == 0 {
+		return &yaml.Node{Kind: yaml.MappingNode, Style: yaml.FlowStyle}
+	}
+	return m
+}
+
+// sameGateway reports whether a and b configure the same gateway, wherever
+// in a file they are written.
+func sameGateway(a, b *Gateway) bool {
+	if a == nil || b == nil {
+		return a == b
+	}
+	x, y := *a, *b
+	x.Line, y.Line = 0, 0
+	return reflect.DeepEqual(x, y)
+}

@@ -13,7 +13,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"regexp"
 	"slices"
 	"strings"
 	"sync"
@@ -27,23 +26,6 @@ const (
 	interopStopTimeout   = 20 * time.Second // serve: from cancel to return
 )
 
-var serveURLLine = regexp.MustCompile(`toolwire: serving MCP at (http://\S+/mcp)\n`)
-
-// urlWatcher is serve's stderr: kept whole, and the URL of the serving
-// line sent on url once it appears.
-type urlWatcher struct {
-	syncBuffer
-	once sync.Once
-	url  chan string
-}
-
-func (w *urlWatcher) Write(p []byte) (int, error) {
-	n, err := w.syncBuffer.Write(p)
-	if m := serveURLLine.FindStringSubmatch(w.String()); m != nil {
-		w.once.Do(func() { w.url <- m[1] })
-	}
-	return n, err
-}
 
 // interopSDK returns node and the directory of the installed npm packages,
 // skipping (or failing, under CI=true) when either is missing.
@@ -142,7 +124,7 @@ func TestTypeScriptClientThroughServeHTTP(t *testing.T) {
 	}
 
 	// serve --http on a free loopback port, until cancel.
-	stderr := &urlWatcher{url: make(chan string, 1)}
+	stderr := &urlStderr{url: make(chan string, 1)}
 	e := &env{stdin: strings.NewReader(""), stdout: &syncBuffer{}, stderr: stderr,
 		isTerminal: func() bool { return false }, lookupEnv: func(string) (string, bool) { return "", false }}
 	ctx, cancel := context.WithCancel(context.Background())

@@ -21,6 +21,7 @@ func newServeCommand(e *env, g *globalFlags) *cobra.Command {
 		httpAddr                 string
 		stateless                bool
 		insecureNoAuth           bool
+		maxBody                  int64
 		approveWrite, approveDel string
 	)
 	cmd := &cobra.Command{
@@ -49,7 +50,11 @@ audit event, and the RFC 9728 protected-resource metadata is served at
 /.well-known/oauth-protected-resource; any address may then be used.
 Without tokens only loopback addresses are accepted, unless
 --insecure-no-auth says that anyone who can reach the address may call
-every tool. "toolwire token new" makes a token and its hash.`,
+every tool. "toolwire token new" makes a token and its hash.
+
+--max-body BYTES limits the size of a request body over HTTP: a larger one
+is refused with 413 Request Entity Too Large before it is read further.
+0 (the default) keeps go-sdk's limit of 4 MiB.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if stdio == (httpAddr != "") {
@@ -60,6 +65,12 @@ every tool. "toolwire token new" makes a token and its hash.`,
 			}
 			if insecureNoAuth && httpAddr == "" {
 				return &exitError{exitUsage, errors.New("--insecure-no-auth goes with --http")}
+			}
+			if cmd.Flags().Changed("max-body") && httpAddr == "" {
+				return &exitError{exitUsage, errors.New("--max-body goes with --http")}
+			}
+			if maxBody < 0 {
+				return &exitError{exitUsage, fmt.Errorf("--max-body %d: give a number of bytes, or 0 for the default of 4 MiB", maxBody)}
 			}
 			// The gateway section decides whether the address may be
 			// bound, which happens before any server starts.
@@ -83,6 +94,7 @@ every tool. "toolwire token new" makes a token and its hash.`,
 				if opts, err = httpOptions(gwc, stateless); err != nil {
 					return &exitError{exitUsage, err}
 				}
+				opts.MaxBodyBytes = maxBody
 				authenticated := opts.Verifier != nil
 				if ln, err = listenGateway(httpAddr, authenticated, insecureNoAuth); err != nil {
 					return &exitError{exitUsage, err}
@@ -113,6 +125,7 @@ every tool. "toolwire token new" makes a token and its hash.`,
 	cmd.Flags().BoolVar(&stdio, "stdio", false, "serve MCP on stdin and stdout")
 	cmd.Flags().StringVar(&httpAddr, "http", "", "serve Streamable HTTP at http://`ADDR`/mcp (loopback only unless gateway.tokens are configured or --insecure-no-auth)")
 	cmd.Flags().BoolVar(&stateless, "stateless", false, "with --http, serve without sessions")
+	cmd.Flags().Int64Var(&maxBody, "max-body", 0, "with --http, refuse request bodies larger than `BYTES` with 413 (0: go-sdk's default, 4 MiB)")
 	cmd.Flags().BoolVar(&insecureNoAuth, "insecure-no-auth", false, "with --http and no gateway.tokens, accept a non-loopback address: anyone who can reach it may call every tool")
 	cmd.Flags().StringVar(&approveWrite, "approve-write", "elicit", "how write calls are approved: elicit, deny or allow (default: gateway.approvals.write, else elicit)")
 	cmd.Flags().StringVar(&approveDel, "approve-destructive", "elicit", "how destructive calls are approved: elicit, deny or allow (default: gateway.approvals.destructive, else elicit)")

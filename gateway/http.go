@@ -28,6 +28,11 @@ type HTTPOptions struct {
 	// Stateless serves without sessions (no elicitation, hence no
 	// approvals by asking).
 	Stateless bool
+	// MaxBodyBytes limits the size of a request body; a larger one is
+	// refused with 413 before it is parsed. Zero means go-sdk's default
+	// ([mcp.DefaultMaxRequestBodyBytes], 4 MiB); a negative value removes
+	// the limit, which no server reachable by untrusted callers should do.
+	MaxBodyBytes int64
 }
 
 // MetadataPath is where the protected-resource metadata is served.
@@ -51,7 +56,7 @@ func (g *Gateway) Handler(opts HTTPOptions) *Handler {
 		}
 		_, role := callerOf(req)
 		return byRole.get(role, func(name string) bool { return opts.Roles.allows(role, name) })
-	}, &mcp.StreamableHTTPOptions{Stateless: opts.Stateless})
+	}, &mcp.StreamableHTTPOptions{Stateless: opts.Stateless, MaxRequestBodyBytes: opts.MaxBodyBytes})
 
 	var h http.Handler = mcpHandler
 	mux := http.NewServeMux()

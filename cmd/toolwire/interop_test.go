@@ -26,7 +26,6 @@ const (
 	interopStopTimeout   = 20 * time.Second // serve: from cancel to return
 )
 
-
 // interopSDK returns node and the directory of the installed npm packages,
 // skipping (or failing, under CI=true) when either is missing.
 func interopSDK(t *testing.T) (node, npmDir string) {

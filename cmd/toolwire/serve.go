@@ -53,7 +53,7 @@ Without tokens only loopback addresses are accepted, unless
 every tool. "toolwire token new" makes a token and its hash.
 
 --max-body BYTES limits the size of a request body over HTTP: a larger one
-is refused with 413 Request Entity Too Large before it is read further.
+is refused with 413 Request Entity Too Large without being parsed.
 0 (the default) keeps go-sdk's limit of 4 MiB.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {

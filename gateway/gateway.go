@@ -3,6 +3,8 @@ package gateway
 import (
 	"context"
 	"encoding/json"
+	"errors"
+	"fmt"
 	"log/slog"
 	"sync"
 
@@ -26,6 +28,12 @@ type Options struct {
 	Name string
 	// Logger receives the SDK's server logs. Nil means none.
 	Logger *slog.Logger
+	// Unprefixed serves tools under their upstream's own names
+	// (Origin.Name) instead of their registered <prefix>__<tool> names:
+	// for a gateway in front of a single upstream, whose clients expect
+	// its names. Two tools that would share a name are a collision (see
+	// [Gateway.Collisions]).
+	Unprefixed bool
 }
 
 // Gateway serves an executor's registry over MCP.
@@ -46,6 +54,38 @@ func New(ex *tool.Executor, opts *Options) *Gateway {
 		g.opts.Name = "toolwire"
 	}
 	return g
+}
+
+// servedName is the name a client sees for t.
+func (g *Gateway) servedName(t *tool.Tool) string {
+	if g.opts.Unprefixed && t.Origin.Name != "" {
+		return t.Origin.Name
+	}
+	return t.Name
+}
+
+// Collisions reports tools of the registry that would be served under the
+// same name, naming both, or nil. Only an unprefixed gateway can have them
+// (registered names are unique); serve refuses to start with any.
+func (g *Gateway) Collisions() error {
+	var errs []error
+	by := map[string]*tool.Tool{}
+	for _, t := range g.ex.Registry().List() {
+		name := g.servedName(t)
+		if first, dup := by[name]; dup {
+			errs = append(errs, fmt.Errorf("tools %s and %s would both be served as %q", describeTool(first), describeTool(t), name))
+			continue
+		}
+		by[name] = t
+	}
+	return errors.Join(errs...)
+}
+
+func describeTool(t *tool.Tool) string {
+	if t.Origin.Source == "" {
+		return fmt.Sprintf("%q", t.Name)
+	}
+	return fmt.Sprintf("%q (%q of server %q)", t.Name, t.Origin.Name, t.Origin.Source)
 }
 
 // Server returns an MCP server offering the registry's tools that visible
@@ -82,7 +122,7 @@ type served struct {
 	done    chan struct{}
 
 	mu      sync.Mutex
-	offered map[string]*tool.Tool // what the server lists now
+	offered map[string]*tool.Tool // what the server lists now, by served name
 }
 
 // poke asks for a resync. It runs in the goroutine that changed the
@@ -110,10 +150,15 @@ func (s *served) sync() {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	want := map[string]*tool.Tool{}
-	for _, t := range s.g.ex.Registry().List() {
-		if s.visible == nil || s.visible(t.Name) {
-			want[t.Name] = t
+	for _, t := range s.g.ex.Registry().List() { // sorted: the first of a collision wins
+		if s.visible != nil && !s.visible(t.Name) {
+			continue
 		}
+		name := s.g.servedName(t)
+		if _, dup := want[name]; dup {
+			continue // a collision: refused at start-up, ignored if it appears later
+		}
+		want[name] = t
 	}
 	var gone []string
 	for name := range s.offered {
@@ -129,7 +174,7 @@ func (s *served) sync() {
 			continue // same registration: nothing to tell clients
 		}
 		s.srv.AddTool(&mcp.Tool{
-			Name:        t.Name,
+			Name:        name,
 			Description: t.Description,
 			InputSchema: advertisedSchema(t),
 			Annotations: Annotations(t),

@@ -344,3 +344,44 @@ func keys[V any](m map[string]V) []string {
 	}
 	return out
 }
+
+func TestUnprefixedServesUpstreamNamesAndRefusesCollisions(t *testing.T) {
+	f := newFixture(t, ApprovalPolicy{Write: Allow})
+	f.gw = New(f.ex, &Options{Unprefixed: true})
+	if err := f.gw.Collisions(); err != nil {
+		t.Fatalf("fixture has no collision, got %v", err)
+	}
+	// The fixture's tools carry origin names equal to their registered
+	// ones; give one an upstream name that differs, as a real server would.
+	ran := false
+	if err := f.reg.Register(&tool.Tool{Name: "files__stat", Tier: tool.Read, Origin: tool.Origin{Source: "files", Name: "stat"},
+		Handler: func(context.Context, json.RawMessage) (*tool.Result, error) { ran = true; return tool.TextResult("stat ok"), nil }}); err != nil {
+		t.Fatal(err)
+	}
+	cs := f.connect(t, nil, nil)
+	names := map[string]bool{}
+	res, err := cs.ListTools(ctxT(t), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tl := range res.Tools {
+		names[tl.Name] = true
+	}
+	if !names["stat"] || names["files__stat"] {
+		t.Fatalf("unprefixed listing = %v, want stat and not files__stat", keys(names))
+	}
+	if r := callTool(t, cs, "stat", nil); text(r) != "stat ok" || !ran {
+		t.Errorf("calling stat = %q (ran %v)", text(r), ran)
+	}
+
+	// A second upstream with a tool of the same name is a collision
+	// naming both.
+	if err := f.reg.Register(&tool.Tool{Name: "other__stat", Tier: tool.Read, Origin: tool.Origin{Source: "other", Name: "stat"},
+		Handler: func(context.Context, json.RawMessage) (*tool.Result, error) { return tool.TextResult("other"), nil }}); err != nil {
+		t.Fatal(err)
+	}
+	err = f.gw.Collisions()
+	if err == nil || !strings.Contains(err.Error(), `"files__stat"`) || !strings.Contains(err.Error(), `"other__stat"`) || !strings.Contains(err.Error(), `"stat"`) {
+		t.Errorf("Collisions = %v, want both tools and the shared name", err)
+	}
+}

@@ -21,6 +21,7 @@ func newServeCommand(e *env, g *globalFlags) *cobra.Command {
 		httpAddr                 string
 		stateless                bool
 		insecureNoAuth           bool
+		unprefixed               bool
 		maxBody                  int64
 		approveWrite, approveDel string
 	)
@@ -107,7 +108,10 @@ is refused with 413 Request Entity Too Large without being parsed.
 				return err
 			}
 			defer w.close()
-			gw := gateway.New(w.executor, nil)
+			gw := gateway.New(w.executor, &gateway.Options{Unprefixed: unprefixed})
+			if err := gw.Collisions(); err != nil {
+				return &exitError{exitUsage, fmt.Errorf("--unprefixed: %w", err)}
+			}
 			if stdio {
 				srv, stop := gw.Server(nil)
 				defer stop()
@@ -125,6 +129,7 @@ is refused with 413 Request Entity Too Large without being parsed.
 	cmd.Flags().BoolVar(&stdio, "stdio", false, "serve MCP on stdin and stdout")
 	cmd.Flags().StringVar(&httpAddr, "http", "", "serve Streamable HTTP at http://`ADDR`/mcp (loopback only unless gateway.tokens are configured or --insecure-no-auth)")
 	cmd.Flags().BoolVar(&stateless, "stateless", false, "with --http, serve without sessions")
+	cmd.Flags().BoolVar(&unprefixed, "unprefixed", false, "serve tools under their servers' own names (for a single upstream); two tools with the same name are refused at start-up")
 	cmd.Flags().Int64Var(&maxBody, "max-body", 0, "with --http, refuse request bodies larger than `BYTES` with 413 (0: go-sdk's default, 4 MiB)")
 	cmd.Flags().BoolVar(&insecureNoAuth, "insecure-no-auth", false, "with --http and no gateway.tokens, accept a non-loopback address: anyone who can reach it may call every tool")
 	cmd.Flags().StringVar(&approveWrite, "approve-write", "elicit", "how write calls are approved: elicit, deny or allow (default: gateway.approvals.write, else elicit)")

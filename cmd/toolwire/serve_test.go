@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"io"
+	"os"
 	"strings"
 	"sync"
 	"testing"
@@ -172,5 +173,30 @@ func TestServeFlags(t *testing.T) {
 		if !strings.Contains(o.stderr, c.want) {
 			t.Errorf("%v: stderr lacks %q:\n%s", c.args, c.want, o.stderr)
 		}
+	}
+}
+
+func TestServeUnprefixed(t *testing.T) {
+	f := newFixture(t, "")
+	cs := f.serveStdio(t, nil, "--unprefixed")
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	res, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: "echo", Arguments: map[string]any{"text": "plain name"}})
+	if err != nil || res.IsError || resultText(res) != "plain name" {
+		t.Fatalf("echo under its own name = %v, %v", res, err)
+	}
+	if _, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: "demo__echo", Arguments: map[string]any{"text": "x"}}); err == nil {
+		t.Error("the prefixed name is still served")
+	}
+
+	// Two upstreams with the same tools collide: refused, naming both.
+	g := newFixture(t, `  second:
+    command: `+quoteYAML(os.Args[0])+`
+    env: {TOOLWIRE_TEST_SERVER: demo}
+`)
+	o := g.run(t, "", false, "serve", "--stdio", "--unprefixed")
+	o.expect(t, exitUsage)
+	if !strings.Contains(o.stderr, `"demo__add"`) || !strings.Contains(o.stderr, `"second__add"`) {
+		t.Errorf("collision not named:\n%s", o.stderr)
 	}
 }

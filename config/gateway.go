@@ -4,6 +4,8 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"fmt"
+	"net"
+	"net/url"
 	"path"
 	"reflect"
 	"strings"
@@ -33,6 +35,19 @@ type Gateway struct {
 	ResourceURL string
 	// AuthorizationServers are the issuers announced in that metadata.
 	AuthorizationServers []string
+	// JWT configures callers authenticated by JWTs of an issuer; nil when
+	// absent.
+	JWT *GatewayJWT
+}
+
+// GatewayJWT configures JWT caller authentication: tokens signed by a key
+// of the JWK set at JWKSURL, with Issuer as "iss" and Audience among "aud";
+// the caller's role is the string claim RoleClaim ("" means "role").
+type GatewayJWT struct {
+	JWKSURL   string
+	Issuer    string
+	Audience  string
+	RoleClaim string
 }
 
 // GatewayApprovals says how write and destructive calls through the gateway
@@ -52,7 +67,9 @@ type GatewayToken struct {
 }
 
 var (
-	gatewayFields   = []string{"approvals", "tokens", "roles", "resourceURL", "authorizationServers"}
+	gatewayFields   = []string{"approvals", "tokens", "roles", "resourceURL", "authorizationServers", "jwt"}
+	jwtFields       = []string{"jwksURL", "issuer", "audience", "roleClaim"}
+	jwtRequired     = []string{"jwksURL", "issuer", "audience"}
 	approvalsFields = []string{"write", "destructive", "tools"}
 	tokenFields     = []string{"sha256", "subject", "role"}
 )
@@ -64,7 +81,7 @@ func (d *decoder) gateway(p pair) *Gateway {
 		return nil
 	}
 	g := &Gateway{Line: p.keyLine}
-	var tokensPair *pair
+	var tokensPair, rolesPair, jwtPair *pair
 	for _, f := range d.entries(p.value, gpath) {
 		fpath := joinPath(gpath, f.key)
 		switch f.key {
@@ -74,6 +91,7 @@ func (d *decoder) gateway(p pair) *Gateway {
 			tokensPair = &f
 			g.Tokens = d.gatewayTokens(f.value, fpath)
 		case "roles":
+			rolesPair = &f
 			g.Roles = d.gatewayRoles(f.value, fpath)
 		case "resourceURL":
 			if s, ok := d.gatewayURL(f.value, fpath); ok {
@@ -92,6 +110,9 @@ func (d *decoder) gateway(p pair) *Gateway {
 				}
 				g.AuthorizationServers = list
 			}
+		case "jwt":
+			jwtPair = &f
+			g.JWT = d.gatewayJWT(f.value, fpath)
 		default:
 			d.unknownField(f, gpath, gatewayFields)
 		}
@@ -115,7 +136,79 @@ func (d *decoder) gateway(p pair) *Gateway {
 			}
 		}
 	}
+	// A JWT's role claim names a role; with none defined, every caller it
+	// authenticates would see nothing.
+	if jwtPair != nil && len(g.Roles) == 0 {
+		const why = "gateway.jwt is set, and a JWT's role claim must name a role defined here, or its caller sees no tool"
+		switch {
+		case rolesPair == nil:
+			d.errorf(jwtPair.keyLine, joinPath(gpath, "jwt"), "needs gateway.roles: %s", why)
+		case rolesPair.value.kind == mapNode:
+			d.errorf(rolesPair.value.line, joinPath(gpath, "roles"), "must define a role: %s", why)
+		}
+	}
 	return g
+}
+
+// gatewayJWT decodes gateway.jwt.
+func (d *decoder) gatewayJWT(v *node, jpath string) *GatewayJWT {
+	if !d.wantMap(v, jpath, `a map with "jwksURL", "issuer" and "audience"`) {
+		return nil
+	}
+	j := &GatewayJWT{}
+	for _, f := range d.entries(v, jpath) {
+		fpath := joinPath(jpath, f.key)
+		switch f.key {
+		case "jwksURL":
+			if s, ok := d.nonEmpty(f.value, fpath); ok {
+				if msg := jwksURLProblem(s); msg != "" {
+					d.errorf(f.value.line, fpath, "%s", msg)
+				} else {
+					j.JWKSURL = s
+				}
+			}
+		case "issuer":
+			if s, ok := d.gatewayURL(f.value, fpath); ok {
+				j.Issuer = s
+			}
+		case "audience":
+			if s, ok := d.nonEmpty(f.value, fpath); ok {
+				j.Audience = s
+			}
+		case "roleClaim":
+			if s, ok := d.nonEmpty(f.value, fpath); ok {
+				j.RoleClaim = s
+			}
+		default:
+			d.unknownField(f, jpath, jwtFields)
+		}
+	}
+	var missing []string
+	for _, k := range jwtRequired {
+		if !hasKey(v, k) {
+			missing = append(missing, fmt.Sprintf("%q", k))
+		}
+	}
+	if len(missing) > 0 {
+		d.errorf(v.line, jpath, "needs %s", strings.Join(missing, " and "))
+	}
+	return j
+}
+
+// jwksURLProblem checks a JWK set URL the way the gateway will: https, or
+// http to a loopback host.
+func jwksURLProblem(s string) string {
+	if msg := urlProblem(s, true); msg != "" {
+		return msg
+	}
+	u, _ := url.Parse(s)
+	if u.Scheme == "http" {
+		host := u.Hostname()
+		if ip := net.ParseIP(host); host != "localhost" && (ip == nil || !ip.IsLoopback()) {
+			return fmt.Sprintf("http is only allowed to a loopback host, got %q; use https", s)
+		}
+	}
+	return ""
 }
 
 func knownRoles(roles map[string][]string) string {
@@ -332,6 +425,16 @@ func gatewayNode(g *Gateway) *yaml.Node {
 	}
 	if g.AuthorizationServers != nil {
 		addPair(m, "authorizationServers", strList(g.AuthorizationServers))
+	}
+	if j := g.JWT; j != nil {
+		jm := &yaml.Node{Kind: yaml.MappingNode}
+		addPair(jm, "jwksURL", str(j.JWKSURL))
+		addPair(jm, "issuer", str(j.Issuer))
+		addPair(jm, "audience", str(j.Audience))
+		if j.RoleClaim != "" {
+			addPair(jm, "roleClaim", str(j.RoleClaim))
+		}
+		addPair(m, "jwt", jm)
 	}
 	if len(m.Content) == 0 {
 		return &yaml.Node{Kind: yaml.MappingNode, Style: yaml.FlowStyle}

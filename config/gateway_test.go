@@ -30,6 +30,11 @@ gateway:
     nobody: []
   resourceURL: https://mcp.example.com/mcp
   authorizationServers: [https://auth.example.com]
+  jwt:
+    jwksURL: https://auth.example.com/.well-known/jwks.json
+    issuer: https://auth.example.com
+    audience: https://mcp.example.com/mcp
+    roleClaim: toolwire_role
 `
 
 func wantGateway(line int) *Gateway {
@@ -46,6 +51,12 @@ func wantGateway(line int) *Gateway {
 		Roles:                map[string][]string{"reader": {"demo__echo", "demo__list_*"}, "admin": {"*"}, "nobody": {}},
 		ResourceURL:          "https://mcp.example.com/mcp",
 		AuthorizationServers: []string{"https://auth.example.com"},
+		JWT: &GatewayJWT{
+			JWKSURL:   "https://auth.example.com/.well-known/jwks.json",
+			Issuer:    "https://auth.example.com",
+			Audience:  "https://mcp.example.com/mcp",
+			RoleClaim: "toolwire_role",
+		},
 	}
 }
 
@@ -69,7 +80,9 @@ func TestParseGatewayEveryField(t *testing.T) {
     ],
     "roles": {"reader": ["demo__echo", "demo__list_*"], "admin": ["*"], "nobody": []},
     "resourceURL": "https://mcp.example.com/mcp",
-    "authorizationServers": ["https://auth.example.com"]
+    "authorizationServers": ["https://auth.example.com"],
+    "jwt": {"jwksURL": "https://auth.example.com/.well-known/jwks.json", "issuer": "https://auth.example.com",
+      "audience": "https://mcp.example.com/mcp", "roleClaim": "toolwire_role"}
   }
 }`
 	f, err = Parse("toolwire.json", []byte(js), "/cfg")
@@ -97,11 +110,26 @@ func TestParseGatewayAbsentOrMinimal(t *testing.T) {
 	if !reflect.DeepEqual(f.Gateway, want) {
 		t.Errorf("Gateway = %+v, want %+v", f.Gateway, want)
 	}
+
+	// jwt alone, without tokens, roleClaim left to its default, and its
+	// JWK set over http to a loopback host.
+	for _, jwks := range []string{"http://127.0.0.1:8080/jwks", "http://localhost/jwks", "http://[::1]:9/jwks"} {
+		f, err = Parse("t.yaml", []byte("servers:\n  a: {command: x}\ngateway:\n  jwt:\n    jwksURL: "+jwks+
+			"\n    issuer: https://i\n    audience: aud\n  roles: {r: ['*']}\n"), "")
+		if err != nil {
+			t.Fatal(err)
+		}
+		want = &Gateway{Line: 3, Roles: map[string][]string{"r": {"*"}}, JWT: &GatewayJWT{JWKSURL: jwks, Issuer: "https://i", Audience: "aud"}}
+		if !reflect.DeepEqual(f.Gateway, want) {
+			t.Errorf("Gateway = %+v, want %+v", f.Gateway, want)
+		}
+	}
 }
 
 func TestParseGatewayErrors(t *testing.T) {
 	const head = "servers:\n  a: {command: x}\ngateway:\n" // gateway's fields start on line 4
 	tok := func(fields string) string { return "  tokens:\n    - " + fields + "\n  roles: {r: ['*']}\n" }
+	jwt := func(fields string) string { return "  jwt:\n" + fields + "  roles: {r: ['*']}\n" }
 	tests := []struct {
 		desc, data, want string
 	}{
@@ -165,6 +193,32 @@ func TestParseGatewayErrors(t *testing.T) {
 			`t.yaml:6: gateway.authorizationServers[1]: want an http:// or https:// URL, got "ftp://auth"`},
 		{"duplicate key", "  roles: {r: ['*']}\n  roles: {s: ['*']}\n",
 			`t.yaml:5: gateway.roles: duplicate key (first defined on line 4)`},
+		{"jwt not a map", "  jwt: https://auth\n  roles: {r: ['*']}\n",
+			`t.yaml:4: gateway.jwt: want a map with "jwksURL", "issuer" and "audience", got string "https://auth"`},
+		{"jwt without jwksURL", jwt("    issuer: https://i\n    audience: a\n"),
+			`t.yaml:5: gateway.jwt: needs "jwksURL"`},
+		{"jwt without issuer and audience", jwt("    jwksURL: https://i/jwks\n"),
+			`t.yaml:5: gateway.jwt: needs "issuer" and "audience"`},
+		{"jwt jwksURL over http", jwt("    jwksURL: http://auth.example.com/jwks\n    issuer: https://i\n    audience: a\n"),
+			`t.yaml:5: gateway.jwt.jwksURL: http is only allowed to a loopback host, got "http://auth.example.com/jwks"; use https`},
+		{"jwt jwksURL bad scheme", jwt("    jwksURL: ftp://auth.example.com/jwks\n    issuer: https://i\n    audience: a\n"),
+			`t.yaml:5: gateway.jwt.jwksURL: want an http:// or https:// URL, got "ftp://auth.example.com/jwks"`},
+		{"jwt jwksURL not a URL", jwt("    jwksURL: auth.example.com/jwks\n    issuer: https://i\n    audience: a\n"),
+			`t.yaml:5: gateway.jwt.jwksURL: want an http:// or https:// URL, got "auth.example.com/jwks"`},
+		{"jwt empty jwksURL", jwt("    jwksURL: \"\"\n    issuer: https://i\n    audience: a\n"),
+			`t.yaml:5: gateway.jwt.jwksURL: must not be empty`},
+		{"jwt issuer not a URL", jwt("    jwksURL: https://i/jwks\n    issuer: auth\n    audience: a\n"),
+			`t.yaml:6: gateway.jwt.issuer: want an http:// or https:// URL, got "auth"`},
+		{"jwt audience not a string", jwt("    jwksURL: https://i/jwks\n    issuer: https://i\n    audience: [a]\n"),
+			`t.yaml:7: gateway.jwt.audience: want a string, got a list`},
+		{"jwt empty roleClaim", jwt("    jwksURL: https://i/jwks\n    issuer: https://i\n    audience: a\n    roleClaim: \"\"\n"),
+			`t.yaml:8: gateway.jwt.roleClaim: must not be empty`},
+		{"jwt unknown field", jwt("    jwksURL: https://i/jwks\n    issuer: https://i\n    audience: a\n    roleclaim: r\n"),
+			`t.yaml:8: gateway.jwt.roleclaim: unknown field (did you mean "roleClaim"?)`},
+		{"jwt without roles", "  jwt:\n    jwksURL: https://i/jwks\n    issuer: https://i\n    audience: a\n",
+			`t.yaml:4: gateway.jwt: needs gateway.roles: gateway.jwt is set, and a JWT's role claim must name a role defined here, or its caller sees no tool`},
+		{"jwt with empty roles", "  jwt: {jwksURL: https://i/jwks, issuer: https://i, audience: a}\n  roles: {}\n",
+			`t.yaml:5: gateway.roles: must define a role: gateway.jwt is set, and a JWT's role claim must name a role defined here, or its caller sees no tool`},
 	}
 	for _, tt := range tests {
 		t.Run(tt.desc, func(t *testing.T) {
@@ -246,6 +300,7 @@ func TestMarshalRoundTripsGateway(t *testing.T) {
 		{Tokens: []GatewayToken{}, Roles: map[string][]string{}, Approvals: GatewayApprovals{Tools: map[string]string{}}},
 		{AuthorizationServers: []string{}},
 		{ResourceURL: "http://127.0.0.1:8080/mcp"},
+		{Roles: map[string][]string{"r": {"*"}}, JWT: &GatewayJWT{JWKSURL: "http://127.0.0.1:1/jwks", Issuer: "https://i", Audience: "null"}},
 	} {
 		f := &File{Servers: []Server{{Name: "a", Transport: "stdio", Command: "x", DefaultTier: "read"}}, Gateway: g}
 		out, err := Marshal(f)
@@ -256,6 +311,10 @@ func TestMarshalRoundTripsGateway(t *testing.T) {
 		if err != nil || !sameGateway(back.Gateway, g) {
 			t.Errorf("round trip of %+v: got %+v (err %v)\n%s", g, back.Gateway, err, out)
 		}
+	}
+
+	if !strings.Contains(string(out), "\n  jwt:\n    jwksURL: https://auth.example.com/.well-known/jwks.json\n") {
+		t.Errorf("output lacks jwt:\n%s", out)
 	}
 
 	// Marshal refuses a gateway that would not load back.

@@ -355,7 +355,10 @@ func TestUnprefixedServesUpstreamNamesAndRefusesCollisions(t *testing.T) {
 	// ones; give one an upstream name that differs, as a real server would.
 	ran := false
 	if err := f.reg.Register(&tool.Tool{Name: "files__stat", Tier: tool.Read, Origin: tool.Origin{Source: "files", Name: "stat"},
-		Handler: func(context.Context, json.RawMessage) (*tool.Result, error) { ran = true; return tool.TextResult("stat ok"), nil }}); err != nil {
+		Handler: func(context.Context, json.RawMessage) (*tool.Result, error) {
+			ran = true
+			return tool.TextResult("stat ok"), nil
+		}}); err != nil {
 		t.Fatal(err)
 	}
 	cs := f.connect(t, nil, nil)

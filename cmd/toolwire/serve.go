@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"time"
 
+	"github.com/modelcontextprotocol/go-sdk/auth"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"github.com/spf13/cobra"
 	"github.com/toolwire/toolwire/config"
@@ -49,7 +50,11 @@ gateway.tokens, every request must carry one of them as a bearer token
 call only the tools its role lists in gateway.roles, its subject is on every
 audit event, and the RFC 9728 protected-resource metadata is served at
 /.well-known/oauth-protected-resource; any address may then be used.
-Without tokens only loopback addresses are accepted, unless
+gateway.jwt does the same for JWTs of an issuer, checked against its JWK
+set (fetched at start-up: failing to is exit status 1), issuer and audience,
+the role coming from a claim; with both, a token is tried as a static token
+first, then as a JWT.
+Without tokens or jwt only loopback addresses are accepted, unless
 --insecure-no-auth says that anyone who can reach the address may call
 every tool. "toolwire token new" makes a token and its hash.
 
@@ -92,7 +97,10 @@ is refused with 413 Request Entity Too Large without being parsed.
 				opts gateway.HTTPOptions
 			)
 			if httpAddr != "" {
-				if opts, err = httpOptions(gwc, stateless); err != nil {
+				if opts, err = httpOptions(cmd.Context(), gwc, stateless); err != nil {
+					if xe := (*exitError)(nil); errors.As(err, &xe) {
+						return err
+					}
 					return &exitError{exitUsage, err}
 				}
 				opts.MaxBodyBytes = maxBody
@@ -127,11 +135,11 @@ is refused with 413 Request Entity Too Large without being parsed.
 		},
 	}
 	cmd.Flags().BoolVar(&stdio, "stdio", false, "serve MCP on stdin and stdout")
-	cmd.Flags().StringVar(&httpAddr, "http", "", "serve Streamable HTTP at http://`ADDR`/mcp (loopback only unless gateway.tokens are configured or --insecure-no-auth)")
+	cmd.Flags().StringVar(&httpAddr, "http", "", "serve Streamable HTTP at http://`ADDR`/mcp (loopback only unless gateway.tokens or gateway.jwt are configured, or --insecure-no-auth)")
 	cmd.Flags().BoolVar(&stateless, "stateless", false, "with --http, serve without sessions")
 	cmd.Flags().BoolVar(&unprefixed, "unprefixed", false, "serve tools under their servers' own names (for a single upstream); two tools with the same name are refused at start-up")
 	cmd.Flags().Int64Var(&maxBody, "max-body", 0, "with --http, refuse request bodies larger than `BYTES` with 413 (0: go-sdk's default, 4 MiB)")
-	cmd.Flags().BoolVar(&insecureNoAuth, "insecure-no-auth", false, "with --http and no gateway.tokens, accept a non-loopback address: anyone who can reach it may call every tool")
+	cmd.Flags().BoolVar(&insecureNoAuth, "insecure-no-auth", false, "with --http and no gateway.tokens or gateway.jwt, accept a non-loopback address: anyone who can reach it may call every tool")
 	cmd.Flags().StringVar(&approveWrite, "approve-write", "elicit", "how write calls are approved: elicit, deny or allow (default: gateway.approvals.write, else elicit)")
 	cmd.Flags().StringVar(&approveDel, "approve-destructive", "elicit", "how destructive calls are approved: elicit, deny or allow (default: gateway.approvals.destructive, else elicit)")
 	return cmd
@@ -208,28 +216,68 @@ func approvalPolicy(gwc *config.Gateway, changed func(string) bool, write, destr
 }
 
 // httpOptions builds the gateway's HTTP options from its configuration:
-// with tokens, a verifier of them and the roles; without, no
-// authentication.
-func httpOptions(gwc *config.Gateway, stateless bool) (gateway.HTTPOptions, error) {
+// with tokens or jwt, a verifier of them and the roles; without, no
+// authentication. The JWT verifier fetches its JWK set now: failing to is
+// an error of exit status 1, naming the URL.
+func httpOptions(ctx context.Context, gwc *config.Gateway, stateless bool) (gateway.HTTPOptions, error) {
 	opts := gateway.HTTPOptions{Stateless: stateless}
-	if gwc == nil || len(gwc.Tokens) == 0 {
+	if gwc == nil || (len(gwc.Tokens) == 0 && gwc.JWT == nil) {
 		return opts, nil
 	}
-	tokens := make([]gateway.StaticToken, len(gwc.Tokens))
-	for i, t := range gwc.Tokens {
-		tokens[i] = gateway.StaticToken{SHA256: t.SHA256, Subject: t.Subject, Role: t.Role}
-	}
-	verifier, err := gateway.StaticVerifier(tokens)
-	if err != nil {
-		return opts, fmt.Errorf("gateway.tokens: %w", err)
+	var verifiers []auth.TokenVerifier
+	if len(gwc.Tokens) > 0 {
+		tokens := make([]gateway.StaticToken, len(gwc.Tokens))
+		for i, t := range gwc.Tokens {
+			tokens[i] = gateway.StaticToken{SHA256: t.SHA256, Subject: t.Subject, Role: t.Role}
+		}
+		verifier, err := gateway.StaticVerifier(tokens)
+		if err != nil {
+			return opts, fmt.Errorf("gateway.tokens: %w", err)
+		}
+		verifiers = append(verifiers, verifier)
 	}
 	roles := gateway.Roles(gwc.Roles)
 	if err := roles.Validate(); err != nil {
 		return opts, fmt.Errorf("gateway.roles: %w", err)
 	}
-	opts.Verifier, opts.Roles = verifier, roles
-	opts.ResourceURL, opts.AuthorizationServers = gwc.ResourceURL, gwc.AuthorizationServers
+	opts.AuthorizationServers = gwc.AuthorizationServers
+	if j := gwc.JWT; j != nil {
+		verifier, err := gateway.JWTVerifier(ctx, gateway.JWTOptions{
+			JWKSURL: j.JWKSURL, Issuer: j.Issuer, Audience: j.Audience, RoleClaim: j.RoleClaim,
+		})
+		if err != nil {
+			return opts, &exitError{exitToolErr, fmt.Errorf("gateway.jwt: %w", err)}
+		}
+		verifiers = append(verifiers, verifier)
+		if len(opts.AuthorizationServers) == 0 {
+			opts.AuthorizationServers = []string{j.Issuer}
+		}
+	}
+	opts.Verifier, opts.Roles = anyVerifier(verifiers), roles
+	opts.ResourceURL = gwc.ResourceURL
 	return opts, nil
+}
+
+// anyVerifier accepts a token that any of verifiers accepts, asking them in
+// order. When all refuse it, the error is the last one's (each wraps
+// auth.ErrInvalidToken); an error of another kind ends the search.
+func anyVerifier(verifiers []auth.TokenVerifier) auth.TokenVerifier {
+	if len(verifiers) == 1 {
+		return verifiers[0]
+	}
+	return func(ctx context.Context, token string, req *http.Request) (*auth.TokenInfo, error) {
+		err := fmt.Errorf("%w: no verifier", auth.ErrInvalidToken)
+		for _, v := range verifiers {
+			var info *auth.TokenInfo
+			if info, err = v(ctx, token, req); err == nil {
+				return info, nil
+			}
+			if !errors.Is(err, auth.ErrInvalidToken) {
+				return nil, err
+			}
+		}
+		return nil, err
+	}
 }
 
 // listenGateway listens on addr. Without caller authentication only a
@@ -242,7 +290,7 @@ func listenGateway(addr string, authenticated, insecure bool) (net.Listener, err
 	}
 	if !authenticated && !insecure && !isLoopbackHost(host) {
 		return nil, fmt.Errorf("--http %q: without caller authentication only loopback addresses (127.0.0.1, ::1, localhost) are served; "+
-			"configure gateway.tokens (\"toolwire token new\" makes one), or pass --insecure-no-auth to let anyone who can reach this address call every tool", addr)
+			"configure gateway.tokens (\"toolwire token new\" makes one) or gateway.jwt, or pass --insecure-no-auth to let anyone who can reach this address call every tool", addr)
 	}
 	return net.Listen("tcp", addr)
 }
@@ -265,12 +313,12 @@ func announceAuth(stderr io.Writer, gwc *config.Gateway, addr string, ln net.Lis
 				"toolwire: WARNING: anyone who can reach this address can list and call every tool; approvals still apply.\n", ln.Addr())
 		}
 		if gwc != nil && (gwc.Roles != nil || gwc.ResourceURL != "" || gwc.AuthorizationServers != nil) {
-			fmt.Fprintln(stderr, "toolwire: warning: gateway.tokens is empty, so callers are not authenticated and gateway.roles, resourceURL and authorizationServers have no effect")
+			fmt.Fprintln(stderr, "toolwire: warning: gateway.tokens is empty and gateway.jwt is not set, so callers are not authenticated and gateway.roles, resourceURL and authorizationServers have no effect")
 		}
 		return
 	}
 	if insecure {
-		fmt.Fprintln(stderr, "toolwire: note: --insecure-no-auth has no effect: gateway.tokens are configured, so every caller is authenticated")
+		fmt.Fprintln(stderr, "toolwire: note: --insecure-no-auth has no effect: gateway.tokens or gateway.jwt are configured, so every caller is authenticated")
 	}
 	if opts.ResourceURL != "" {
 		return

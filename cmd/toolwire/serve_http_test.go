@@ -2,11 +2,16 @@ package main
 
 import (
 	"context"
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
 	"encoding/base64"
 	"encoding/json"
+	"errors"
 	"io"
 	"net"
 	"net/http"
+	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -16,6 +21,9 @@ import (
 	"testing"
 	"time"
 
+	jose "github.com/go-jose/go-jose/v4"
+	"github.com/go-jose/go-jose/v4/jwt"
+	"github.com/modelcontextprotocol/go-sdk/auth"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"github.com/toolwire/toolwire/config"
 	"github.com/toolwire/toolwire/gateway"
@@ -321,7 +329,7 @@ func TestServeHTTPOptionsFromConfig(t *testing.T) {
 		ResourceURL:          "https://mcp.example.com/mcp",
 		AuthorizationServers: []string{"https://auth.example.com"},
 	}
-	opts, err := httpOptions(gwc, true)
+	opts, err := httpOptions(context.Background(), gwc, true)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -336,7 +344,7 @@ func TestServeHTTPOptionsFromConfig(t *testing.T) {
 		t.Errorf("verifier accepted an unknown token")
 	}
 	for _, g := range []*config.Gateway{nil, {}, {Tokens: []config.GatewayToken{}}} {
-		if opts, err := httpOptions(g, false); err != nil || opts.Verifier != nil {
+		if opts, err := httpOptions(context.Background(), g, false); err != nil || opts.Verifier != nil {
 			t.Errorf("httpOptions(%+v) = %+v, %v; want no authentication", g, opts, err)
 		}
 	}
@@ -501,5 +509,207 @@ func TestTokenNewAndHashAgree(t *testing.T) {
 		if !strings.Contains(o.stderr, c.want) || o.stdout != "" {
 			t.Errorf("token hash of %.20q: stdout %q, stderr %q; want %q", c.in, o.stdout, o.stderr, c.want)
 		}
+	}
+}
+
+// testIssuer is an issuer of JWTs for tests: an ECDSA P-256 key whose
+// public half an httptest server publishes as a JWK set.
+type testIssuer struct {
+	key     *ecdsa.PrivateKey
+	jwksURL string
+}
+
+const (
+	jwtIssuer   = "https://auth.example.com"
+	jwtAudience = "https://mcp.example.com/mcp"
+)
+
+func newTestIssuer(t *testing.T) *testIssuer {
+	t.Helper()
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, err := json.Marshal(jose.JSONWebKeySet{Keys: []jose.JSONWebKey{{Key: key.Public(), KeyID: "ec-1", Algorithm: string(jose.ES256), Use: "sig"}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		w.Header().Set("Content-Type", "application/jwk-set+json")
+		_, _ = w.Write(body)
+	}))
+	t.Cleanup(srv.Close)
+	return &testIssuer{key: key, jwksURL: srv.URL + "/jwks.json"}
+}
+
+// token signs a JWT for subject with role in the claim roleClaim, expiring
+// at exp.
+func (i *testIssuer) token(t *testing.T, subject, roleClaim, role string, exp time.Time) string {
+	t.Helper()
+	signer, err := jose.NewSigner(jose.SigningKey{Algorithm: jose.ES256, Key: jose.JSONWebKey{Key: i.key, KeyID: "ec-1"}},
+		(&jose.SignerOptions{}).WithType("JWT"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	tok, err := jwt.Signed(signer).Claims(map[string]any{
+		"iss": jwtIssuer, "aud": jwtAudience, "sub": subject, roleClaim: role,
+		"iat": exp.Add(-time.Hour).Unix(), "exp": exp.Unix(),
+	}).Serialize()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return tok
+}
+
+// postStatus posts a ping to url with token and returns the status.
+func postStatus(t *testing.T, url, token string) int {
+	t.Helper()
+	req, _ := http.NewRequest(http.MethodPost, url, strings.NewReader(`{"jsonrpc":"2.0","id":1,"method":"ping"}`))
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Accept", "application/json, text/event-stream")
+	if token != "" {
+		req.Header.Set("Authorization", "Bearer "+token)
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	return resp.StatusCode
+}
+
+func TestServeHTTPWithJWTAuthenticatesAndFiltersByRole(t *testing.T) {
+	iss := newTestIssuer(t)
+	f := newFixture(t, "")
+	f.appendConfig(t, `gateway:
+  tokens:
+    - sha256: `+gateway.HashToken("bob-secret")+`
+      subject: bob
+      role: admin
+  roles:
+    reader: ["demo__echo", "demo__list_*"]
+    admin: ["*"]
+  jwt:
+    jwksURL: `+iss.jwksURL+`
+    issuer: `+jwtIssuer+`
+    audience: `+jwtAudience+`
+    roleClaim: toolwire_role
+`)
+	s := f.serveHTTPInProcess(t, "--http", "127.0.0.1:0")
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+
+	// carol's JWT grants the reader role: she sees and calls only its tools.
+	carol := connectHTTP(t, s.url, iss.token(t, "carol", "toolwire_role", "reader", time.Now().Add(time.Hour)), nil)
+	if got := toolNames(t, carol); !slices.Equal(got, []string{"demo__echo", "demo__list_notes"}) {
+		t.Errorf("carol sees %v, want [demo__echo demo__list_notes]", got)
+	}
+	res, err := carol.CallTool(ctx, &mcp.CallToolParams{Name: "demo__echo", Arguments: map[string]any{"text": "hi from carol"}})
+	if err != nil || res.IsError || resultText(res) != "hi from carol" {
+		t.Fatalf("carol echo = %v, %v", res, err)
+	}
+	if res, err := carol.CallTool(ctx, &mcp.CallToolParams{Name: "demo__write_note", Arguments: map[string]any{"title": "x", "body": "y"}}); err == nil && !res.IsError {
+		t.Errorf("carol could call demo__write_note, which her role does not list")
+	}
+
+	// A static token of the same configuration still works.
+	if got := toolNames(t, connectHTTP(t, s.url, "bob-secret", nil)); len(got) != 13 {
+		t.Errorf("bob sees %d tools, want the demo's 13: %v", len(got), got)
+	}
+
+	// An expired JWT, one in the wrong claim's role (so no role), and an
+	// unknown static token.
+	expired := iss.token(t, "carol", "toolwire_role", "admin", time.Now().Add(-time.Hour))
+	if code := postStatus(t, s.url, expired); code != http.StatusUnauthorized {
+		t.Errorf("expired JWT: status %d, want 401", code)
+	}
+	if code := postStatus(t, s.url, "not-a-token"); code != http.StatusUnauthorized {
+		t.Errorf("unknown token: status %d, want 401", code)
+	}
+	noRole := connectHTTP(t, s.url, iss.token(t, "dave", "role", "admin", time.Now().Add(time.Hour)), nil)
+	if got := toolNames(t, noRole); len(got) != 0 {
+		t.Errorf("a JWT without the configured role claim sees %v, want nothing", got)
+	}
+
+	// Without authorizationServers, the metadata announces the issuer.
+	resp, err := http.Get(s.base() + gateway.MetadataPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	var meta struct {
+		AuthorizationServers []string `json:"authorization_servers"`
+	}
+	if err := json.Unmarshal(body, &meta); err != nil || !slices.Equal(meta.AuthorizationServers, []string{jwtIssuer}) {
+		t.Errorf("metadata %s (err %v); want authorization_servers [%s]", body, err, jwtIssuer)
+	}
+
+	// The audit log names carol as the caller of her call.
+	raw, err := os.ReadFile(f.audit)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(string(raw), `"caller":"carol"`) {
+		t.Errorf("audit log lacks carol as a caller:\n%s", raw)
+	}
+}
+
+func TestServeHTTPWithJWTAcceptsAnyAddress(t *testing.T) {
+	iss := newTestIssuer(t)
+	f := newFixture(t, "")
+	f.appendConfig(t, "gateway:\n  roles: {r: ['*']}\n  jwt: {jwksURL: "+iss.jwksURL+", issuer: "+jwtIssuer+", audience: "+jwtAudience+"}\n")
+	s := f.serveHTTPInProcess(t, "--http", "0.0.0.0:0")
+	if out := s.stderr.String(); strings.Contains(out, "WARNING") {
+		t.Errorf("stderr:\n%s", out)
+	}
+	_, port, _ := net.SplitHostPort(strings.TrimPrefix(s.base(), "http://"))
+	if code := postStatus(t, "http://127.0.0.1:"+port+"/mcp", ""); code != http.StatusUnauthorized {
+		t.Errorf("request without a token: status %d, want 401", code)
+	}
+}
+
+func TestServeHTTPJWKSUnreachableFailsStart(t *testing.T) {
+	srv := httptest.NewServer(http.NotFoundHandler())
+	jwksURL := srv.URL + "/jwks.json"
+	srv.Close()
+	f := newFixture(t, "")
+	f.appendConfig(t, "gateway:\n  roles: {r: ['*']}\n  jwt: {jwksURL: "+jwksURL+", issuer: "+jwtIssuer+", audience: "+jwtAudience+"}\n")
+	o := f.run(t, "", false, "serve", "--http", "127.0.0.1:0")
+	o.expect(t, exitToolErr)
+	if !strings.Contains(o.stderr, "gateway.jwt") || !strings.Contains(o.stderr, jwksURL) || strings.Contains(o.stderr, "serving MCP") {
+		t.Errorf("stderr does not name the JWK set URL %s:\n%s", jwksURL, o.stderr)
+	}
+}
+
+func TestAnyVerifier(t *testing.T) {
+	iss := newTestIssuer(t)
+	gwc := &config.Gateway{
+		Tokens: []config.GatewayToken{{SHA256: gateway.HashToken("t"), Subject: "s", Role: "r"}},
+		Roles:  map[string][]string{"r": {"*"}},
+		JWT:    &config.GatewayJWT{JWKSURL: iss.jwksURL, Issuer: jwtIssuer, Audience: jwtAudience},
+	}
+	opts, err := httpOptions(context.Background(), gwc, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	if info, err := opts.Verifier(ctx, "t", nil); err != nil || info.UserID != "s" {
+		t.Errorf("static token: %+v, %v", info, err)
+	}
+	if info, err := opts.Verifier(ctx, iss.token(t, "j", "role", "r", time.Now().Add(time.Hour)), nil); err != nil || info.UserID != "j" {
+		t.Errorf("JWT: %+v, %v", info, err)
+	}
+	for _, tok := range []string{"u", iss.token(t, "j", "role", "r", time.Now().Add(-time.Hour))} {
+		if _, err := opts.Verifier(ctx, tok, nil); !errors.Is(err, auth.ErrInvalidToken) {
+			t.Errorf("refused token: err %v, want auth.ErrInvalidToken", err)
+		}
+	}
+	if !slices.Equal(opts.AuthorizationServers, []string{jwtIssuer}) {
+		t.Errorf("AuthorizationServers = %v, want the issuer", opts.AuthorizationServers)
+	}
+	gwc.AuthorizationServers = []string{"https://other.example.com"}
+	if opts, err = httpOptions(ctx, gwc, false); err != nil || !slices.Equal(opts.AuthorizationServers, gwc.AuthorizationServers) {
+		t.Errorf("configured AuthorizationServers replaced: %v, %v", opts.AuthorizationServers, err)
 	}
 }

@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"io"
 	"os"
 	"strings"
@@ -198,5 +199,56 @@ func TestServeUnprefixed(t *testing.T) {
 	o.expect(t, exitUsage)
 	if !strings.Contains(o.stderr, `"demo__add"`) || !strings.Contains(o.stderr, `"second__add"`) {
 		t.Errorf("collision not named:\n%s", o.stderr)
+	}
+}
+
+// A client's progress token and its cancellation travel through the
+// gateway to the upstream server: the upstream's progress report reaches
+// the client under the client's token, and cancelling the client's call
+// cancels the upstream call (its stats count it).
+func TestServeRelaysProgressAndCancellationUpstream(t *testing.T) {
+	f := newFixture(t, "")
+	started := make(chan struct{}, 1)
+	cs := f.serveStdio(t, &mcp.ClientOptions{ProgressNotificationHandler: func(_ context.Context, req *mcp.ProgressNotificationClientRequest) {
+		if req.Params.ProgressToken == "client-token" {
+			select {
+			case started <- struct{}{}:
+			default:
+			}
+		}
+	}})
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+
+	callCtx, cancelCall := context.WithCancel(ctx)
+	done := make(chan error, 1)
+	go func() {
+		params := &mcp.CallToolParams{Name: "demo__wait_for_cancel", Arguments: map[string]any{}}
+		params.SetProgressToken("client-token")
+		_, err := cs.CallTool(callCtx, params)
+		done <- err
+	}()
+	select {
+	case <-started: // the upstream call is running: its first progress report arrived
+	case <-ctx.Done():
+		t.Fatal("no progress from the upstream reached the client")
+	}
+	cancelCall()
+	select {
+	case err := <-done:
+		if err == nil {
+			t.Fatal("the cancelled call returned a result")
+		}
+	case <-ctx.Done():
+		t.Fatal("the cancelled call did not return")
+	}
+	res, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: "demo__stats", Arguments: map[string]any{"wait_for_cancelled": 1}})
+	if err != nil || res.IsError {
+		t.Fatalf("stats = %v, %v", res, err)
+	}
+	var stats struct{ Cancelled int }
+	raw, _ := json.Marshal(res.StructuredContent)
+	if err := json.Unmarshal(raw, &stats); err != nil || stats.Cancelled < 1 {
+		t.Errorf("upstream stats = %s, want at least one cancelled call", raw)
 	}
 }

@@ -26,7 +26,7 @@ set -uo pipefail
 # Pinned: the suite, and the MCP TypeScript SDK it drives (a dependency of the
 # suite with a caret range; pinning it keeps runs reproducible).
 NPM_PACKAGES=(@modelcontextprotocol/conformance@0.1.16 @modelcontextprotocol/sdk@1.32.2)
-NPM_DIR="${TOOLWIRE_NPM_DIR:-$HOME/.cache/toolwire-npm}"
+NPM_DIR="${TOOLWIRE_NPM_DIR:-${HOME:-/tmp}/.cache/toolwire-npm}"
 SUITE_DIR="$(cd "$(dirname "${BASH_SOURCE[0]}")/../conformance/suite" && pwd)"
 CLI="$NPM_DIR/node_modules/@modelcontextprotocol/conformance/dist/index.js"
 

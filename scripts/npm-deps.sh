@@ -17,7 +17,7 @@ set -uo pipefail
 
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 MANIFEST="$ROOT/interop/ts/package.json"
-NPM_DIR="${TOOLWIRE_NPM_DIR:-$HOME/.cache/toolwire-npm}"
+NPM_DIR="${TOOLWIRE_NPM_DIR:-${HOME:-/tmp}/.cache/toolwire-npm}"
 
 die() { echo "npm-deps.sh: $*" >&2; exit 2; }
 

@@ -183,15 +183,7 @@ func (d *decoder) gatewayJWT(v *node, jpath string) *GatewayJWT {
 			d.unknownField(f, jpath, jwtFields)
 		}
 	}
-	var missing []string
-	for _, k := range jwtRequired {
-		if !hasKey(v, k) {
-			missing = append(missing, fmt.Sprintf("%q", k))
-		}
-	}
-	if len(missing) > 0 {
-		d.errorf(v.line, jpath, "needs %s", strings.Join(missing, " and "))
-	}
+	d.requireKeys(v, jpath, jwtRequired)
 	return j
 }
 
@@ -314,15 +306,7 @@ func (d *decoder) gatewayTokens(v *node, tpath string) []GatewayToken {
 				d.unknownField(f, ipath, tokenFields)
 			}
 		}
-		var missing []string
-		for _, k := range tokenFields {
-			if !hasKey(item, k) {
-				missing = append(missing, fmt.Sprintf("%q", k))
-			}
-		}
-		if len(missing) > 0 {
-			d.errorf(item.line, ipath, "needs %s", strings.Join(missing, " and "))
-		}
+		d.requireKeys(item, ipath, tokenFields)
 		out = append(out, t)
 	}
 	return out
@@ -451,4 +435,18 @@ func sameGateway(a, b *Gateway) bool {
 	x, y := *a, *b
 	x.Line, y.Line = 0, 0
 	return reflect.DeepEqual(x, y)
+}
+
+// requireKeys reports, in one error at the map's line, every key of keys
+// that the map n lacks.
+func (d *decoder) requireKeys(n *node, path string, keys []string) {
+	var missing []string
+	for _, k := range keys {
+		if !hasKey(n, k) {
+			missing = append(missing, fmt.Sprintf("%q", k))
+		}
+	}
+	if len(missing) > 0 {
+		d.errorf(n.line, path, "needs %s", strings.Join(missing, " and "))
+	}
 }

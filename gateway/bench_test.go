@@ -51,6 +51,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/toolwire/toolwire/internal/benchkit"
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
@@ -63,7 +64,6 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
-	"syscall"
 	"testing"
 	"time"
 
@@ -327,14 +327,6 @@ func (f *benchFixture) gateway(ctx context.Context) (*benchVariant, error) {
 
 // --- measurement ---
 
-func benchCPU(b *testing.B) time.Duration {
-	var ru syscall.Rusage
-	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
-		b.Fatalf("getrusage: %v", err)
-	}
-	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
-}
-
 // benchChildCPU returns a process's user+system CPU from /proc (USER_HZ
 // assumed 100), or -1 when it cannot be read.
 func benchChildCPU(pid int) time.Duration {
@@ -392,7 +384,7 @@ func benchMachineBusy() time.Duration {
 }
 
 func benchOurCPU(b *testing.B, ts []*benchTally) time.Duration {
-	d := benchCPU(b)
+	d := benchkit.CPU(b)
 	for _, t := range ts {
 		if c := benchChildCPU(t.v.pid); c > 0 {
 			d += c
@@ -416,17 +408,6 @@ func (bb *benchBusy) stop(b *testing.B, ts []*benchTally) {
 	b.ReportMetric(max(other.Seconds(), 0)/time.Since(bb.start).Seconds(), "bg-cores")
 }
 
-// benchPercentile returns the p-quantile (0 < p < 1) of ds, sorting ds.
-func benchPercentile(ds []time.Duration, p float64) time.Duration {
-	if len(ds) == 0 {
-		return 0
-	}
-	slices.Sort(ds)
-	return ds[int(p*float64(len(ds)-1))]
-}
-
-func benchMicros(d time.Duration) float64 { return float64(d.Nanoseconds()) / 1e3 }
-
 // benchTally accumulates one variant's measurements.
 type benchTally struct {
 	v        *benchVariant
@@ -441,7 +422,7 @@ type benchTally struct {
 }
 
 func (t *benchTally) perCall(d time.Duration) float64 {
-	return benchMicros(d) / float64(max(t.calls, 1))
+	return benchkit.Micros(d) / float64(max(t.calls, 1))
 }
 
 func benchTallies(b *testing.B) []*benchTally {
@@ -472,8 +453,8 @@ func benchReport(b *testing.B, ts []*benchTally, throughput bool) {
 		if n == "gateway" {
 			n = "gw"
 		}
-		p50[n] = benchMicros(benchPercentile(t.lat, 0.50))
-		p99[n] = benchMicros(benchPercentile(t.lat, 0.99))
+		p50[n] = benchkit.Micros(benchkit.Percentile(t.lat, 0.50))
+		p99[n] = benchkit.Micros(benchkit.Percentile(t.lat, 0.99))
 		cpu[n] = t.perCall(t.cpu)
 		b.ReportMetric(p50[n], n+"-p50-µs")
 		b.ReportMetric(p99[n], n+"-p99-µs")
@@ -530,7 +511,7 @@ func BenchmarkGatewaySequential(b *testing.B) {
 				ctx, cancel := context.WithTimeout(context.Background(), benchTimeout)
 				runtime.ReadMemStats(&ms)
 				alloc0, mallocs0 := ms.TotalAlloc, ms.Mallocs
-				cpu0 := benchCPU(b)
+				cpu0 := benchkit.CPU(b)
 				start := time.Now()
 				for n := 0; n < benchSeqMaxCalls && time.Since(start) < benchSeqBlock; n++ {
 					t0 := time.Now()
@@ -540,7 +521,7 @@ func BenchmarkGatewaySequential(b *testing.B) {
 					t.lat = append(t.lat, time.Since(t0))
 					t.calls++
 				}
-				t.cpu += benchCPU(b) - cpu0
+				t.cpu += benchkit.CPU(b) - cpu0
 				runtime.ReadMemStats(&ms)
 				t.bytes += ms.TotalAlloc - alloc0
 				t.mallocs += ms.Mallocs - mallocs0
@@ -623,7 +604,7 @@ func benchWindow(b *testing.B, t *benchTally, callers int) {
 	var ms runtime.MemStats
 	runtime.ReadMemStats(&ms)
 	alloc0, mallocs0 := ms.TotalAlloc, ms.Mallocs
-	cpu0 := benchCPU(b)
+	cpu0 := benchkit.CPU(b)
 	start := time.Now()
 	measuring.Store(true)
 	select {
@@ -632,7 +613,7 @@ func benchWindow(b *testing.B, t *benchTally, callers int) {
 	}
 	measuring.Store(false)
 	t.wall += time.Since(start)
-	t.cpu += benchCPU(b) - cpu0
+	t.cpu += benchkit.CPU(b) - cpu0
 	runtime.ReadMemStats(&ms)
 	t.bytes += ms.TotalAlloc - alloc0
 	t.mallocs += ms.Mallocs - mallocs0
@@ -670,7 +651,7 @@ func benchCallAlone(b *testing.B, v *benchVariant, callers int) {
 	runtime.GC()
 	b.ReportAllocs()
 	b.ResetTimer()
-	cpu0 := benchCPU(b)
+	cpu0 := benchkit.CPU(b)
 	if callers == 1 {
 		for range b.N {
 			t0 := time.Now()
@@ -694,12 +675,12 @@ func benchCallAlone(b *testing.B, v *benchVariant, callers int) {
 			b.Fatalf("%s: %v", v.name, *err)
 		}
 	}
-	cpu := benchCPU(b) - cpu0
+	cpu := benchkit.CPU(b) - cpu0
 	b.StopTimer()
-	b.ReportMetric(benchMicros(cpu)/float64(b.N), "cpu-µs/op")
+	b.ReportMetric(benchkit.Micros(cpu)/float64(b.N), "cpu-µs/op")
 	b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "calls/s")
 	if callers == 1 {
-		b.ReportMetric(benchMicros(benchPercentile(lat, 0.50)), "p50-µs")
-		b.ReportMetric(benchMicros(benchPercentile(lat, 0.99)), "p99-µs")
+		b.ReportMetric(benchkit.Micros(benchkit.Percentile(lat, 0.50)), "p50-µs")
+		b.ReportMetric(benchkit.Micros(benchkit.Percentile(lat, 0.99)), "p99-µs")
 	}
 }

@@ -30,6 +30,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"github.com/toolwire/toolwire/internal/benchkit"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -38,12 +39,10 @@ import (
 	"slices"
 	"strconv"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
-	"github.com/toolwire/toolwire/audit"
 	"github.com/toolwire/toolwire/config"
 	"github.com/toolwire/toolwire/tool"
 )
@@ -70,25 +69,6 @@ func benchDemoConfig() config.Server {
 	}
 }
 
-func benchCPU(b *testing.B) time.Duration {
-	var ru syscall.Rusage
-	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
-		b.Fatalf("getrusage: %v", err)
-	}
-	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
-}
-
-// benchPercentile returns the p-quantile (0 < p < 1) of ds, sorting ds.
-func benchPercentile(ds []time.Duration, p float64) time.Duration {
-	if len(ds) == 0 {
-		return 0
-	}
-	slices.Sort(ds)
-	return ds[int(p*float64(len(ds)-1))]
-}
-
-func benchMicros(d time.Duration) float64 { return float64(d.Nanoseconds()) / 1e3 }
-
 // benchLoop runs call b.N times after the warm-up, recording each call's
 // latency into a slice allocated before the timer starts, and reports
 // cpu-ns/op, p50-µs, p99-µs and max-µs.
@@ -100,18 +80,18 @@ func benchLoop(b *testing.B, call func()) {
 	runtime.GC()
 	b.ReportAllocs()
 	b.ResetTimer()
-	cpu0 := benchCPU(b)
+	cpu0 := benchkit.CPU(b)
 	for i := 0; i < b.N; i++ {
 		t0 := time.Now()
 		call()
 		lat[i] = time.Since(t0)
 	}
-	cpu := benchCPU(b) - cpu0
+	cpu := benchkit.CPU(b) - cpu0
 	b.StopTimer()
 	b.ReportMetric(float64(cpu.Nanoseconds())/float64(b.N), "cpu-ns/op")
-	b.ReportMetric(benchMicros(benchPercentile(lat, 0.50)), "p50-µs")
-	b.ReportMetric(benchMicros(benchPercentile(lat, 0.99)), "p99-µs")
-	b.ReportMetric(benchMicros(lat[len(lat)-1]), "max-µs") // sorted by benchPercentile
+	b.ReportMetric(benchkit.Micros(benchkit.Percentile(lat, 0.50)), "p50-µs")
+	b.ReportMetric(benchkit.Micros(benchkit.Percentile(lat, 0.99)), "p99-µs")
+	b.ReportMetric(benchkit.Micros(lat[len(lat)-1]), "max-µs") // sorted by benchPercentile
 }
 
 // benchBareSession starts the demo child and connects a plain go-sdk client
@@ -169,50 +149,6 @@ func benchBareCall(b *testing.B, cs *mcp.ClientSession, matched bool) func() {
 	}
 }
 
-// benchRecyclingMemory is an audit sink writing to an audit.Memory that it
-// replaces every 4096 events, so long runs do not keep every event alive.
-type benchRecyclingMemory struct {
-	mem *audit.Memory
-	n   int
-}
-
-func (s *benchRecyclingMemory) Write(ev *audit.Event) error {
-	if s.mem == nil || s.n == 4096 {
-		s.mem, s.n = &audit.Memory{}, 0
-	}
-	s.n++
-	return s.mem.Write(ev)
-}
-
-// benchDiscard is an audit sink that drops every event, leaving the cost of
-// building, sizing and ordering them.
-type benchDiscard struct{}
-
-func (benchDiscard) Write(*audit.Event) error { return nil }
-
-// benchAudit returns an audit log for the named sink ("" for none).
-func benchAudit(b *testing.B, sink string) *audit.Log {
-	switch sink {
-	case "":
-		return nil
-	case "memory":
-		return audit.NewLog(&benchRecyclingMemory{}, nil)
-	case "discard":
-		return audit.NewLog(benchDiscard{}, nil)
-	case "file":
-		f, err := audit.OpenFile(b.TempDir() + "/audit.jsonl")
-		if err != nil {
-			b.Fatal(err)
-		}
-		b.Cleanup(func() { _ = f.Close() })
-		return audit.NewLog(f, nil)
-	}
-	b.Fatalf("unknown sink %q", sink)
-	return nil
-}
-
-// benchToolwire connects the demo child through Connect and returns an
-// executor over it with the named audit sink.
 func benchToolwire(b *testing.B, sink string) *tool.Executor {
 	b.Helper()
 	// The demo has write and destructive tools, so the registry needs a
@@ -226,7 +162,7 @@ func benchToolwire(b *testing.B, sink string) *tool.Executor {
 		b.Fatalf("Connect: %v", err)
 	}
 	b.Cleanup(func() { _ = s.Close() })
-	return tool.NewExecutor(reg, &tool.ExecutorOptions{Audit: benchAudit(b, sink)})
+	return tool.NewExecutor(reg, &tool.ExecutorOptions{Audit: benchkit.AuditLog(b, sink)})
 }
 
 func benchToolwireCall(b *testing.B, ex *tool.Executor) func() {
@@ -312,13 +248,13 @@ func BenchmarkCallPaired(b *testing.B) {
 		for _, s := range order {
 			runtime.ReadMemStats(&ms)
 			alloc0, mallocs0 := ms.TotalAlloc, ms.Mallocs
-			cpu0 := benchCPU(b)
+			cpu0 := benchkit.CPU(b)
 			for range n {
 				t0 := time.Now()
 				s.call()
 				s.lat = append(s.lat, time.Since(t0))
 			}
-			s.cpu += benchCPU(b) - cpu0
+			s.cpu += benchkit.CPU(b) - cpu0
 			runtime.ReadMemStats(&ms)
 			s.bytes += ms.TotalAlloc - alloc0
 			s.mallocs += ms.Mallocs - mallocs0
@@ -329,8 +265,8 @@ func BenchmarkCallPaired(b *testing.B) {
 	for _, s := range sides {
 		b.ReportMetric(float64(s.cpu.Nanoseconds())/n, s.name+"-cpu-ns/call")
 		b.ReportMetric(float64(s.bytes)/n, s.name+"-B/call")
-		b.ReportMetric(benchMicros(benchPercentile(s.lat, 0.5)), s.name+"-p50-µs")
-		b.ReportMetric(benchMicros(s.lat[len(s.lat)-1]), s.name+"-max-µs")
+		b.ReportMetric(benchkit.Micros(benchkit.Percentile(s.lat, 0.5)), s.name+"-p50-µs")
+		b.ReportMetric(benchkit.Micros(s.lat[len(s.lat)-1]), s.name+"-max-µs")
 	}
 	bare, matched, tw := sides[0], sides[1], sides[2]
 	b.ReportMetric(100*(float64(tw.cpu)/float64(bare.cpu)-1), "tw-vs-bare-cpu-%")
@@ -442,7 +378,7 @@ func BenchmarkAdapt1000(b *testing.B) {
 			runtime.GC()
 			b.ReportAllocs()
 			b.ResetTimer()
-			cpu0 := benchCPU(b)
+			cpu0 := benchkit.CPU(b)
 			for i := 0; i < b.N; i++ {
 				if mode == "cold" {
 					b.StopTimer()
@@ -454,7 +390,7 @@ func BenchmarkAdapt1000(b *testing.B) {
 					b.Fatalf("adapt: %d tools, skipped %v, err %v", len(ad.tools), ad.skipped, err)
 				}
 			}
-			cpu := benchCPU(b) - cpu0
+			cpu := benchkit.CPU(b) - cpu0
 			b.StopTimer()
 			b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N)/1e6, "ms/op")
 			b.ReportMetric(float64(cpu.Nanoseconds())/float64(b.N)/1e6, "cpu-ms/op")
@@ -550,11 +486,11 @@ func BenchmarkConnectAndRegister1000(b *testing.B) {
 		runtime.GC()
 		b.ReportAllocs()
 		b.ResetTimer()
-		cpu0 := benchCPU(b)
+		cpu0 := benchkit.CPU(b)
 		for i := 0; i < b.N; i++ {
 			once(ctx)
 		}
-		cpu := benchCPU(b) - cpu0
+		cpu := benchkit.CPU(b) - cpu0
 		b.StopTimer()
 		b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N)/1e6, "ms/op")
 		b.ReportMetric(float64(cpu.Nanoseconds())/float64(b.N)/1e6, "cpu-ms/op")

@@ -22,11 +22,9 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"syscall"
+	"github.com/toolwire/toolwire/internal/benchkit"
 	"testing"
-	"time"
 
-	"github.com/toolwire/toolwire/audit"
 	"github.com/toolwire/toolwire/tool"
 )
 
@@ -45,61 +43,6 @@ var benchArgs = json.RawMessage(`{"text":"hello"}`)
 // benchHandler is the trivial tool: it returns a fresh one-block text result.
 func benchHandler(context.Context, json.RawMessage) (*tool.Result, error) {
 	return tool.TextResult("hello"), nil
-}
-
-// benchCPU returns the process's user+system CPU time so far.
-func benchCPU(b *testing.B) time.Duration {
-	var ru syscall.Rusage
-	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
-		b.Fatalf("getrusage: %v", err)
-	}
-	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
-}
-
-// benchRecyclingMemory is an audit sink writing to an audit.Memory that it
-// replaces every benchMemoryEvents events, so a benchmark of millions of
-// calls does not keep every event alive. B/op then includes the Memory's
-// slice growth, amortized over at most that many events.
-type benchRecyclingMemory struct {
-	mem *audit.Memory
-	n   int
-}
-
-const benchMemoryEvents = 4096
-
-func (s *benchRecyclingMemory) Write(ev *audit.Event) error {
-	if s.mem == nil || s.n == benchMemoryEvents {
-		s.mem, s.n = &audit.Memory{}, 0
-	}
-	s.n++
-	return s.mem.Write(ev)
-}
-
-// benchDiscard is an audit sink that drops every event: what is left is the
-// cost of building, timing, sizing and ordering the events.
-type benchDiscard struct{}
-
-func (benchDiscard) Write(*audit.Event) error { return nil }
-
-// benchAudit returns an audit log for the named sink ("" for none).
-func benchAudit(b *testing.B, sink string) *audit.Log {
-	switch sink {
-	case "":
-		return nil
-	case "memory":
-		return audit.NewLog(&benchRecyclingMemory{}, nil)
-	case "discard":
-		return audit.NewLog(benchDiscard{}, nil)
-	case "file":
-		f, err := audit.OpenFile(b.TempDir() + "/audit.jsonl")
-		if err != nil {
-			b.Fatal(err)
-		}
-		b.Cleanup(func() { _ = f.Close() })
-		return audit.NewLog(f, nil)
-	}
-	b.Fatalf("unknown sink %q", sink)
-	return nil
 }
 
 func BenchmarkExecutorOnly(b *testing.B) {
@@ -137,7 +80,7 @@ func BenchmarkExecutorOnly(b *testing.B) {
 			if err != nil {
 				b.Fatal(err)
 			}
-			ex := tool.NewExecutor(reg, &tool.ExecutorOptions{Audit: benchAudit(b, c.sink)})
+			ex := tool.NewExecutor(reg, &tool.ExecutorOptions{Audit: benchkit.AuditLog(b, c.sink)})
 			calls := make([]tool.Call, c.batch)
 			for i := range calls {
 				calls[i] = tool.Call{Name: "bench__echo", Args: benchArgs}
@@ -156,7 +99,7 @@ func BenchmarkExecutorOnly(b *testing.B) {
 
 			b.ReportAllocs()
 			b.ResetTimer()
-			cpu0 := benchCPU(b)
+			cpu0 := benchkit.CPU(b)
 			if c.batch == 1 {
 				// Executor.Call, as an application calls one tool.
 				for i := 0; i < b.N; i++ {
@@ -169,7 +112,7 @@ func BenchmarkExecutorOnly(b *testing.B) {
 					check(ex.Run(ctx, calls))
 				}
 			}
-			cpu := benchCPU(b) - cpu0
+			cpu := benchkit.CPU(b) - cpu0
 			b.StopTimer()
 			b.ReportMetric(float64(cpu.Nanoseconds())/float64(b.N), "cpu-ns/op")
 			if c.batch > 1 {

@@ -78,19 +78,19 @@ type workspace struct {
 type openOptions struct {
 	confirmer    tool.Confirmer
 	stateChanges chan<- mcpclient.Status // for servers --watch
+	file         *config.File            // already loaded (by serve); nil: open loads it
 }
 
 // open loads the configuration, opens the audit log and starts every server
 // in parallel. A server that fails is reported and left out; open fails
 // when a required server fails, or when no server starts at all.
 func open(ctx context.Context, e *env, g *globalFlags, oo openOptions) (*workspace, error) {
-	paths, err := configPaths(e, g.config)
-	if err != nil {
-		return nil, &exitError{exitUsage, err}
-	}
-	file, err := loadConfigs(paths)
-	if err != nil {
-		return nil, &exitError{exitUsage, err}
+	file := oo.file
+	if file == nil {
+		var err error
+		if file, err = loadConfig(e, g); err != nil {
+			return nil, err
+		}
 	}
 	level := slog.LevelWarn
 	if g.verbose {
@@ -105,6 +105,7 @@ func open(ctx context.Context, e *env, g *globalFlags, oo openOptions) (*workspa
 	w := &workspace{file: file}
 	var auditLog *audit.Log
 	if p := firstNonEmpty(g.audit, file.Audit.File); p != "" {
+		var err error
 		w.sink, err = audit.OpenFile(p)
 		if err != nil {
 			return nil, &exitError{exitUsage, err}
@@ -157,6 +158,19 @@ func configPath(e *env, flag string) (string, error) {
 	return "", errors.New("no configuration: pass --config FILE, set TOOLWIRE_CONFIG, or create ./toolwire.yaml")
 }
 
+// loadConfig loads the configuration files the flags or environment name.
+func loadConfig(e *env, g *globalFlags) (*config.File, error) {
+	paths, err := configPaths(e, g.config)
+	if err != nil {
+		return nil, &exitError{exitUsage, err}
+	}
+	file, err := loadConfigs(paths)
+	if err != nil {
+		return nil, &exitError{exitUsage, err}
+	}
+	return file, nil
+}
+
 // configPaths picks the configuration files: the flags, then the list in
 // $TOOLWIRE_CONFIG, then ./toolwire.yaml if it exists.
 func configPaths(e *env, flags []string) ([]string, error) {
@@ -175,13 +189,17 @@ func configPaths(e *env, flags []string) ([]string, error) {
 
 // loadConfigs loads each file and combines their servers, in order, into
 // one. A server name defined in two files is an error naming both; the
-// audit settings come from the first file that has any.
+// audit settings come from the first file that has any. Only one file may
+// have a gateway section: a second is an error naming both, since silently
+// preferring one file's tokens or approvals over another's is how a
+// gateway ends up open.
 func loadConfigs(paths []string) (*config.File, error) {
 	if len(paths) == 1 {
 		return config.Load(paths[0])
 	}
 	merged := &config.File{Path: strings.Join(paths, ", "), Inputs: map[string]config.Input{}}
 	where := map[string]string{}
+	gatewayFrom := ""
 	var errs []error
 	for _, p := range paths {
 		f, err := config.Load(p)
@@ -205,6 +223,14 @@ func loadConfigs(paths []string) (*config.File, error) {
 		}
 		if merged.Audit.File == "" {
 			merged.Audit = f.Audit
+		}
+		if f.Gateway != nil {
+			if merged.Gateway != nil {
+				errs = append(errs, fmt.Errorf("%s:%d: gateway: also configured at %s:%d; only one configuration file may have a gateway section",
+					p, f.Gateway.Line, gatewayFrom, merged.Gateway.Line))
+			} else {
+				merged.Gateway, gatewayFrom = f.Gateway, p
+			}
 		}
 		maps.Copy(merged.Inputs, f.Inputs)
 		merged.Warnings = append(merged.Warnings, f.Warnings...)

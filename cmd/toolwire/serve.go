@@ -80,14 +80,11 @@ is refused with 413 Request Entity Too Large without being parsed.
 			}
 			// The gateway section decides whether the address may be
 			// bound, which happens before any server starts.
-			paths, err := configPaths(e, g.config)
+			file, err := loadConfig(e, g)
 			if err != nil {
-				return &exitError{exitUsage, err}
+				return err
 			}
-			gwc, err := gatewaySection(paths)
-			if err != nil {
-				return &exitError{exitUsage, err}
-			}
+			gwc := file.Gateway
 			policy, err := approvalPolicy(gwc, cmd.Flags().Changed, approveWrite, approveDel)
 			if err != nil {
 				return &exitError{exitUsage, err}
@@ -111,7 +108,7 @@ is refused with 413 Request Entity Too Large without being parsed.
 				defer ln.Close()
 				announceAuth(e.stderr, gwc, httpAddr, ln, &opts, insecureNoAuth)
 			}
-			w, err := open(cmd.Context(), e, g, openOptions{confirmer: gateway.NewApprover(policy)})
+			w, err := open(cmd.Context(), e, g, openOptions{confirmer: gateway.NewApprover(policy), file: file})
 			if err != nil {
 				return err
 			}
@@ -143,36 +140,6 @@ is refused with 413 Request Entity Too Large without being parsed.
 	cmd.Flags().StringVar(&approveWrite, "approve-write", "elicit", "how write calls are approved: elicit, deny or allow (default: gateway.approvals.write, else elicit)")
 	cmd.Flags().StringVar(&approveDel, "approve-destructive", "elicit", "how destructive calls are approved: elicit, deny or allow (default: gateway.approvals.destructive, else elicit)")
 	return cmd
-}
-
-// gatewaySection returns the gateway settings of the configuration files:
-// the section of the first file that has one, nil when none has. Only one
-// file may have one: a second is an error naming both, since silently
-// preferring one file's tokens or approvals over another's is how a
-// gateway ends up open.
-func gatewaySection(paths []string) (*config.Gateway, error) {
-	var (
-		found *config.Gateway
-		from  string
-		errs  []error
-	)
-	for _, p := range paths {
-		f, err := config.Load(p)
-		if err != nil {
-			errs = append(errs, err)
-			continue
-		}
-		if f.Gateway == nil {
-			continue
-		}
-		if found != nil {
-			errs = append(errs, fmt.Errorf("%s:%d: gateway: also configured at %s:%d; only one configuration file may have a gateway section",
-				p, f.Gateway.Line, from, found.Line))
-			continue
-		}
-		found, from = f.Gateway, p
-	}
-	return found, errors.Join(errs...)
 }
 
 // approvalPolicy is the configuration's approvals with the tier flags the

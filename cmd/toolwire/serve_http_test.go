@@ -441,17 +441,24 @@ func TestServeGatewaySectionInTwoFiles(t *testing.T) {
 	first := write("first.yaml", "servers:\n  b: {command: x}\ngateway:\n  approvals: {write: deny}\n")
 	second := write("second.yaml", "servers:\n  c: {command: x}\n\ngateway:\n  approvals: {write: allow}\n")
 
-	// The one file with a section gives it, wherever it is in the list.
-	g, err := gatewaySection([]string{plain, first})
-	if err != nil || g == nil || g.Approvals.Write != "deny" {
-		t.Errorf("gatewaySection(plain, first) = %+v, %v", g, err)
+	section := func(paths ...string) (*config.Gateway, error) {
+		f, err := loadConfigs(paths)
+		if err != nil {
+			return nil, err
+		}
+		return f.Gateway, nil
 	}
-	if g, err := gatewaySection([]string{plain}); err != nil || g != nil {
-		t.Errorf("gatewaySection(plain) = %+v, %v", g, err)
+	// The one file with a section gives it, wherever it is in the list.
+	g, err := section(plain, first)
+	if err != nil || g == nil || g.Approvals.Write != "deny" {
+		t.Errorf("section(plain, first) = %+v, %v", g, err)
+	}
+	if g, err := section(plain); err != nil || g != nil {
+		t.Errorf("section(plain) = %+v, %v", g, err)
 	}
 
 	// Two are an error naming both files and lines.
-	_, err = gatewaySection([]string{first, plain, second})
+	_, err = section(first, plain, second)
 	want := second + ":4: gateway: also configured at " + first + ":3; only one configuration file may have a gateway section"
 	if err == nil || err.Error() != want {
 		t.Errorf("error = %v\nwant %s", err, want)

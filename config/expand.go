@@ -242,7 +242,7 @@ func ExpandServer(s Server, r Resolver) (Server, []string, error) {
 		// Checked again because placeholders may have hidden a bad URL at
 		// load time; the value is not shown since it may hold a secret.
 		if len(errs) == before && strings.Contains(s.URL, "$") {
-			if msg := urlProblem(out.URL, false); msg != "" {
+			if msg := serverURLProblem(out.URL, false); msg != "" {
 				fail("url", errors.New("after expansion: "+msg))
 			}
 		}

@@ -7,6 +7,8 @@ import (
 	"path/filepath"
 	"regexp"
 	"strings"
+
+	"github.com/toolwire/toolwire/netpolicy"
 )
 
 var serverNameRE = regexp.MustCompile(`^[A-Za-z0-9_.-]{1,64}$`)
@@ -124,9 +126,9 @@ func (d *decoder) url(st *serverState, p pair) {
 		return
 	}
 	// A URL built from placeholders can only be checked once expanded,
-	// which ExpandServer does.
+	// by ExpandServer; netpolicy's client checks every request's URL too.
 	if !strings.Contains(s, "$") {
-		if msg := urlProblem(s, true); msg != "" {
+		if msg := serverURLProblem(s, true); msg != "" {
 			d.errorf(v.line, path, "%s", msg)
 			return
 		}
@@ -267,6 +269,23 @@ func headerNameProblem(k string) string {
 		}
 	}
 	return ""
+}
+
+// serverURLProblem applies the remote-URL rule (netpolicy.CheckURL: https
+// anywhere, plain http only to loopback) to a server's endpoint. show says
+// whether the URL, without any password, may appear in the message.
+func serverURLProblem(s string, show bool) string {
+	_, err := netpolicy.CheckURL(s)
+	var ue *netpolicy.URLError
+	switch {
+	case err == nil:
+		return ""
+	case !errors.As(err, &ue):
+		return err.Error()
+	case show:
+		return fmt.Sprintf("%q: %s", ue.URL, ue.Reason)
+	}
+	return ue.Reason
 }
 
 // urlProblem checks that s is an absolute http or https URL. show says

@@ -204,7 +204,7 @@ func TestConfigCheckJSON(t *testing.T) {
 }
 
 func TestConfigCheckInvalidPrintsEveryError(t *testing.T) {
-	path := writeConfigFixture(t, "bad.yaml", "servers:\n  a:\n    command: x\n    url: http://h/\n  b:\n    defaultTier: admin\n    command: y\n")
+	path := writeConfigFixture(t, "bad.yaml", "servers:\n  a:\n    command: x\n    url: https://h/\n  b:\n    defaultTier: admin\n    command: y\n")
 	r := runConfigCmd(t, false, "", nil, "config", "check", path)
 	r.want(t, exitUsage)
 	want := []string{

@@ -10,6 +10,12 @@
 //	...
 //	log := audit.NewLog(sink, &audit.LogOptions{Redactor: audit.NewSecrets(token)})
 //	log.Record(audit.Event{Kind: audit.CallRequested, Tool: "demo__echo"})
+//
+// The file is tamper-evident: each line carries the SHA-256 of the line
+// before it, and with [FileSinkOptions].SigningKey an Ed25519 signature
+// (chain.go describes the format). [Verify] reports the first place where
+// a line was changed, removed, inserted or moved; its documentation says
+// what a chain cannot show.
 package audit
 
 import (
@@ -38,6 +44,10 @@ const (
 	ServerReconnected Kind = "server.reconnected" // Attempt, Tools
 	ServerStopped     Kind = "server.stopped"
 	ToolsChanged      Kind = "tools.changed" // Added, Removed, Changed
+	// LLMFailed records a failed request to a model by the agent loop:
+	// Source names the provider, Reason the kind of failure, Attempt the
+	// try it was, and Backoff the wait before the next try when there is one.
+	LLMFailed Kind = "llm.failed"
 	// RedactionFailed stands in for an event whose redaction failed; it
 	// keeps only where the event belonged, never its content.
 	RedactionFailed Kind = "redaction.failed"

@@ -2,6 +2,8 @@ package audit
 
 import (
 	"bytes"
+	"crypto/ed25519"
+	"crypto/sha256"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -10,29 +12,70 @@ import (
 	"sync"
 )
 
-// FileSink appends events to a file as JSON Lines, one event per line. Each
-// line is written with a single write to a file opened in append mode, so
-// lines from several processes do not interleave.
+// FileSink appends events to a file as JSON Lines, one event per line,
+// hash-chained: each line carries the SHA-256 of the line before it, and
+// optionally an Ed25519 signature (the format is described in chain.go and
+// checked by [Verify]). Each line is written with a single write to a file
+// opened in append mode, so lines from several processes do not interleave.
+//
+// Several sinks, in one process or several, may append to the same file:
+// each write takes an exclusive advisory lock on the file (flock(2) on
+// Unix systems; on others there is none, see lock_none.go), checks the
+// file's size, and when another writer has appended since this sink last
+// wrote, reads the new last line to chain from it. A sink that is the only
+// writer reads nothing back.
 type FileSink struct {
 	mu   sync.Mutex
 	f    *os.File
 	path string
+	key  ed25519.PrivateKey
 	buf  bytes.Buffer
 	enc  *json.Encoder // writes into buf
+	// prev is the hash of the file's last line when it was size bytes
+	// long; size -1 means unknown, so the next write reads the tail.
+	prev [sha256.Size]byte
+	size int64
 }
 
-// OpenFile opens (creating if needed, with mode 0600) the JSON Lines file at
-// path for appending. Its directory is created with mode 0700 if missing.
+// FileSinkOptions configures a [FileSink]. The zero value is usable.
+type FileSinkOptions struct {
+	// SigningKey, if set, signs every line (see [ReadPrivateKey]).
+	SigningKey ed25519.PrivateKey
+}
+
+// OpenFile opens the JSON Lines file at path for appending, as
+// [OpenFileWith] does with no options.
 func OpenFile(path string) (*FileSink, error) {
+	return OpenFileWith(path, nil)
+}
+
+// OpenFileWith opens (creating if needed, with mode 0600) the JSON Lines
+// file at path for appending. Its directory is created with mode 0700 if
+// missing. The chain resumes from the file's last line; if that line is
+// torn or is not an event, OpenFileWith fails with a [*LineError] naming it
+// rather than extend a chain from bytes it cannot vouch for. A file written
+// before chaining resumes from its last event as well.
+func OpenFileWith(path string, opts *FileSinkOptions) (*FileSink, error) {
+	s := &FileSink{path: path, size: -1}
+	if opts != nil && opts.SigningKey != nil {
+		if len(opts.SigningKey) != ed25519.PrivateKeySize {
+			return nil, fmt.Errorf("audit file %s: signing key has %d bytes, want an Ed25519 private key of %d", path, len(opts.SigningKey), ed25519.PrivateKeySize)
+		}
+		s.key = opts.SigningKey
+	}
 	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
 		return nil, fmt.Errorf("audit file %s: %w", path, err)
 	}
-	f, err := os.OpenFile(path, os.O_WRONLY|os.O_APPEND|os.O_CREATE, 0o600)
+	f, err := os.OpenFile(path, os.O_RDWR|os.O_APPEND|os.O_CREATE, 0o600)
 	if err != nil {
 		return nil, fmt.Errorf("audit file %s: %w", path, err)
 	}
-	s := &FileSink{f: f, path: path}
+	s.f = f
 	s.enc = json.NewEncoder(&s.buf)
+	if err := s.locked(s.catchUp); err != nil {
+		f.Close()
+		return nil, err
+	}
 	return s, nil
 }
 
@@ -49,8 +92,56 @@ func (s *FileSink) Write(ev *Event) error {
 	if err := s.enc.Encode(ev.wire()); err != nil {
 		return err
 	}
-	_, err := s.f.Write(s.buf.Bytes())
+	return s.locked(func() error {
+		if err := s.catchUp(); err != nil {
+			return err
+		}
+		// Room for the chain members, so appending stays in the
+		// buffer the sink reuses.
+		s.buf.Grow(prevSuffixLen + sigSuffixLen)
+		line := s.buf.Bytes()
+		line = appendChain(line[:len(line)-1], &s.prev, s.key) // without the encoder's newline
+		line = append(line, '\n')
+		if _, err := s.f.Write(line); err != nil {
+			s.size = -1 // part of the line may be in the file
+			return fmt.Errorf("audit file %s: %w", s.path, err)
+		}
+		s.prev = sha256.Sum256(line[:len(line)-1])
+		s.size += int64(len(line))
+		return nil
+	})
+}
+
+// locked runs fn holding the file's advisory lock.
+func (s *FileSink) locked(fn func() error) error {
+	if err := lockFile(s.f); err != nil {
+		return fmt.Errorf("audit file %s: lock: %w", s.path, err)
+	}
+	err := fn()
+	// Unlocking fails only for a bad descriptor, and closing the file
+	// releases the lock anyway.
+	_ = unlockFile(s.f)
 	return err
+}
+
+// catchUp makes s.prev the hash of the file's last line, reading it only
+// when the file's size is not the one this sink left it at.
+func (s *FileSink) catchUp() error {
+	// Seeking to the end tells the size without the allocation of Stat;
+	// with O_APPEND the offset does not matter to writes.
+	size, err := s.f.Seek(0, io.SeekEnd)
+	if err != nil {
+		return fmt.Errorf("audit file %s: %w", s.path, err)
+	}
+	if size == s.size {
+		return nil
+	}
+	h, err := tailHash(s.f, size)
+	if err != nil {
+		return fmt.Errorf("audit file %s: %w; refusing to extend its hash chain (toolwire audit verify names what is wrong)", s.path, err)
+	}
+	s.prev, s.size = h, size
+	return nil
 }
 
 // Close flushes the file to disk and closes it. Later writes fail.
@@ -68,7 +159,8 @@ func (s *FileSink) Close() error {
 	return err
 }
 
-// WriterSink writes events as JSON Lines to any writer, e.g. os.Stderr.
+// WriterSink writes events as JSON Lines to any writer, e.g. os.Stderr,
+// without a hash chain: it cannot read back what came before.
 type WriterSink struct {
 	W io.Writer
 }

@@ -3,6 +3,7 @@ package audit_test
 import (
 	"bufio"
 	"bytes"
+	"crypto/ed25519"
 	"encoding/json"
 	"fmt"
 	"os"
@@ -258,5 +259,38 @@ func TestMemoryEventsIsACopy(t *testing.T) {
 	got[0].Tool = "changed in the copy"
 	if again := m.Events(); len(again) != 1 || again[0].Tool != "a" {
 		t.Errorf("Memory kept %+v, want the event as written", again)
+	}
+}
+
+// BenchmarkFileSinkWrite measures one event appended to a JSON Lines file:
+// encoding, chaining, and the write under the file lock.
+func BenchmarkFileSinkWrite(b *testing.B) {
+	benchmarkFileSinkWrite(b, nil)
+}
+
+// BenchmarkFileSinkWriteSigned adds an Ed25519 signature to each line.
+func BenchmarkFileSinkWriteSigned(b *testing.B) {
+	_, priv, err := ed25519.GenerateKey(nil)
+	if err != nil {
+		b.Fatal(err)
+	}
+	benchmarkFileSinkWrite(b, &audit.FileSinkOptions{SigningKey: priv})
+}
+
+func benchmarkFileSinkWrite(b *testing.B, opts *audit.FileSinkOptions) {
+	s, err := audit.OpenFileWith(filepath.Join(b.TempDir(), "audit.jsonl"), opts)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer s.Close()
+	ev := &audit.Event{
+		Time: time.Date(2025, 1, 2, 3, 4, 5, 0, time.UTC), Kind: audit.CallExecuted, Batch: "b1", Index: 2,
+		Tool: "demo__echo", Source: "demo", Original: "echo", Tier: "read", Duration: 1500 * time.Microsecond, ResultBytes: 120,
+	}
+	b.ReportAllocs()
+	for b.Loop() {
+		if err := s.Write(ev); err != nil {
+			b.Fatal(err)
+		}
 	}
 }

@@ -1,0 +1,154 @@
+package main
+
+import (
+	"crypto/ed25519"
+	"crypto/rand"
+	"errors"
+	"fmt"
+	"os"
+
+	"github.com/spf13/cobra"
+	"github.com/toolwire/toolwire/audit"
+)
+
+func newAuditCommand(e *env) *cobra.Command {
+	cmd := &cobra.Command{
+		Use:   "audit",
+		Short: "Verify an audit log's hash chain, and make keys to sign it",
+		Long: `Every line of toolwire's audit log carries the SHA-256 of the line before it
+("prev"), and, with a signing key, an Ed25519 signature ("sig"). "audit verify"
+checks both; "audit keygen" makes a key pair to sign with.`,
+		Args: cobra.NoArgs,
+	}
+	cmd.AddCommand(newAuditVerifyCommand(e), newAuditKeygenCommand(e))
+	return cmd
+}
+
+func newAuditVerifyCommand(e *env) *cobra.Command {
+	var publicKey string
+	cmd := &cobra.Command{
+		Use:   "verify FILE",
+		Short: "Check an audit log's hash chain (and signatures) and name the first bad line",
+		Long: `Check that every line of an audit log carries the hash of the line before it,
+and with --public-key that every line is signed by the matching private key.
+Prints "FILE: N events, chain intact" and the SHA-256 of the last line, or
+fails naming the first line that is not intact.
+
+A line changed, removed, inserted or moved is found. Lines cut from the end
+of the file are not, nor (without signatures) a change to the last line:
+keep the printed last-line hash elsewhere to check for that later. Without
+signatures, someone able to rewrite the file can also recompute the chain
+after their change; a signing key they cannot read stops that.`,
+		Args: cobra.ExactArgs(1),
+		RunE: func(_ *cobra.Command, args []string) error {
+			path := args[0]
+			var opts audit.VerifyOptions
+			if publicKey != "" {
+				key, err := audit.ReadPublicKey(publicKey)
+				if err != nil {
+					return &exitError{exitUsage, err}
+				}
+				opts.PublicKey = key
+			}
+			f, err := os.Open(path)
+			if err != nil {
+				return &exitError{exitUsage, err}
+			}
+			defer f.Close()
+			rep, err := audit.Verify(f, &opts)
+			switch {
+			case errors.Is(err, audit.ErrUnchained):
+				return &exitError{exitToolErr, fmt.Errorf("%s: %d events, none hash-chained: the file was written before toolwire hash-chained its audit log, so nothing in it can be verified", path, rep.Lines)}
+			case err != nil && rep.Lines == 0:
+				return &exitError{exitToolErr, fmt.Errorf("%s: %w", path, err)}
+			case err != nil:
+				return &exitError{exitToolErr, fmt.Errorf("%s: %w; %s intact", path, err, lineRange(rep.Lines))}
+			}
+			msg := fmt.Sprintf("%s: %d events, chain intact", path, rep.Lines)
+			if rep.Unchained > 0 {
+				msg += fmt.Sprintf(" from line %d (%s older, unprotected)", rep.Unchained+1, lineRange(rep.Unchained))
+			}
+			if opts.PublicKey != nil {
+				msg += ", every chained line signed by the key"
+			}
+			fmt.Fprintln(e.stdout, msg)
+			if rep.Head != "" {
+				fmt.Fprintf(e.stdout, "last line sha256: %s\n", rep.Head)
+			}
+			return nil
+		},
+	}
+	cmd.Flags().StringVar(&publicKey, "public-key", "", "PEM file with the Ed25519 public key (PKIX) that must have signed every line")
+	return cmd
+}
+
+func newAuditKeygenCommand(e *env) *cobra.Command {
+	var prefix string
+	cmd := &cobra.Command{
+		Use:   "keygen --out PREFIX",
+		Short: "Make an Ed25519 key pair for signing the audit log",
+		Long: `Write a new Ed25519 private key to PREFIX.key (PEM, PKCS#8, mode 0600) and its
+public key to PREFIX.pub (PEM, PKIX). Neither file may exist yet. The writer
+signs with the private key; "audit verify --public-key PREFIX.pub" checks.
+Keep the private key where the agents whose calls are audited cannot read it.`,
+		Args: cobra.NoArgs,
+		RunE: func(*cobra.Command, []string) error {
+			if prefix == "" {
+				return &exitError{exitUsage, errors.New("--out PREFIX is required")}
+			}
+			pub, priv, err := ed25519.GenerateKey(rand.Reader)
+			if err != nil {
+				return &exitError{exitToolErr, fmt.Errorf("generating a key: %w", err)}
+			}
+			privPEM, err := audit.MarshalPrivateKey(priv)
+			if err != nil {
+				return &exitError{exitToolErr, err}
+			}
+			pubPEM, err := audit.MarshalPublicKey(pub)
+			if err != nil {
+				return &exitError{exitToolErr, err}
+			}
+			privPath, pubPath := prefix+".key", prefix+".pub"
+			for _, p := range []string{privPath, pubPath} {
+				if _, err := os.Lstat(p); err == nil {
+					return &exitError{exitUsage, fmt.Errorf("%s already exists; not overwriting a key", p)}
+				}
+			}
+			if err := writeNewFile(privPath, privPEM, 0o600); err != nil {
+				return &exitError{exitToolErr, err}
+			}
+			if err := writeNewFile(pubPath, pubPEM, 0o644); err != nil {
+				os.Remove(privPath)
+				return &exitError{exitToolErr, err}
+			}
+			fmt.Fprintf(e.stderr, "wrote %s (private: keep it from the agents) and %s (public: give it to verifiers)\n", privPath, pubPath)
+			return nil
+		},
+	}
+	cmd.Flags().StringVar(&prefix, "out", "", "write PREFIX.key and PREFIX.pub")
+	return cmd
+}
+
+// lineRange names lines 1 to n.
+func lineRange(n int) string {
+	if n == 1 {
+		return "line 1 is"
+	}
+	return fmt.Sprintf("lines 1-%d are", n)
+}
+
+// writeNewFile creates path, which must not exist, holding data.
+func writeNewFile(path string, data []byte, mode os.FileMode) error {
+	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_EXCL, mode)
+	if err != nil {
+		return err
+	}
+	_, err = f.Write(data)
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		os.Remove(path)
+	}
+	return err
+}

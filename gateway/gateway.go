@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"log/slog"
 	"sync"
+	"sync/atomic"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"github.com/toolwire/toolwire/tool"
@@ -34,12 +35,24 @@ type Options struct {
 	// its names. Two tools that would share a name are a collision (see
 	// [Gateway.Collisions]).
 	Unprefixed bool
+	// Upstreams are the MCP servers whose resources, resource templates,
+	// prompts and completions are served beside the tools, and to which
+	// clients' logging/setLevel is passed on.
+	Upstreams []Upstream
 }
 
 // Gateway serves an executor's registry over MCP.
 type Gateway struct {
-	ex   *tool.Executor
-	opts Options
+	ex    *tool.Executor
+	opts  Options
+	level upstreamLevel
+}
+
+func (g *Gateway) logger() *slog.Logger {
+	if g.opts.Logger != nil {
+		return g.opts.Logger
+	}
+	return slog.New(slog.DiscardHandler)
 }
 
 // New returns a gateway for ex. The executor's registry should have an
@@ -95,19 +108,35 @@ func describeTool(t *tool.Tool) string {
 // visible refuses is absent from the listing, not listed and refused.
 // Call stop when the server is no longer served.
 func (g *Gateway) Server(visible func(name string) bool) (srv *mcp.Server, stop func()) {
-	srv = mcp.NewServer(&mcp.Implementation{Name: g.opts.Name, Version: Version}, &mcp.ServerOptions{
+	s := &served{g: g, visible: visible, offered: map[string]*tool.Tool{}, wake: make(chan struct{}, 1), done: make(chan struct{})}
+	opts := &mcp.ServerOptions{
 		Logger:                    g.opts.Logger,
 		HasTools:                  true,
 		SupportedProtocolVersions: protocolVersions,
-	})
-	s := &served{g: g, srv: srv, visible: visible, offered: map[string]*tool.Tool{}, wake: make(chan struct{}, 1), done: make(chan struct{})}
+	}
+	if len(g.opts.Upstreams) > 0 {
+		opts.HasResources, opts.HasPrompts = true, true
+		opts.CompletionHandler = s.complete
+		opts.SubscribeHandler, opts.UnsubscribeHandler = s.subscribe, s.unsubscribe
+	}
+	srv = mcp.NewServer(&mcp.Implementation{Name: g.opts.Name, Version: Version}, opts)
+	srv.AddReceivingMiddleware(g.forwardLogLevel)
+	s.srv = srv
 	s.sync()
-	unwatch := g.ex.Registry().Watch(s.poke)
+	if len(g.opts.Upstreams) > 0 {
+		s.syncCatalog()
+	}
+	unwatch := []func(){g.ex.Registry().Watch(func() { s.poke(&s.toolsDirty) })}
+	for _, up := range g.opts.Upstreams {
+		unwatch = append(unwatch, up.Watch(func() { s.poke(&s.catalogDirty) }, func(uri string) { go s.resourceUpdated(up, uri) }))
+	}
 	go s.loop()
 	var once sync.Once
 	return srv, func() {
 		once.Do(func() {
-			unwatch()
+			for _, f := range unwatch {
+				f()
+			}
 			close(s.done)
 		})
 	}
@@ -121,13 +150,19 @@ type served struct {
 	wake    chan struct{}
 	done    chan struct{}
 
+	// toolsDirty and catalogDirty say what a wake-up is for.
+	toolsDirty, catalogDirty atomic.Bool
+
 	mu      sync.Mutex
 	offered map[string]*tool.Tool // what the server lists now, by served name
+	catalog catalog               // the upstreams' resources and prompts it offers
 }
 
-// poke asks for a resync. It runs in the goroutine that changed the
-// registry, so it only signals; several changes fold into one resync.
-func (s *served) poke() {
+// poke asks for a resync of what dirty marks. It runs in the goroutine
+// that changed the registry or heard from an upstream, so it only signals;
+// several changes fold into one resync.
+func (s *served) poke(dirty *atomic.Bool) {
+	dirty.Store(true)
 	select {
 	case s.wake <- struct{}{}:
 	default:
@@ -140,7 +175,12 @@ func (s *served) loop() {
 		case <-s.done:
 			return
 		case <-s.wake:
-			s.sync()
+			if s.toolsDirty.Swap(false) {
+				s.sync()
+			}
+			if s.catalogDirty.Swap(false) {
+				s.syncCatalog()
+			}
 		}
 	}
 }
@@ -178,44 +218,98 @@ func (s *served) sync() {
 			Description: t.Description,
 			InputSchema: advertisedSchema(t),
 			Annotations: Annotations(t),
-		}, s.g.handler(t.Name))
+		}, s.g.handler(t))
 	}
 	s.offered = want
 }
 
 // handler runs a call that arrived through the gateway through the
-// executor, with the session (for approvals) and a progress relay (when
-// the client asked for progress) in the context.
-func (g *Gateway) handler(name string) mcp.ToolHandler {
+// executor, with the session (for approvals) and a caller relaying what
+// the tool's upstream sends during the call (progress when the client
+// asked for it, log lines, sampling and elicitation requests) in the
+// context.
+func (g *Gateway) handler(t *tool.Tool) mcp.ToolHandler {
+	name, rewrite := t.Name, g.rewriteFor(t.Origin.Source)
 	return func(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
 		ctx = withSession(ctx, req.Session)
 		if req.Extra != nil && req.Extra.TokenInfo != nil && req.Extra.TokenInfo.UserID != "" {
 			ctx = tool.WithIdentity(ctx, req.Extra.TokenInfo.UserID)
 		}
-		if token := req.Params.GetProgressToken(); token != nil && req.Session != nil {
-			ctx = tool.WithCaller(ctx, &progressRelay{ss: req.Session, token: token})
+		if req.Session != nil {
+			ctx = tool.WithCaller(ctx, &sessionCaller{ss: req.Session, token: req.Params.GetProgressToken()})
 		}
 		res := g.ex.Call(ctx, name, req.Params.Arguments)
-		return toMCP(res), nil
+		return toMCP(res, rewrite), nil
 	}
 }
 
-// progressRelay forwards an upstream's progress reports for a call to the
-// client that made it, under the client's own progress token.
-type progressRelay struct {
+// sessionCaller relays what an upstream sends during a call to the client
+// that made the call: progress under the client's own token, log lines
+// (which the client's session filters by the level it set), and
+// elicitation and sampling requests when the client has the capability.
+type sessionCaller struct {
 	ss    *mcp.ServerSession
-	token any
+	token any // nil when the client asked for no progress
 }
 
-func (p *progressRelay) Progress(ctx context.Context, pr tool.Progress) {
-	_ = p.ss.NotifyProgress(ctx, &mcp.ProgressNotificationParams{
-		ProgressToken: p.token, Progress: pr.Progress, Total: pr.Total, Message: pr.Message,
+func (c *sessionCaller) Progress(ctx context.Context, pr tool.Progress) {
+	if c.token == nil {
+		return
+	}
+	_ = c.ss.NotifyProgress(ctx, &mcp.ProgressNotificationParams{
+		ProgressToken: c.token, Progress: pr.Progress, Total: pr.Total, Message: pr.Message,
 	})
+}
+
+func (c *sessionCaller) Log(ctx context.Context, m tool.LogMessage) {
+	var data any
+	if err := json.Unmarshal(m.Data, &data); err != nil {
+		return
+	}
+	_ = c.ss.Log(ctx, &mcp.LoggingMessageParams{Level: mcp.LoggingLevel(m.Level), Logger: m.Logger, Data: data})
+}
+
+func (c *sessionCaller) Ask(ctx context.Context, kind tool.RequestKind, params json.RawMessage) (json.RawMessage, error) {
+	var caps *mcp.ClientCapabilities
+	if ip := c.ss.InitializeParams(); ip != nil {
+		caps = ip.Capabilities
+	}
+	switch kind {
+	case tool.Elicitation:
+		if caps == nil || caps.Elicitation == nil {
+			return nil, fmt.Errorf("the client does not support elicitation: %w", tool.ErrNotSupported)
+		}
+		var p mcp.ElicitParams
+		if err := json.Unmarshal(params, &p); err != nil {
+			return nil, fmt.Errorf("elicitation/create: %w", err)
+		}
+		res, err := c.ss.Elicit(ctx, &p)
+		if err != nil {
+			return nil, err
+		}
+		return json.Marshal(res)
+	case tool.Sampling:
+		if caps == nil || caps.Sampling == nil {
+			return nil, fmt.Errorf("the client does not support sampling: %w", tool.ErrNotSupported)
+		}
+		var p mcp.CreateMessageParams
+		if err := json.Unmarshal(params, &p); err != nil {
+			return nil, fmt.Errorf("sampling/createMessage: %w", err)
+		}
+		res, err := c.ss.CreateMessage(ctx, &p)
+		if err != nil {
+			return nil, err
+		}
+		return json.Marshal(res)
+	}
+	return nil, fmt.Errorf("%s: %w", kind, tool.ErrNotSupported)
 }
 
 // toMCP converts a result for the wire. A refusal or failure is an isError
 // result whose text says why (a tool's own error keeps the tool's content).
-func toMCP(res *tool.Result) *mcp.CallToolResult {
+// rewrite, when not nil, maps the URIs of resources in the content to the
+// URIs the gateway serves them under.
+func toMCP(res *tool.Result, rewrite func(string) string) *mcp.CallToolResult {
 	out := &mcp.CallToolResult{IsError: res.IsError, StructuredContent: res.Structured}
 	if res.IsError && res.Reason != tool.ReasonTool {
 		out.Content = []mcp.Content{&mcp.TextContent{Text: res.Message}}
@@ -235,6 +329,7 @@ func toMCP(res *tool.Result) *mcp.CallToolResult {
 			out.Content = append(out.Content, &mcp.ResourceLink{URI: c.URI, Name: c.Name, Title: c.Title, Description: c.Description, MIMEType: c.MIMEType, Size: c.Size})
 		}
 	}
+	rewriteContent(out.Content, rewrite)
 	if out.Content == nil {
 		out.Content = []mcp.Content{}
 		if res.Structured != nil {
@@ -244,4 +339,29 @@ func toMCP(res *tool.Result) *mcp.CallToolResult {
 		}
 	}
 	return out
+}
+
+// rewriteContent maps the URIs of resource links and embedded resources in
+// content with rewrite (nil leaves them).
+func rewriteContent(content any, rewrite func(string) string) {
+	if rewrite == nil {
+		return
+	}
+	var list []mcp.Content
+	switch c := content.(type) {
+	case []mcp.Content:
+		list = c
+	case mcp.Content:
+		list = []mcp.Content{c}
+	}
+	for _, c := range list {
+		switch c := c.(type) {
+		case *mcp.ResourceLink:
+			c.URI = rewrite(c.URI)
+		case *mcp.EmbeddedResource:
+			if c.Resource != nil {
+				c.Resource.URI = rewrite(c.Resource.URI)
+			}
+		}
+	}
 }

@@ -33,6 +33,14 @@ type conn struct {
 	failures atomic.Int32 // consecutive transport failures of calls
 }
 
+// protocolVersion is the MCP version toolwire offers servers. From
+// 2026-07-28 on, a server may not send elicitation or sampling requests
+// while serving a call (it must return them in the call's result, SEP-2322),
+// and servers written for the versions before, which are most, then fail
+// such calls; every server negotiates 2025-11-25 or older with SDKs that
+// speak both.
+const protocolVersion = "2025-11-25"
+
 // dial starts the server's transport and performs the MCP handshake, bounded
 // by the server's timeout within ctx. connected is called once the
 // transport is up (for stdio: once the child exists), before the handshake.
@@ -45,13 +53,25 @@ func (s *Server) dial(ctx context.Context, cfg config.Server, connected func()) 
 		end()
 		return nil, err
 	}
-	client := mcp.NewClient(&mcp.Implementation{Name: "toolwire", Version: Version}, &mcp.ClientOptions{
-		// No roots, sampling or elicitation yet: a server must not be led
-		// to ask for what toolwire would refuse.
+	opts := &mcp.ClientOptions{
+		// No roots; sampling and elicitation only when the callers can
+		// answer them: a server must not be led to ask for what toolwire
+		// would refuse.
 		Capabilities:                &mcp.ClientCapabilities{},
 		ProgressNotificationHandler: s.onProgress,
 		ToolListChangedHandler:      s.onToolsChanged,
-	})
+		LoggingMessageHandler:       s.onLog,
+		ResourceListChangedHandler:  s.onListChanged,
+		PromptListChangedHandler:    s.onPromptsChanged,
+		ResourceUpdatedHandler:      s.onResourceUpdated,
+	}
+	if s.opts.Relay.Elicitation {
+		opts.ElicitationHandler = s.onElicit
+	}
+	if s.opts.Relay.Sampling {
+		opts.CreateMessageHandler = s.onSample
+	}
+	client := mcp.NewClient(&mcp.Implementation{Name: "toolwire", Version: Version}, opts)
 
 	cctx, cancel := context.WithTimeout(ctx, s.timeout)
 	defer cancel()
@@ -65,7 +85,7 @@ func (s *Server) dial(ctx context.Context, cfg config.Server, connected func()) 
 		end()
 	})
 	defer disarm()
-	session, err := client.Connect(cctx, transport, nil)
+	session, err := client.Connect(cctx, transport, &mcp.ClientSessionOptions{ProtocolVersion: protocolVersion})
 	if err != nil {
 		c.killChild()
 		end()
@@ -92,7 +112,7 @@ func (s *Server) transport(ctx context.Context, c *conn, cfg config.Server, conn
 		c.stderr = &stderrLog{server: cfg.Name, logger: s.logger, secrets: s.secrets}
 		cmd.Stderr = c.stderr
 		isolate(cmd)
-		return &startedTransport{ctx: ctx, inner: &mcp.CommandTransport{Command: cmd, TerminateDuration: terminateGrace}, started: func() {
+		return &startedTransport{ctx: ctx, arrivals: &s.arrivals, inner: &mcp.CommandTransport{Command: cmd, TerminateDuration: terminateGrace}, started: func() {
 			c.pid.Store(int64(cmd.Process.Pid))
 			connected()
 		}}, nil
@@ -111,7 +131,13 @@ func (s *Server) transport(ctx context.Context, c *conn, cfg config.Server, conn
 		if cfg.Transport == "sse" {
 			inner = &mcp.SSEClientTransport{Endpoint: cfg.URL, HTTPClient: httpClient}
 		}
-		return &startedTransport{ctx: ctx, inner: inner, started: connected}, nil
+		t := &startedTransport{ctx: ctx, inner: inner, started: connected}
+		if cfg.Transport == "sse" {
+			// Not the Streamable HTTP connection: the SDK updates it through
+			// an unexported method, which a wrapper would hide.
+			t.arrivals = &s.arrivals
+		}
+		return t, nil
 	default:
 		return nil, fmt.Errorf("server %q: unknown transport %q (want stdio, http or sse)", cfg.Name, cfg.Transport)
 	}
@@ -178,19 +204,25 @@ func (c *conn) PID() int { return int(c.pid.Load()) }
 // startedTransport starts its inner transport with a context of the
 // connection's lifetime rather than the handshake's (which ends as soon as
 // the connection is up), and reports when it has connected (for stdio: when
-// the child process exists).
+// the child process exists). Its connection counts the log lines and
+// progress reports it reads (see arrivals).
 type startedTransport struct {
-	ctx     context.Context
-	inner   mcp.Transport
-	started func()
+	ctx      context.Context
+	inner    mcp.Transport
+	started  func()
+	arrivals *arrivals // counts the reports read; nil: none
 }
 
 func (t *startedTransport) Connect(context.Context) (mcp.Connection, error) {
 	conn, err := t.inner.Connect(t.ctx)
-	if err == nil {
-		t.started()
+	if err != nil {
+		return nil, err
 	}
-	return conn, err
+	t.started()
+	if t.arrivals == nil {
+		return conn, nil
+	}
+	return &countingConn{Connection: conn, a: t.arrivals}, nil
 }
 
 // inheritedEnv names the variables a stdio server inherits from toolwire's

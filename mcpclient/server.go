@@ -54,6 +54,9 @@ type Options struct {
 	Audit *audit.Log
 	// Reconnect bounds how a lost session is re-established.
 	Reconnect ReconnectPolicy
+	// Relay says which requests a server may make of the calls' callers.
+	// The zero value advertises none.
+	Relay RelayCapabilities
 	// StateChanges, when set, receives a snapshot of a server after each
 	// change of its state. Sends never block: when the channel is full the
 	// snapshot is dropped, so give it room (or read it promptly).
@@ -111,6 +114,9 @@ type Server struct {
 
 	progress  sync.Map // progress token (string) -> progressTarget
 	nextToken atomic.Uint64
+	calls     inflight      // for routing log lines and requests to callers
+	arrivals  arrivals      // for keeping reports ahead of results
+	watchers  watchers      // of resources, templates and prompts
 	relist    chan struct{} // list_changed arrived; capacity 1
 
 	stopCtx context.Context // ends when Close is called
@@ -131,6 +137,9 @@ type Server struct {
 	warnings []string
 
 	supervising bool // a supervisor goroutine was started; it closes done
+
+	logLevel   mcp.LoggingLevel // asked for by SetLogLevel; "" for none
+	subscribed map[string]bool  // resource URIs asked for by Subscribe
 
 	closeOnce sync.Once
 	closeErr  error
@@ -269,6 +278,7 @@ func (s *Server) establish(ctx context.Context, again bool) (*conn, error) {
 		_ = c.close()
 		return fail(err)
 	}
+	s.restoreSession(ctx)
 	for _, sk := range skipped {
 		s.logger.Warn("tool left out", "server", s.cfg.Name, "tool", sk.Name, "reason", sk.Reason)
 	}
@@ -426,6 +436,8 @@ func (s *Server) call(ctx context.Context, name string, args json.RawMessage) (*
 	}
 	cctx, cancel := context.WithTimeout(ctx, s.timeout)
 	defer cancel()
+	ref := s.calls.begin(ctx)
+	defer s.calls.end(ref)
 	params := &mcp.CallToolParams{Name: name, Arguments: args}
 	if caller := tool.CallerFrom(ctx); caller != nil {
 		token := fmt.Sprintf("toolwire-%d", s.nextToken.Add(1))
@@ -434,6 +446,7 @@ func (s *Server) call(ctx context.Context, name string, args json.RawMessage) (*
 		params.SetProgressToken(token)
 	}
 	r, err := c.session.CallTool(cctx, params)
+	s.arrivals.catchUp(cctx)
 	if err != nil {
 		c.noteFailure(err, s.policy.FailureThreshold)
 		return nil, s.requestError(ctx, cctx, fmt.Sprintf("call %q", name), err)
@@ -455,6 +468,7 @@ func (s *Server) unavailable(state State, attempt int, lastErr error) error {
 }
 
 func (s *Server) onProgress(_ context.Context, req *mcp.ProgressNotificationClientRequest) {
+	defer s.arrivals.noteHandled()
 	token, ok := req.Params.ProgressToken.(string)
 	if !ok {
 		return
@@ -564,6 +578,7 @@ func (s *Server) dropToolsLocked() {
 	}
 	s.reg.Deregister(names...)
 	s.tools = nil
+	s.catalogChanged() // its resources and prompts go too
 }
 
 // record writes a lifecycle event naming the server. Its error text is

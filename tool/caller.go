@@ -1,6 +1,10 @@
 package tool
 
-import "context"
+import (
+	"context"
+	"encoding/json"
+	"errors"
+)
 
 // Caller is what a tool's source may ask of whoever made the call while it
 // runs. The party making the call supplies one in the call's context (see
@@ -49,3 +53,46 @@ func IdentityFrom(ctx context.Context) string {
 	who, _ := ctx.Value(identityKey{}).(string)
 	return who
 }
+
+// LogMessage is a log line a source produced while serving a call (an MCP
+// server's notifications/message).
+type LogMessage struct {
+	// Level is the syslog severity name: debug, info, notice, warning,
+	// error, critical, alert or emergency.
+	Level string
+	// Logger optionally names the part of the source that logged.
+	Logger string
+	// Data is the logged value as JSON (often a string).
+	Data json.RawMessage
+}
+
+// LogReceiver is a [Caller] that also takes the log lines a source produces
+// while serving its call. A source whose caller is not one keeps them to
+// itself. Like Progress, Log must not block for long.
+type LogReceiver interface {
+	Log(ctx context.Context, m LogMessage)
+}
+
+// RequestKind names what a source asks of the caller during a call.
+type RequestKind string
+
+// The requests an MCP server may make of its client while serving a call.
+const (
+	// Elicitation asks the caller's user for input (elicitation/create).
+	Elicitation RequestKind = "elicitation/create"
+	// Sampling asks the caller's model for a completion
+	// (sampling/createMessage).
+	Sampling RequestKind = "sampling/createMessage"
+)
+
+// Asker is a [Caller] that can also answer a source's requests during a
+// call: params and the answer are the JSON the protocol defines for kind.
+// It returns an error wrapping [ErrNotSupported] when it cannot answer that
+// kind (for instance because its own client lacks the capability).
+type Asker interface {
+	Ask(ctx context.Context, kind RequestKind, params json.RawMessage) (json.RawMessage, error)
+}
+
+// ErrNotSupported is wrapped by an [Asker] that cannot answer a kind of
+// request.
+var ErrNotSupported = errors.New("not supported by the caller")

@@ -62,6 +62,7 @@ func newRootCommand(e *env) *cobra.Command {
 	root.PersistentFlags().StringVar(&g.audit, "audit", "", "append audit events to this JSON Lines file (overrides the config's audit.file)")
 	root.PersistentFlags().BoolVarP(&g.verbose, "verbose", "v", false, "log debug detail, including servers' stderr, to stderr")
 	root.AddCommand(newToolsCommand(e, &g), newCallCommand(e, &g), newServersCommand(e, &g), newConfigCommand(e), newServeCommand(e, &g), newTokenCommand(e))
+	root.AddCommand(newRunCommand(e, &g), newChatCommand(e, &g))
 	root.AddCommand(newAuditCommand(e))
 	return root
 }
@@ -80,6 +81,7 @@ type openOptions struct {
 	confirmer    tool.Confirmer
 	stateChanges chan<- mcpclient.Status // for servers --watch
 	file         *config.File            // already loaded (by serve); nil: open loads it
+	relay        mcpclient.RelayCapabilities
 }
 
 // open loads the configuration, opens the audit log and starts every server
@@ -118,6 +120,7 @@ func open(ctx context.Context, e *env, g *globalFlags, oo openOptions) (*workspa
 
 	w.manager = mcpclient.NewManager(file.Servers, w.registry, &mcpclient.Options{
 		Logger: logger, LookupEnv: e.lookupEnv, Input: configInputPrompter(e), Secrets: secrets, Audit: auditLog, StateChanges: oo.stateChanges,
+		Relay: oo.relay,
 	})
 	if err := w.manager.Start(ctx); err != nil {
 		w.close()

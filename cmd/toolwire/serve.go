@@ -14,6 +14,7 @@ import (
 	"github.com/spf13/cobra"
 	"github.com/toolwire/toolwire/config"
 	"github.com/toolwire/toolwire/gateway"
+	"github.com/toolwire/toolwire/mcpclient"
 )
 
 func newServeCommand(e *env, g *globalFlags) *cobra.Command {
@@ -108,12 +109,19 @@ is refused with 413 Request Entity Too Large without being parsed.
 				defer ln.Close()
 				announceAuth(e.stderr, gwc, httpAddr, ln, &opts, insecureNoAuth)
 			}
-			w, err := open(cmd.Context(), e, g, openOptions{confirmer: gateway.NewApprover(policy), file: file})
+			// A stateless gateway cannot ask its clients anything, so its
+			// upstreams are not told that they may ask.
+			relay := mcpclient.RelayCapabilities{Sampling: !stateless, Elicitation: !stateless}
+			w, err := open(cmd.Context(), e, g, openOptions{confirmer: gateway.NewApprover(policy), file: file, relay: relay})
 			if err != nil {
 				return err
 			}
 			defer w.close()
-			gw := gateway.New(w.executor, &gateway.Options{Unprefixed: unprefixed})
+			var upstreams []gateway.Upstream
+			for _, srv := range w.manager.Servers() {
+				upstreams = append(upstreams, srv)
+			}
+			gw := gateway.New(w.executor, &gateway.Options{Unprefixed: unprefixed, Upstreams: upstreams})
 			if err := gw.Collisions(); err != nil {
 				return &exitError{exitUsage, fmt.Errorf("--unprefixed: %w", err)}
 			}

@@ -204,7 +204,9 @@ func elicitEnums(ctx context.Context, req *mcp.CallToolRequest, _ noArgs) (*mcp.
 			"untitledMulti": map[string]any{"type": "array", "minItems": 1, "maxItems": 3,
 				"items": map[string]any{"type": "string", "enum": untitled}},
 			"titledMulti": map[string]any{"type": "array", "minItems": 1, "maxItems": 3,
-				"items": map[string]any{"type": "string", "anyOf": titled}},
+				// No "type" beside anyOf, as SEP-1330 writes it: go-sdk's
+				// client refuses typed items without an enum.
+				"items": map[string]any{"anyOf": titled}},
 		},
 	})
 }

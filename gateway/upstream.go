@@ -1,0 +1,456 @@
+package gateway
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+)
+
+// Upstream is an MCP server behind the gateway whose resources, resource
+// templates, prompts and completions are served beside the registry's
+// tools, namespaced like them. *mcpclient.Server implements it.
+type Upstream interface {
+	// Name is the server's configured name (its tools' Origin.Source).
+	Name() string
+	// Prefix is the prefix of its registered tool names.
+	Prefix() string
+	// Session is the live session, or nil while there is none.
+	Session() *mcp.ClientSession
+	// Timeout bounds each request to the server.
+	Timeout() time.Duration
+	// SetLogLevel asks the server for log lines at level and above, from
+	// now on, reconnects included.
+	SetLogLevel(ctx context.Context, level mcp.LoggingLevel) error
+	// Subscribe asks the server to report updates of the resource uri,
+	// from now on, reconnects included.
+	Subscribe(ctx context.Context, uri string) error
+	// Watch calls changed when the server's resources, templates or
+	// prompts may have changed (Session is nil once it is gone for good),
+	// and updated when a subscribed resource changed. Neither may block.
+	Watch(changed func(), updated func(uri string)) (stop func())
+}
+
+// uriScheme is the scheme of the URIs under which a prefixed gateway serves
+// its upstreams' resources: toolwire://<prefix>/<the upstream's own URI>.
+// The upstream's URI follows verbatim, so templates stay templates.
+const uriScheme = "toolwire://"
+
+// servedURI is the URI a client sees for up's resource uri.
+func (g *Gateway) servedURI(up Upstream, uri string) string {
+	if g.opts.Unprefixed {
+		return uri
+	}
+	return uriScheme + up.Prefix() + "/" + uri
+}
+
+// servedPromptName is the name a client sees for up's prompt.
+func (g *Gateway) servedPromptName(up Upstream, name string) string {
+	if g.opts.Unprefixed {
+		return name
+	}
+	return up.Prefix() + "__" + name
+}
+
+// rewriteFor returns the function that turns URIs in the results of the
+// upstream named source into served URIs, or nil when they stay as they
+// are.
+func (g *Gateway) rewriteFor(source string) func(string) string {
+	if g.opts.Unprefixed || source == "" {
+		return nil
+	}
+	for _, up := range g.opts.Upstreams {
+		if up.Name() == source {
+			return func(uri string) string { return g.servedURI(up, uri) }
+		}
+	}
+	return nil
+}
+
+// catalog is what one served server offers of the upstreams besides
+// tools, by served URI, URI template and prompt name.
+type catalog struct {
+	resources map[string]offered
+	templates map[string]offered
+	prompts   map[string]offered
+}
+
+// offered is one upstream resource, template or prompt: the upstream, its
+// own URI, template or name, and the advertisement (as JSON, to tell a
+// changed one from the same).
+type offered struct {
+	up     Upstream
+	orig   string
+	advert string
+}
+
+// listing is one upstream's resources, templates and prompts.
+type listing struct {
+	resources []*mcp.Resource
+	templates []*mcp.ResourceTemplate
+	prompts   []*mcp.Prompt
+}
+
+// list fetches everything up offers besides tools. An upstream without a
+// session, or without a capability, offers nothing of it; a failed listing
+// is an error (the caller keeps what it had).
+func list(ctx context.Context, up Upstream) (*listing, error) {
+	session := up.Session()
+	out := &listing{}
+	if session == nil {
+		return out, nil
+	}
+	ctx, cancel := context.WithTimeout(ctx, up.Timeout())
+	defer cancel()
+	caps := session.InitializeResult().Capabilities
+	if caps != nil && caps.Resources != nil {
+		for r, err := range session.Resources(ctx, nil) {
+			if err != nil {
+				return nil, fmt.Errorf("server %q: list resources: %w", up.Name(), err)
+			}
+			out.resources = append(out.resources, r)
+		}
+		for t, err := range session.ResourceTemplates(ctx, nil) {
+			if err != nil {
+				return nil, fmt.Errorf("server %q: list resource templates: %w", up.Name(), err)
+			}
+			out.templates = append(out.templates, t)
+		}
+	}
+	if caps != nil && caps.Prompts != nil {
+		for p, err := range session.Prompts(ctx, nil) {
+			if err != nil {
+				return nil, fmt.Errorf("server %q: list prompts: %w", up.Name(), err)
+			}
+			out.prompts = append(out.prompts, p)
+		}
+	}
+	return out, nil
+}
+
+// syncCatalog makes the served server's resources, templates and prompts
+// those of the upstreams that its caller may see. Visibility is decided on
+// <prefix>__<name>, as for tools, in prefixed and unprefixed mode alike.
+func (s *served) syncCatalog() {
+	ctx := context.Background()
+	want := catalog{resources: map[string]offered{}, templates: map[string]offered{}, prompts: map[string]offered{}}
+	adverts := map[string]any{} // by kind+served key
+	for _, up := range s.g.opts.Upstreams {
+		l, err := list(ctx, up)
+		if err != nil {
+			s.g.logger().Warn("upstream listing failed; keeping what is served", "error", err)
+			if prev, ok := s.catalog.fromUpstream(up); ok {
+				prev.into(&want)
+			}
+			continue
+		}
+		visible := func(name string) bool {
+			return s.visible == nil || s.visible(up.Prefix()+"__"+name)
+		}
+		for _, r := range l.resources {
+			if !visible(r.Name) {
+				continue
+			}
+			c := *r
+			c.URI = s.g.servedURI(up, r.URI)
+			if !s.g.opts.Unprefixed {
+				c.Name = up.Prefix() + "__" + r.Name
+			}
+			if _, dup := want.resources[c.URI]; !dup {
+				want.resources[c.URI] = offered{up: up, orig: r.URI, advert: advertOf(&c)}
+				adverts["r"+c.URI] = &c
+			}
+		}
+		for _, t := range l.templates {
+			if !visible(t.Name) {
+				continue
+			}
+			c := *t
+			c.URITemplate = s.g.servedURI(up, t.URITemplate)
+			if !s.g.opts.Unprefixed {
+				c.Name = up.Prefix() + "__" + t.Name
+			}
+			if _, dup := want.templates[c.URITemplate]; !dup {
+				want.templates[c.URITemplate] = offered{up: up, orig: t.URITemplate, advert: advertOf(&c)}
+				adverts["t"+c.URITemplate] = &c
+			}
+		}
+		for _, p := range l.prompts {
+			if !visible(p.Name) {
+				continue
+			}
+			c := *p
+			c.Name = s.g.servedPromptName(up, p.Name)
+			if _, dup := want.prompts[c.Name]; !dup {
+				want.prompts[c.Name] = offered{up: up, orig: p.Name, advert: advertOf(&c)}
+				adverts["p"+c.Name] = &c
+			}
+		}
+	}
+
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	have := s.catalog
+	if gone := goneKeys(have.resources, want.resources); len(gone) > 0 {
+		s.srv.RemoveResources(gone...)
+	}
+	if gone := goneKeys(have.templates, want.templates); len(gone) > 0 {
+		s.srv.RemoveResourceTemplates(gone...)
+	}
+	if gone := goneKeys(have.prompts, want.prompts); len(gone) > 0 {
+		s.srv.RemovePrompts(gone...)
+	}
+	for uri, o := range want.resources {
+		if have.resources[uri].advert != o.advert {
+			s.srv.AddResource(adverts["r"+uri].(*mcp.Resource), s.readResource)
+		}
+	}
+	for tmpl, o := range want.templates {
+		if have.templates[tmpl].advert != o.advert {
+			s.srv.AddResourceTemplate(adverts["t"+tmpl].(*mcp.ResourceTemplate), s.readResource)
+		}
+	}
+	for name, o := range want.prompts {
+		if have.prompts[name].advert != o.advert {
+			s.srv.AddPrompt(adverts["p"+name].(*mcp.Prompt), s.getPrompt)
+		}
+	}
+	s.catalog = want
+}
+
+// fromUpstream returns the part of c that comes from up.
+func (c catalog) fromUpstream(up Upstream) (catalog, bool) {
+	out := catalog{resources: map[string]offered{}, templates: map[string]offered{}, prompts: map[string]offered{}}
+	found := false
+	for _, pair := range []struct{ from, to map[string]offered }{{c.resources, out.resources}, {c.templates, out.templates}, {c.prompts, out.prompts}} {
+		for k, o := range pair.from {
+			if o.up == up {
+				pair.to[k] = o
+				found = true
+			}
+		}
+	}
+	return out, found
+}
+
+// into copies c's entries into dst.
+func (c catalog) into(dst *catalog) {
+	for k, o := range c.resources {
+		dst.resources[k] = o
+	}
+	for k, o := range c.templates {
+		dst.templates[k] = o
+	}
+	for k, o := range c.prompts {
+		dst.prompts[k] = o
+	}
+}
+
+func goneKeys(have, want map[string]offered) []string {
+	var gone []string
+	for k := range have {
+		if _, ok := want[k]; !ok {
+			gone = append(gone, k)
+		}
+	}
+	return gone
+}
+
+func advertOf(v any) string {
+	b, _ := json.Marshal(v)
+	return string(b)
+}
+
+// owner finds the upstream behind a served resource URI: an exact
+// resource first, then the template whose served form prefixes it (in
+// prefixed mode) or, unprefixed, the only upstream there is.
+func (s *served) owner(uri string) (Upstream, string, bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if o, ok := s.catalog.resources[uri]; ok {
+		return o.up, o.orig, true
+	}
+	if s.g.opts.Unprefixed {
+		for _, o := range s.catalog.templates {
+			return o.up, uri, true // one upstream: the SDK matched its template
+		}
+		return nil, "", false
+	}
+	for _, o := range s.catalog.templates {
+		p := uriScheme + o.up.Prefix() + "/"
+		if strings.HasPrefix(uri, p) {
+			return o.up, strings.TrimPrefix(uri, p), true
+		}
+	}
+	return nil, "", false
+}
+
+// readResource reads a served resource from its upstream.
+func (s *served) readResource(ctx context.Context, req *mcp.ReadResourceRequest) (*mcp.ReadResourceResult, error) {
+	up, uri, ok := s.owner(req.Params.URI)
+	if !ok {
+		return nil, mcp.ResourceNotFoundError(req.Params.URI)
+	}
+	session := up.Session()
+	if session == nil {
+		return nil, fmt.Errorf("server %q is not connected; retry shortly", up.Name())
+	}
+	ctx, cancel := context.WithTimeout(ctx, up.Timeout())
+	defer cancel()
+	res, err := session.ReadResource(ctx, &mcp.ReadResourceParams{URI: uri})
+	if err != nil {
+		return nil, err
+	}
+	for _, c := range res.Contents {
+		if c != nil {
+			c.URI = s.g.servedURI(up, c.URI)
+		}
+	}
+	return res, nil
+}
+
+// getPrompt gets a served prompt from its upstream.
+func (s *served) getPrompt(ctx context.Context, req *mcp.GetPromptRequest) (*mcp.GetPromptResult, error) {
+	s.mu.Lock()
+	o, ok := s.catalog.prompts[req.Params.Name]
+	s.mu.Unlock()
+	if !ok {
+		return nil, fmt.Errorf("unknown prompt %q", req.Params.Name)
+	}
+	session := o.up.Session()
+	if session == nil {
+		return nil, fmt.Errorf("server %q is not connected; retry shortly", o.up.Name())
+	}
+	ctx, cancel := context.WithTimeout(ctx, o.up.Timeout())
+	defer cancel()
+	res, err := session.GetPrompt(ctx, &mcp.GetPromptParams{Name: o.orig, Arguments: req.Params.Arguments})
+	if err != nil {
+		return nil, err
+	}
+	for _, m := range res.Messages {
+		if m != nil {
+			rewriteContent(m.Content, func(uri string) string { return s.g.servedURI(o.up, uri) })
+		}
+	}
+	return res, nil
+}
+
+// complete answers completion/complete from the upstream behind the
+// prompt or resource template it names.
+func (s *served) complete(ctx context.Context, req *mcp.CompleteRequest) (*mcp.CompleteResult, error) {
+	ref := req.Params.Ref
+	if ref == nil {
+		return nil, fmt.Errorf("completion/complete: missing ref")
+	}
+	s.mu.Lock()
+	var o offered
+	var ok bool
+	switch ref.Type {
+	case "ref/prompt":
+		o, ok = s.catalog.prompts[ref.Name]
+	case "ref/resource":
+		o, ok = s.catalog.templates[ref.URI]
+	}
+	s.mu.Unlock()
+	if !ok {
+		return nil, fmt.Errorf("completion/complete: unknown %s %q", ref.Type, ref.Name+ref.URI)
+	}
+	session := o.up.Session()
+	if session == nil {
+		return nil, fmt.Errorf("server %q is not connected; retry shortly", o.up.Name())
+	}
+	up := *req.Params
+	upRef := *ref
+	if ref.Type == "ref/prompt" {
+		upRef.Name = o.orig
+	} else {
+		upRef.URI = o.orig
+	}
+	up.Ref = &upRef
+	ctx, cancel := context.WithTimeout(ctx, o.up.Timeout())
+	defer cancel()
+	return session.Complete(ctx, &up)
+}
+
+// subscribe passes a client's resources/subscribe on to the upstream.
+// Upstream subscriptions last as long as the upstream: the SDK tells only
+// subscribed clients of an update, so one left over costs a notification.
+func (s *served) subscribe(ctx context.Context, req *mcp.SubscribeRequest) error {
+	up, uri, ok := s.owner(req.Params.URI)
+	if !ok {
+		return mcp.ResourceNotFoundError(req.Params.URI)
+	}
+	return up.Subscribe(ctx, uri)
+}
+
+func (s *served) unsubscribe(context.Context, *mcp.UnsubscribeRequest) error { return nil }
+
+// resourceUpdated tells the served server's subscribers that up's resource
+// uri changed.
+func (s *served) resourceUpdated(up Upstream, uri string) {
+	ctx, cancel := context.WithTimeout(context.Background(), up.Timeout())
+	defer cancel()
+	_ = s.srv.ResourceUpdated(ctx, &mcp.ResourceUpdatedNotificationParams{URI: s.g.servedURI(up, uri)})
+}
+
+// logLevels orders the syslog severities MCP uses, most verbose first.
+var logLevels = []mcp.LoggingLevel{"debug", "info", "notice", "warning", "error", "critical", "alert", "emergency"}
+
+func levelRank(l mcp.LoggingLevel) int {
+	for i, x := range logLevels {
+		if x == l {
+			return i
+		}
+	}
+	return -1
+}
+
+// upstreamLevel is the most verbose level any client has asked for: the
+// upstreams are asked for that, and each client's session filters to its
+// own level.
+type upstreamLevel struct {
+	mu    sync.Mutex
+	level mcp.LoggingLevel
+}
+
+// raise records that a client asked for level, reporting whether the
+// upstreams must now be asked for more.
+func (u *upstreamLevel) raise(level mcp.LoggingLevel) bool {
+	r := levelRank(level)
+	if r < 0 {
+		return false
+	}
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	if u.level != "" && levelRank(u.level) <= r {
+		return false
+	}
+	u.level = level
+	return true
+}
+
+// forwardLogLevel is receiving middleware: after a client's
+// logging/setLevel is accepted, the upstreams are asked for that level
+// when it is more verbose than what they send now.
+func (g *Gateway) forwardLogLevel(next mcp.MethodHandler) mcp.MethodHandler {
+	return func(ctx context.Context, method string, req mcp.Request) (mcp.Result, error) {
+		res, err := next(ctx, method, req)
+		if err != nil || method != "logging/setLevel" {
+			return res, err
+		}
+		p, ok := req.GetParams().(*mcp.SetLoggingLevelParams)
+		if !ok || !g.level.raise(p.Level) {
+			return res, err
+		}
+		for _, up := range g.opts.Upstreams {
+			if err := up.SetLogLevel(ctx, p.Level); err != nil {
+				g.logger().Warn("could not pass the log level on", "server", up.Name(), "error", err)
+			}
+		}
+		return res, nil
+	}
+}

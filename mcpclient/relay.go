@@ -1,0 +1,417 @@
+package mcpclient
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+	"github.com/toolwire/toolwire/tool"
+)
+
+// RelayCapabilities says which requests a server may make of the caller
+// while serving a call. A capability is advertised to the server only when
+// set, so a server is not led to ask for what no caller would answer. Set
+// one when the calls' [tool.Caller] is a [tool.Asker] that can answer it:
+// the gateway's callers relay to their own MCP client.
+type RelayCapabilities struct {
+	Sampling    bool // sampling/createMessage
+	Elicitation bool // elicitation/create
+}
+
+// A server's log lines, sampling and elicitation requests arrive apart from
+// the call they belong to: over stdio, and in the protocol versions before
+// 2026-07-28, nothing in them says which call that is. They are routed by
+// what the calls in flight make certain, and dropped or declined when
+// nothing does (see [inflight.route]).
+
+// inflight tracks a server's calls in flight, to route what the server
+// sends outside any request to the caller it belongs to.
+type inflight struct {
+	mu    sync.Mutex
+	calls map[*callRef]struct{}
+	// last is the most recent call, if it ran alone and no call has
+	// started since it ended: a log line it caused may still wait in the
+	// SDK's queue after its response has overtaken it.
+	last *callRef
+}
+
+// callRef is one call in flight. alone stays true while no other call of
+// the server overlaps it.
+type callRef struct {
+	ctx    context.Context
+	caller tool.Caller
+	alone  bool
+}
+
+func (f *inflight) begin(ctx context.Context) *callRef {
+	ref := &callRef{ctx: ctx, caller: tool.CallerFrom(ctx), alone: true}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.calls == nil {
+		f.calls = map[*callRef]struct{}{}
+	}
+	for other := range f.calls {
+		other.alone = false
+		ref.alone = false
+	}
+	f.calls[ref] = struct{}{}
+	f.last = nil
+	return ref
+}
+
+func (f *inflight) end(ref *callRef) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	delete(f.calls, ref)
+	if len(f.calls) == 0 && ref.alone {
+		f.last = ref
+	} else {
+		f.last = nil
+	}
+}
+
+// route returns the caller that a message arriving with ctx belongs to,
+// and a context to reach it with, or nil when that is not certain:
+//   - a request the SDK makes on a call's behalf (multi round-trip input
+//     requests, from protocol 2026-07-28) carries the call's context;
+//   - otherwise, while exactly one call is in flight and none has
+//     overlapped it, the message is that call's;
+//   - a log line (afterwards) may also belong to the call that just
+//     ended, if it ran alone and nothing has started since.
+//
+// Anything else could belong to another caller's call, so it goes nowhere.
+func (f *inflight) route(ctx context.Context, afterwards bool) (tool.Caller, context.Context) {
+	if c := tool.CallerFrom(ctx); c != nil {
+		return c, ctx
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	switch {
+	case len(f.calls) == 1:
+		for ref := range f.calls {
+			if ref.alone && ref.caller != nil {
+				return ref.caller, ref.ctx
+			}
+		}
+	case len(f.calls) == 0 && afterwards && f.last != nil && f.last.caller != nil:
+		// The call's own context has ended: keep its values (the caller's
+		// session) without its cancellation, for one bounded send.
+		return f.last.caller, context.WithoutCancel(f.last.ctx)
+	}
+	return nil, nil
+}
+
+// onLog passes a server's log line to the caller it belongs to, or to the
+// local logger.
+func (s *Server) onLog(ctx context.Context, req *mcp.LoggingMessageRequest) {
+	defer s.arrivals.noteHandled()
+	p := req.Params
+	data, err := json.Marshal(p.Data)
+	if err != nil {
+		return
+	}
+	if caller, cctx := s.calls.route(ctx, true); caller != nil {
+		if r, ok := caller.(tool.LogReceiver); ok {
+			cctx, cancel := context.WithTimeout(cctx, 5*time.Second)
+			defer cancel()
+			r.Log(cctx, tool.LogMessage{Level: string(p.Level), Logger: p.Logger, Data: data})
+			return
+		}
+	}
+	s.logger.Debug("server log message", "server", s.cfg.Name, "level", string(p.Level), "logger", p.Logger, "data", s.secrets.String(string(data)))
+}
+
+// errNoCaller is wrapped when a server's request cannot be relayed.
+var errNoCaller = errors.New("no caller to ask")
+
+// ask relays a server's request to the caller of the call it belongs to,
+// decoding the answer into out.
+func (s *Server) ask(ctx context.Context, kind tool.RequestKind, params, out any) error {
+	caller, cctx := s.calls.route(ctx, false)
+	asker, ok := caller.(tool.Asker)
+	if !ok {
+		why := "no call in flight can take it"
+		if caller == nil {
+			why = "it cannot be matched to a single call in flight"
+		}
+		return fmt.Errorf("toolwire declined %s from server %q: %s: %w", kind, s.cfg.Name, why, errNoCaller)
+	}
+	raw, err := json.Marshal(params)
+	if err != nil {
+		return err
+	}
+	answer, err := asker.Ask(cctx, kind, raw)
+	if err != nil {
+		return fmt.Errorf("%s from server %q: %w", kind, s.cfg.Name, err)
+	}
+	return json.Unmarshal(answer, out)
+}
+
+func (s *Server) onElicit(ctx context.Context, req *mcp.ElicitRequest) (*mcp.ElicitResult, error) {
+	var res mcp.ElicitResult
+	if err := s.ask(ctx, tool.Elicitation, req.Params, &res); err != nil {
+		return nil, err
+	}
+	return &res, nil
+}
+
+func (s *Server) onSample(ctx context.Context, req *mcp.CreateMessageRequest) (*mcp.CreateMessageResult, error) {
+	var res mcp.CreateMessageResult
+	if err := s.ask(ctx, tool.Sampling, req.Params, &res); err != nil {
+		return nil, err
+	}
+	return &res, nil
+}
+
+// watchers are told when what a server offers besides tools may have
+// changed, and when a subscribed resource was updated.
+type watchers struct {
+	mu   sync.Mutex
+	next int
+	set  map[int]watcher
+}
+
+type watcher struct {
+	changed func()
+	updated func(uri string)
+}
+
+func (w *watchers) add(x watcher) (stop func()) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.set == nil {
+		w.set = map[int]watcher{}
+	}
+	id := w.next
+	w.next++
+	w.set[id] = x
+	return func() {
+		w.mu.Lock()
+		defer w.mu.Unlock()
+		delete(w.set, id)
+	}
+}
+
+func (w *watchers) each(f func(watcher)) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	for _, x := range w.set {
+		f(x)
+	}
+}
+
+// Watch calls changed whenever the resources, resource templates or prompts
+// the server offers may have changed: a session was established (at start
+// or after a reconnect), the server announced a changed list, or it failed
+// for good or was closed (then [Server.Session] is nil). It calls updated
+// with a resource's URI when the server reports that a subscribed resource
+// changed. Both are called from the server's message handling and must not
+// block. stop ends the calls.
+func (s *Server) Watch(changed func(), updated func(uri string)) (stop func()) {
+	return s.watchers.add(watcher{changed: changed, updated: updated})
+}
+
+func (s *Server) catalogChanged() {
+	s.watchers.each(func(w watcher) {
+		if w.changed != nil {
+			w.changed()
+		}
+	})
+}
+
+func (s *Server) onListChanged(context.Context, *mcp.ResourceListChangedRequest) { s.catalogChanged() }
+func (s *Server) onPromptsChanged(context.Context, *mcp.PromptListChangedRequest) {
+	s.catalogChanged()
+}
+
+func (s *Server) onResourceUpdated(_ context.Context, req *mcp.ResourceUpdatedNotificationRequest) {
+	s.watchers.each(func(w watcher) {
+		if w.updated != nil {
+			w.updated(req.Params.URI)
+		}
+	})
+}
+
+// Session returns the live MCP session while the server is Ready, or nil.
+// Requests made on it are not bounded by the server's timeout; give them a
+// context that is.
+func (s *Server) Session() *mcp.ClientSession {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.state != Ready || s.conn == nil {
+		return nil
+	}
+	return s.conn.session
+}
+
+// Prefix returns the prefix of the server's registered tool names (and of
+// anything else served under its name).
+func (s *Server) Prefix() string { return sanitize(prefixOf(s.cfg)) }
+
+// Timeout returns the bound on each of the server's requests.
+func (s *Server) Timeout() time.Duration { return s.timeout }
+
+// SetLogLevel asks the server for log lines at level and above
+// (logging/setLevel), now and after every reconnect.
+func (s *Server) SetLogLevel(ctx context.Context, level mcp.LoggingLevel) error {
+	s.mu.Lock()
+	s.logLevel = level
+	s.mu.Unlock()
+	return s.applyLogLevel(ctx)
+}
+
+// Subscribe asks the server for notifications/resources/updated about uri,
+// now and after every reconnect. Subscriptions are kept for the server's
+// life.
+func (s *Server) Subscribe(ctx context.Context, uri string) error {
+	s.mu.Lock()
+	if s.subscribed == nil {
+		s.subscribed = map[string]bool{}
+	}
+	s.subscribed[uri] = true
+	s.mu.Unlock()
+	session := s.Session()
+	if session == nil {
+		return nil // applied when the session is back
+	}
+	ctx, cancel := context.WithTimeout(ctx, s.timeout)
+	defer cancel()
+	if err := session.Subscribe(ctx, &mcp.SubscribeParams{URI: uri}); err != nil {
+		return s.masked(err)
+	}
+	return nil
+}
+
+func (s *Server) applyLogLevel(ctx context.Context) error {
+	s.mu.Lock()
+	level := s.logLevel
+	s.mu.Unlock()
+	session := s.Session()
+	if level == "" || session == nil {
+		return nil
+	}
+	ctx, cancel := context.WithTimeout(ctx, s.timeout)
+	defer cancel()
+	if err := session.SetLoggingLevel(ctx, &mcp.SetLoggingLevelParams{Level: level}); err != nil {
+		return s.masked(err)
+	}
+	return nil
+}
+
+// restoreSession re-applies the log level and subscriptions to a new
+// session and tells the watchers. Failures are logged: the session serves
+// tools without them.
+func (s *Server) restoreSession(ctx context.Context) {
+	if err := s.applyLogLevel(ctx); err != nil {
+		s.logger.Warn("could not set the log level", "server", s.cfg.Name, "error", err)
+	}
+	s.mu.Lock()
+	uris := make([]string, 0, len(s.subscribed))
+	for uri := range s.subscribed {
+		uris = append(uris, uri)
+	}
+	s.mu.Unlock()
+	for _, uri := range uris {
+		if err := s.Subscribe(ctx, uri); err != nil {
+			s.logger.Warn("could not subscribe to a resource", "server", s.cfg.Name, "uri", uri, "error", err)
+		}
+	}
+	s.catalogChanged()
+}
+
+// arrivals keeps a call's log lines and progress reports ahead of its
+// result. The SDK hands a response to the waiting call at once but queues
+// notifications for a handler goroutine, so a report the server sent just
+// before its result could otherwise be handled after the call has returned
+// (and its caller, for a stateless client, is gone). Counting the reports
+// as they are read and as they are handled lets a call wait, on a
+// condition, until every report read before its result was handled.
+type arrivals struct {
+	mu      sync.Mutex
+	read    uint64
+	handled uint64
+	moved   chan struct{} // closed and replaced when handled grows
+}
+
+// relayedNotification reports whether the SDK will pass a message to
+// onLog or onProgress.
+func relayedNotification(m jsonrpc.Message) bool {
+	r, ok := m.(*jsonrpc.Request)
+	return ok && !r.IsCall() && (r.Method == "notifications/message" || r.Method == "notifications/progress")
+}
+
+func (a *arrivals) noteRead() {
+	a.mu.Lock()
+	a.read++
+	a.mu.Unlock()
+}
+
+func (a *arrivals) noteHandled() {
+	a.mu.Lock()
+	a.handled++
+	if a.moved != nil {
+		close(a.moved)
+		a.moved = nil
+	}
+	a.mu.Unlock()
+}
+
+// arrivalsGrace bounds the wait for a report the SDK read but did not
+// hand over (one whose parameters it could not decode): after it, such
+// reports are written off, so the wait is paid once, not on every call.
+const arrivalsGrace = 500 * time.Millisecond
+
+// catchUp waits until every report read so far has been handled, ctx ends,
+// or the grace runs out.
+func (a *arrivals) catchUp(ctx context.Context) {
+	a.mu.Lock()
+	target := a.read
+	a.mu.Unlock()
+	var timeout <-chan time.Time
+	for {
+		a.mu.Lock()
+		if a.handled >= target {
+			a.mu.Unlock()
+			return
+		}
+		if a.moved == nil {
+			a.moved = make(chan struct{})
+		}
+		moved := a.moved
+		a.mu.Unlock()
+		if timeout == nil {
+			t := time.NewTimer(arrivalsGrace)
+			defer t.Stop()
+			timeout = t.C
+		}
+		select {
+		case <-moved:
+		case <-ctx.Done():
+			return
+		case <-timeout:
+			a.mu.Lock()
+			a.handled = max(a.handled, target)
+			a.mu.Unlock()
+			return
+		}
+	}
+}
+
+// countingConn counts the reports it reads for [arrivals].
+type countingConn struct {
+	mcp.Connection
+	a *arrivals
+}
+
+func (c *countingConn) Read(ctx context.Context) (jsonrpc.Message, error) {
+	m, err := c.Connection.Read(ctx)
+	if err == nil && relayedNotification(m) {
+		c.a.noteRead()
+	}
+	return m, err
+}

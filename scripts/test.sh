@@ -1,11 +1,13 @@
 #!/usr/bin/env bash
-# Runs every test: installs the pinned npm packages the interop test drives
-# (the official TypeScript SDK client), then the Go tests with the race
-# detector. Needs Go, and Node.js 20+ with npm for the interop test.
+# Runs every test: installs the pinned npm packages the tests drive (the
+# official TypeScript SDK client for the interop test, the official MCP
+# conformance suite for the gateway's conformance test), then the Go tests
+# with the race detector. Needs Go, and Node.js 20+ with npm for those two.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 # One place for the npm packages, shared by the install and the test, even
 # where HOME is not set.
 export TOOLWIRE_NPM_DIR="${TOOLWIRE_NPM_DIR:-${HOME:-/tmp}/.cache/toolwire-npm}"
 scripts/npm-deps.sh >/dev/null
+scripts/conformance.sh --install-only >/dev/null
 go test -race -count=1 ./...

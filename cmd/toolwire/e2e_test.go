@@ -74,24 +74,30 @@ func e2eBuild() (string, error) {
 		return "", err
 	}
 	out := filepath.Join(dir, "toolwire")
+	return out, goBuild(out, "github.com/toolwire/toolwire/cmd/toolwire", e2eRaceEnabled())
+}
+
+// goBuild builds pkg into out with the go tool that built the test,
+// bounded by e2eBuildTimeout.
+func goBuild(out, pkg string, race bool) error {
 	goTool := filepath.Join(runtime.GOROOT(), "bin", "go")
 	if _, err := os.Stat(goTool); err != nil {
 		if goTool, err = exec.LookPath("go"); err != nil {
-			return "", fmt.Errorf("no go tool in %s/bin or on PATH to build toolwire: %v", runtime.GOROOT(), err)
+			return fmt.Errorf("no go tool in %s/bin or on PATH to build %s: %v", runtime.GOROOT(), pkg, err)
 		}
 	}
 	args := []string{"build", "-o", out}
-	if e2eRaceEnabled() {
+	if race {
 		args = append(args, "-race")
 	}
-	args = append(args, "github.com/toolwire/toolwire/cmd/toolwire")
+	args = append(args, pkg)
 	ctx, cancel := context.WithTimeout(context.Background(), e2eBuildTimeout)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, goTool, args...)
 	if b, err := cmd.CombinedOutput(); err != nil {
-		return "", fmt.Errorf("%s %s: %v\n%s", goTool, strings.Join(args, " "), err, b)
+		return fmt.Errorf("%s %s: %v\n%s", goTool, strings.Join(args, " "), err, b)
 	}
-	return out, nil
+	return nil
 }
 
 // e2eBuildDir is where the binary goes. Under `go test` the test binary

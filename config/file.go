@@ -17,6 +17,8 @@ type File struct {
 	// toolwire's), by ID; nil when the file declares none.
 	Inputs map[string]Input
 	Audit  Audit
+	// Security says how far servers are trusted (toolwire's own file only).
+	Security Security
 	// Gateway configures "toolwire serve" (toolwire's own file only); nil
 	// when the file has no "gateway" section.
 	Gateway  *Gateway
@@ -47,6 +49,9 @@ const (
 type Audit struct {
 	File         string // absolute when the file was loaded with Load; "" means no audit log
 	LogArguments bool
+	// SigningKey is a PEM Ed25519 private key file whose key signs every
+	// line; "" means unsigned. Absolute when loaded with Load.
+	SigningKey string
 }
 
 // Server is one MCP server as the configuration describes it. String fields

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"maps"
 	"reflect"
+	"strconv"
 	"strings"
 
 	"go.yaml.in/yaml/v3"
@@ -102,7 +103,7 @@ func Marshal(f *File) ([]byte, error) {
 	}
 	addPair(root, "servers", servers)
 
-	if f.Audit.File != "" || f.Audit.LogArguments {
+	if f.Audit.File != "" || f.Audit.LogArguments || f.Audit.SigningKey != "" {
 		audit := &yaml.Node{Kind: yaml.MappingNode}
 		if f.Audit.File != "" {
 			addPair(audit, "file", str(f.Audit.File))
@@ -110,7 +111,13 @@ func Marshal(f *File) ([]byte, error) {
 		if f.Audit.LogArguments {
 			addPair(audit, "logArguments", boolNode(true))
 		}
+		if f.Audit.SigningKey != "" {
+			addPair(audit, "signingKey", str(f.Audit.SigningKey))
+		}
 		addPair(root, "audit", audit)
+	}
+	if sec := securityNode(f.Security); sec != nil {
+		addPair(root, "security", sec)
 	}
 	if f.Gateway != nil {
 		addPair(root, "gateway", gatewayNode(f.Gateway))
@@ -253,6 +260,9 @@ func checkRoundTrip(f *File, out []byte) error {
 	if !sameGateway(back.Gateway, f.Gateway) {
 		return fmt.Errorf("the gateway settings do not convert")
 	}
+	if !reflect.DeepEqual(back.Security, f.Security) {
+		return fmt.Errorf("the security settings do not convert")
+	}
 	return nil
 }
 
@@ -282,4 +292,38 @@ func EquivalentServers(a, b Server) bool {
 		}
 	}
 	return reflect.DeepEqual(a, b)
+}
+
+// securityNode is the "security" section, or nil when every setting is
+// the default.
+func securityNode(s Security) *yaml.Node {
+	n := &yaml.Node{Kind: yaml.MappingNode}
+	if s.Strict {
+		addPair(n, "strict", boolNode(true))
+	}
+	if s.Pins != "" {
+		addPair(n, "pins", str(s.Pins))
+	}
+	if s.PinsFile != "" {
+		addPair(n, "pinsFile", str(s.PinsFile))
+	}
+	if s.AllowHosts != nil {
+		list := &yaml.Node{Kind: yaml.SequenceNode}
+		for _, h := range s.AllowHosts {
+			list.Content = append(list.Content, str(h))
+		}
+		addPair(n, "allowHosts", list)
+	}
+	for _, kv := range []struct {
+		key string
+		v   int
+	}{{"maxDescription", s.MaxDescription}, {"maxResultBytes", s.MaxResultBytes}, {"maxTools", s.MaxTools}} {
+		if kv.v > 0 {
+			addPair(n, kv.key, &yaml.Node{Kind: yaml.ScalarNode, Tag: "!!int", Value: strconv.Itoa(kv.v)})
+		}
+	}
+	if len(n.Content) == 0 {
+		return nil
+	}
+	return n
 }

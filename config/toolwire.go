@@ -6,14 +6,14 @@ import (
 )
 
 var (
-	toolwireTopFields    = []string{"servers", "audit", "inputs", "gateway"}
+	toolwireTopFields    = []string{"servers", "audit", "inputs", "gateway", "security"}
 	toolwireServerFields = []string{
 		"transport", "command", "args", "env", "envFile", "cwd", "url", "headers", "bearerToken",
 		"prefix", "defaultTier", "tierOverrides", "onlyTools", "excludeTools", "timeout", "required", "disabled",
 	}
 	toolwireStdioOnly  = []string{"args", "env", "envFile", "cwd"}
 	toolwireRemoteOnly = []string{"headers", "bearerToken"}
-	auditFields        = []string{"file", "logArguments"}
+	auditFields        = []string{"file", "logArguments", "signingKey"}
 
 	toolwireTransports = map[string]string{
 		"stdio": TransportStdio,
@@ -43,6 +43,8 @@ func (d *decoder) toolwireFile(root *node, f *File) {
 			d.audit(p.value, &f.Audit)
 		case "gateway":
 			f.Gateway = d.gateway(p)
+		case "security":
+			d.security(p.value, &f.Security)
 		case "inputs":
 		default:
 			d.unknownField(p, "", toolwireTopFields)
@@ -190,6 +192,10 @@ func (d *decoder) audit(v *node, a *Audit) {
 		case "logArguments":
 			if b, ok := d.boolean(p.value, fpath); ok {
 				a.LogArguments = b
+			}
+		case "signingKey":
+			if s, ok := d.nonEmpty(p.value, fpath); ok {
+				a.SigningKey = d.resolvePath(p.value.line, fpath, s, false)
 			}
 		default:
 			d.unknownField(p, path, auditFields)

@@ -16,6 +16,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"github.com/toolwire/toolwire/audit"
 	"github.com/toolwire/toolwire/config"
+	"github.com/toolwire/toolwire/pins"
 	"github.com/toolwire/toolwire/tool"
 )
 
@@ -54,6 +55,22 @@ type Options struct {
 	Audit *audit.Log
 	// Reconnect bounds how a lost session is re-established.
 	Reconnect ReconnectPolicy
+	// Pins, when set, checks every server's tool definitions against the
+	// fingerprints approved for them, at connect and at every re-listing;
+	// PinMode says what a new or changed definition does (see package
+	// pins). Nil means no pinning.
+	Pins    *pins.Store
+	PinMode pins.Mode
+	// MaxDescription caps a tool's description, in characters; a longer
+	// one is cut with a marker. 0 means config.DefaultMaxDescription.
+	MaxDescription int
+	// MaxTools is how many tools a server may list before a warning and an
+	// audit event report it. 0 means config.DefaultMaxTools.
+	MaxTools int
+	// Egress, when set, guards the connections of remote servers: each may
+	// reach its own URL's host and the hosts Egress allows, checked on the
+	// resolved address when dialing. Nil means no guard.
+	Egress *EgressPolicy
 	// Relay says which requests a server may make of the calls' callers.
 	// The zero value advertises none.
 	Relay RelayCapabilities
@@ -61,6 +78,13 @@ type Options struct {
 	// change of its state. Sends never block: when the channel is full the
 	// snapshot is dropped, so give it room (or read it promptly).
 	StateChanges chan<- Status
+}
+
+// EgressPolicy lists what remote servers may reach besides their own
+// URL's host (see [netpolicy.DialerOptions]).
+type EgressPolicy struct {
+	// AllowHosts are exact names, IP addresses, or "*.example.com".
+	AllowHosts []string
 }
 
 // ReconnectPolicy says how a server whose session is lost reconnects: up to

@@ -1,0 +1,55 @@
+package config
+
+import (
+	"strings"
+	"testing"
+)
+
+func TestSecuritySection(t *testing.T) {
+	src := "servers:\n  a: {command: x}\nsecurity:\n  strict: true\n  pinsFile: pins.json\n  allowHosts: [api.example.com, '*.corp.example']\n  maxDescription: 300\n  maxResultBytes: 1000\n  maxTools: 10\n"
+	f, err := Parse("/etc/tw/toolwire.yaml", []byte(src), "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := f.Security
+	if !s.Strict || s.PinMode() != "enforce" || s.PinsFile != "pins.json" ||
+		strings.Join(s.AllowHosts, ",") != "api.example.com,*.corp.example" ||
+		s.DescriptionLimit() != 300 || s.ResultLimit() != 1000 || s.ToolLimit() != 10 {
+		t.Errorf("decoded %+v", s)
+	}
+	// Marshal keeps every setting (the round trip is checked inside).
+	out, err := Marshal(f)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(string(out), "maxResultBytes: 1000") {
+		t.Errorf("marshalled:\n%s", out)
+	}
+}
+
+func TestSecurityDefaults(t *testing.T) {
+	var s Security
+	if s.PinMode() != "warn" || s.DescriptionLimit() != DefaultMaxDescription || s.ResultLimit() != DefaultMaxResultBytes || s.ToolLimit() != DefaultMaxTools {
+		t.Errorf("defaults: %+v", s)
+	}
+	s.Pins = "off"
+	s.Strict = true
+	if s.PinMode() != "off" {
+		t.Errorf("an explicit pins mode must win over strict, got %q", s.PinMode())
+	}
+}
+
+func TestSecuritySectionErrors(t *testing.T) {
+	for _, tc := range []struct{ src, want string }{
+		{"security:\n  pins: always\n", `security.pins: unknown pin mode "always" (want off, warn or enforce)`},
+		{"security:\n  maxTools: 0\n", "security.maxTools: must be a whole number greater than zero, got 0"},
+		{"security:\n  maxTools: lots\n", "security.maxTools"},
+		{"security:\n  strict: yes please\n", "security.strict"},
+		{"security:\n  egress: []\n", "security.egress"},
+	} {
+		_, err := Parse("t.yaml", []byte("servers:\n  a: {command: x}\n"+tc.src), "")
+		if err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%q: error %v, want it to contain %q", tc.src, err, tc.want)
+		}
+	}
+}

@@ -3,12 +3,17 @@ package gateway
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
+	"maps"
+	"slices"
 	"strings"
 	"sync"
 	"time"
 
+	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
+	"github.com/yosida95/uritemplate/v3"
 )
 
 // Upstream is an MCP server behind the gateway whose resources, resource
@@ -21,6 +26,11 @@ type Upstream interface {
 	Prefix() string
 	// Session is the live session, or nil while there is none.
 	Session() *mcp.ClientSession
+	// Track counts a request made on Session as in flight until done is
+	// called, so that what the server sends while serving it (log lines,
+	// elicitation and sampling requests) is not taken for a concurrent
+	// tool call's.
+	Track(ctx context.Context) (done func())
 	// Timeout bounds each request to the server.
 	Timeout() time.Duration
 	// SetLogLevel asks the server for log lines at level and above, from
@@ -104,6 +114,7 @@ func list(ctx context.Context, up Upstream) (*listing, error) {
 	if session == nil {
 		return out, nil
 	}
+	defer up.Track(ctx)()
 	ctx, cancel := context.WithTimeout(ctx, up.Timeout())
 	defer cancel()
 	caps := session.InitializeResult().Capabilities
@@ -115,6 +126,9 @@ func list(ctx context.Context, up Upstream) (*listing, error) {
 			out.resources = append(out.resources, r)
 		}
 		for t, err := range session.ResourceTemplates(ctx, nil) {
+			if isMethodNotFound(err) {
+				break // resources without templates
+			}
 			if err != nil {
 				return nil, fmt.Errorf("server %q: list resource templates: %w", up.Name(), err)
 			}
@@ -265,26 +279,26 @@ func advertOf(v any) string {
 	return string(b)
 }
 
-// owner finds the upstream behind a served resource URI: an exact
-// resource first, then the template whose served form prefixes it (in
-// prefixed mode) or, unprefixed, the only upstream there is.
+// owner finds the upstream behind a served resource URI and the
+// upstream's own URI for it: an exact resource first, then the served
+// template that matches it (in the order of the templates' served forms,
+// so that the answer does not depend on map order).
 func (s *served) owner(uri string) (Upstream, string, bool) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if o, ok := s.catalog.resources[uri]; ok {
 		return o.up, o.orig, true
 	}
-	if s.g.opts.Unprefixed {
-		for _, o := range s.catalog.templates {
-			return o.up, uri, true // one upstream: the SDK matched its template
+	for _, served := range slices.Sorted(maps.Keys(s.catalog.templates)) {
+		t, err := uritemplate.New(served)
+		if err != nil || !t.Regexp().MatchString(uri) {
+			continue
 		}
-		return nil, "", false
-	}
-	for _, o := range s.catalog.templates {
-		p := uriScheme + o.up.Prefix() + "/"
-		if strings.HasPrefix(uri, p) {
-			return o.up, strings.TrimPrefix(uri, p), true
+		o := s.catalog.templates[served]
+		if s.g.opts.Unprefixed {
+			return o.up, uri, true
 		}
+		return o.up, strings.TrimPrefix(uri, uriScheme+o.up.Prefix()+"/"), true
 	}
 	return nil, "", false
 }
@@ -299,6 +313,7 @@ func (s *served) readResource(ctx context.Context, req *mcp.ReadResourceRequest)
 	if session == nil {
 		return nil, fmt.Errorf("server %q is not connected; retry shortly", up.Name())
 	}
+	defer up.Track(ctx)()
 	ctx, cancel := context.WithTimeout(ctx, up.Timeout())
 	defer cancel()
 	res, err := session.ReadResource(ctx, &mcp.ReadResourceParams{URI: uri})
@@ -325,6 +340,7 @@ func (s *served) getPrompt(ctx context.Context, req *mcp.GetPromptRequest) (*mcp
 	if session == nil {
 		return nil, fmt.Errorf("server %q is not connected; retry shortly", o.up.Name())
 	}
+	defer o.up.Track(ctx)()
 	ctx, cancel := context.WithTimeout(ctx, o.up.Timeout())
 	defer cancel()
 	res, err := session.GetPrompt(ctx, &mcp.GetPromptParams{Name: o.orig, Arguments: req.Params.Arguments})
@@ -371,6 +387,7 @@ func (s *served) complete(ctx context.Context, req *mcp.CompleteRequest) (*mcp.C
 		upRef.URI = o.orig
 	}
 	up.Ref = &upRef
+	defer o.up.Track(ctx)()
 	ctx, cancel := context.WithTimeout(ctx, o.up.Timeout())
 	defer cancel()
 	return session.Complete(ctx, &up)
@@ -453,4 +470,11 @@ func (g *Gateway) forwardLogLevel(next mcp.MethodHandler) mcp.MethodHandler {
 		}
 		return res, nil
 	}
+}
+
+// isMethodNotFound reports whether err is the server's JSON-RPC "method not
+// found": a server may list resources and not templates.
+func isMethodNotFound(err error) bool {
+	var we *jsonrpc.Error
+	return errors.As(err, &we) && we.Code == jsonrpc.CodeMethodNotFound
 }

@@ -29,8 +29,9 @@ type RelayCapabilities struct {
 // what the calls in flight make certain, and dropped or declined when
 // nothing does (see [inflight.route]).
 
-// inflight tracks a server's calls in flight, to route what the server
-// sends outside any request to the caller it belongs to.
+// inflight tracks a server's calls in flight, and the other requests made
+// of it (see [Server.Track]), to route what the server sends outside any
+// request to the caller it belongs to.
 type inflight struct {
 	mu    sync.Mutex
 	calls map[*callRef]struct{}
@@ -239,7 +240,7 @@ func (s *Server) onResourceUpdated(_ context.Context, req *mcp.ResourceUpdatedNo
 
 // Session returns the live MCP session while the server is Ready, or nil.
 // Requests made on it are not bounded by the server's timeout; give them a
-// context that is.
+// context that is, and count them in flight with [Server.Track].
 func (s *Server) Session() *mcp.ClientSession {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -247,6 +248,17 @@ func (s *Server) Session() *mcp.ClientSession {
 		return nil
 	}
 	return s.conn.session
+}
+
+// Track counts a request made on [Server.Session] (a resource read, a
+// prompt get, a completion) as in flight until done is called. The server
+// may log or ask for input while serving it, just as while serving a
+// call, so meanwhile nothing it sends is taken for a concurrent call's: it
+// reaches the caller ctx carries (see [tool.WithCaller]) only when this
+// request is alone in flight, and otherwise no caller.
+func (s *Server) Track(ctx context.Context) (done func()) {
+	ref := s.calls.begin(ctx)
+	return func() { s.calls.end(ref) }
 }
 
 // Prefix returns the prefix of the server's registered tool names (and of
@@ -279,6 +291,7 @@ func (s *Server) Subscribe(ctx context.Context, uri string) error {
 	if session == nil {
 		return nil // applied when the session is back
 	}
+	defer s.Track(ctx)()
 	ctx, cancel := context.WithTimeout(ctx, s.timeout)
 	defer cancel()
 	if err := session.Subscribe(ctx, &mcp.SubscribeParams{URI: uri}); err != nil {
@@ -295,6 +308,7 @@ func (s *Server) applyLogLevel(ctx context.Context) error {
 	if level == "" || session == nil {
 		return nil
 	}
+	defer s.Track(ctx)()
 	ctx, cancel := context.WithTimeout(ctx, s.timeout)
 	defer cancel()
 	if err := session.SetLoggingLevel(ctx, &mcp.SetLoggingLevelParams{Level: level}); err != nil {
@@ -353,6 +367,14 @@ func (a *arrivals) noteRead() {
 
 func (a *arrivals) noteHandled() {
 	a.mu.Lock()
+	// Never count past what was read: a report written off after the grace
+	// may still be handled late, and a connection that does not count
+	// (Streamable HTTP) hands reports over unread. Counted, either would
+	// let a later report overtake its call's result.
+	if a.handled >= a.read {
+		a.mu.Unlock()
+		return
+	}
 	a.handled++
 	if a.moved != nil {
 		close(a.moved)

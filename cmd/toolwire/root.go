@@ -62,7 +62,6 @@ func newRootCommand(e *env) *cobra.Command {
 	root.PersistentFlags().StringVar(&g.audit, "audit", "", "append audit events to this JSON Lines file (overrides the config's audit.file)")
 	root.PersistentFlags().BoolVarP(&g.verbose, "verbose", "v", false, "log debug detail, including servers' stderr, to stderr")
 	root.AddCommand(newToolsCommand(e, &g), newCallCommand(e, &g), newServersCommand(e, &g), newConfigCommand(e), newServeCommand(e, &g), newTokenCommand(e))
-	root.AddCommand(newRunCommand(e, &g), newChatCommand(e, &g))
 	root.AddCommand(newAuditCommand(e))
 	return root
 }

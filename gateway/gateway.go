@@ -39,6 +39,10 @@ type Options struct {
 	// prompts and completions are served beside the tools, and to which
 	// clients' logging/setLevel is passed on.
 	Upstreams []Upstream
+	// MaxResultBytes caps what a client receives of a result (see
+	// [tool.Result.Truncated]); the audit log and the executor's caller
+	// still see the whole. 0 means no cap.
+	MaxResultBytes int
 }
 
 // Gateway serves an executor's registry over MCP.
@@ -239,7 +243,7 @@ func (g *Gateway) handler(t *tool.Tool) mcp.ToolHandler {
 			ctx = tool.WithCaller(ctx, &sessionCaller{ss: req.Session, token: req.Params.GetProgressToken()})
 		}
 		res := g.ex.Call(ctx, name, req.Params.Arguments)
-		return toMCP(res, rewrite), nil
+		return toMCP(res.Truncated(g.opts.MaxResultBytes), rewrite), nil
 	}
 }
 

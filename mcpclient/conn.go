@@ -4,16 +4,19 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"net/http"
-	"net/url"
 	"os"
 	"os/exec"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"github.com/toolwire/toolwire/config"
+	"github.com/toolwire/toolwire/netpolicy"
 )
 
 // conn is one connection to a server: an MCP session and, over stdio, the
@@ -117,15 +120,9 @@ func (s *Server) transport(ctx context.Context, c *conn, cfg config.Server, conn
 			connected()
 		}}, nil
 	case "http", "sse":
-		httpClient := s.opts.HTTPClient
-		if httpClient == nil {
-			httpClient = &http.Client{}
-		}
-		if cfg.BearerToken != "" || len(cfg.Headers) > 0 {
-			var err error
-			if httpClient, err = withHeaders(httpClient, cfg.URL, cfg.Headers, cfg.BearerToken); err != nil {
-				return nil, fmt.Errorf("server %q: url: %w", cfg.Name, err)
-			}
+		httpClient, err := s.httpClient(cfg)
+		if err != nil {
+			return nil, fmt.Errorf("server %q: %w", cfg.Name, err)
 		}
 		var inner mcp.Transport = &mcp.StreamableClientTransport{Endpoint: cfg.URL, HTTPClient: httpClient, MaxRetries: 2}
 		if cfg.Transport == "sse" {
@@ -247,57 +244,72 @@ func childEnv(extra map[string]string) []string {
 	return env
 }
 
-// headerTransport adds static headers and a bearer token to requests to the
-// configured origin only: a redirect to another host, or from https down to
-// http, goes without them, so credentials cannot be led away.
-type headerTransport struct {
-	base    http.RoundTripper
-	origin  string // scheme://host[:port] of the configured URL
-	headers map[string]string
-	bearer  string
-}
-
-func (t *headerTransport) RoundTrip(req *http.Request) (*http.Response, error) {
-	if originOf(req.URL) != t.origin {
-		return t.base.RoundTrip(req)
-	}
-	req = req.Clone(req.Context())
-	for k, v := range t.headers {
-		req.Header.Set(k, v)
-	}
-	if t.bearer != "" {
-		req.Header.Set("Authorization", "Bearer "+t.bearer)
-	}
-	return t.base.RoundTrip(req)
-}
-
-func withHeaders(c *http.Client, endpoint string, headers map[string]string, bearer string) (*http.Client, error) {
-	u, err := url.Parse(endpoint)
-	if err != nil {
-		return nil, err
-	}
-	base := c.Transport
-	if base == nil {
-		base = http.DefaultTransport
-	}
-	cc := *c
-	cc.Transport = &headerTransport{base: base, origin: originOf(u), headers: headers, bearer: bearer}
-	return &cc, nil
-}
-
-// originOf returns scheme://host:port with the default port made explicit,
-// so that https://h and https://h:443 compare equal.
-func originOf(u *url.URL) string {
-	port := u.Port()
-	if port == "" {
-		switch strings.ToLower(u.Scheme) {
-		case "https":
-			port = "443"
-		case "http":
-			port = "80"
+// httpClient returns the client for a remote server's requests (see
+// netpolicy): the remote-URL rule on the first request and on every
+// redirect hop, no redirect from https to http, at most 10 redirects, and
+// the configured headers and bearer token sent to the server's own origin
+// only, and dropped (with the session ID) from the first hop that leaves
+// it. With an egress policy, every connection is dialed to an address
+// checked against the server's own host and the allowed ones.
+func (s *Server) httpClient(cfg config.Server) (*http.Client, error) {
+	var base http.RoundTripper = http.DefaultTransport
+	var timeout time.Duration
+	if s.opts.HTTPClient != nil {
+		timeout = s.opts.HTTPClient.Timeout
+		if s.opts.HTTPClient.Transport != nil {
+			base = s.opts.HTTPClient.Transport
 		}
 	}
-	return strings.ToLower(u.Scheme) + "://" + strings.ToLower(u.Hostname()) + ":" + port
+	if s.opts.Egress != nil {
+		guarded, err := s.egressTransport(cfg, base)
+		if err != nil {
+			return nil, err
+		}
+		base = guarded
+	}
+	headers := maps.Clone(cfg.Headers)
+	if cfg.BearerToken != "" {
+		if headers == nil {
+			headers = map[string]string{}
+		}
+		headers["Authorization"] = "Bearer " + cfg.BearerToken
+	}
+	secret := []string{"Mcp-Session-Id"}
+	if len(headers) > 0 {
+		ht, err := netpolicy.NewHeaderTransport(cfg.URL, headers, base)
+		if err != nil {
+			return nil, fmt.Errorf("url: %w", err)
+		}
+		base = ht
+		secret = append(secret, slices.Collect(maps.Keys(headers))...)
+	}
+	client := netpolicy.NewClient(&netpolicy.ClientOptions{Transport: base, SecretHeaders: secret})
+	client.Timeout = timeout
+	return client, nil
+}
+
+// egressTransport returns base with its dialing guarded: the server's own
+// host and the policy's hosts are allowed, on the address the guard
+// resolved and checked. Proxies are not used, as the guard would check the
+// proxy rather than the server.
+func (s *Server) egressTransport(cfg config.Server, base http.RoundTripper) (http.RoundTripper, error) {
+	u, err := netpolicy.CheckURL(cfg.URL)
+	if err != nil {
+		return nil, fmt.Errorf("url: %w", err)
+	}
+	d, err := netpolicy.NewDialer(&netpolicy.DialerOptions{Allow: append([]string{u.Hostname()}, s.opts.Egress.AllowHosts...)})
+	if err != nil {
+		return nil, fmt.Errorf("egress: %w", err)
+	}
+	t, ok := base.(*http.Transport)
+	if !ok {
+		return nil, fmt.Errorf("egress: the HTTP client's transport is a %T; the guard needs an *http.Transport to dial through", base)
+	}
+	t = t.Clone()
+	t.Proxy = nil
+	t.DialContext = d.DialContext
+	t.DialTLSContext = nil
+	return t, nil
 }
 
 // connectError explains a failed connection: which server, which command or

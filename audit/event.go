@@ -44,6 +44,14 @@ const (
 	ServerReconnected Kind = "server.reconnected" // Attempt, Tools
 	ServerStopped     Kind = "server.stopped"
 	ToolsChanged      Kind = "tools.changed" // Added, Removed, Changed
+	// Tool pinning and size limits; Source names the server and Original
+	// the server's own name for the tool.
+	ToolPinned      Kind = "tool.pinned"      // Fingerprint; Reason "first-use" or "approved"
+	ToolQuarantined Kind = "tool.quarantined" // Reason (added, changed, invalid), Pinned, Fingerprint, Fields, Error
+	ToolUnapproved  Kind = "tool.unapproved"  // registered in warn mode though not approved; as tool.quarantined
+	PinForgotten    Kind = "pin.forgotten"    // Original empty when every pin of the server was dropped
+	PinsFailed      Kind = "pins.failed"      // Reason "withheld" (enforce) or "unchecked" (warn), Error
+	ToolsExceeded   Kind = "tools.exceeded"   // Tools (how many were listed), Limit
 	// LLMFailed records a failed request to a model by the agent loop:
 	// Source names the provider, Reason the kind of failure, Attempt the
 	// try it was, and Backoff the wait before the next try when there is one.
@@ -92,6 +100,15 @@ type Event struct {
 	Added     []string      `json:"added,omitempty"`
 	Removed   []string      `json:"removed,omitempty"`
 	Changed   []string      `json:"changed,omitempty"`
+
+	// Tool pinning fields: the fingerprint of the tool's current
+	// definition, the pinned one it was compared with, and the parts of the
+	// definition that differ ("description", "inputSchema", ...).
+	Fingerprint string   `json:"fingerprint,omitempty"`
+	Pinned      string   `json:"pinned,omitempty"`
+	Fields      []string `json:"fields,omitempty"`
+	// Limit is the limit a tools.exceeded event reports.
+	Limit int `json:"limit,omitempty"`
 }
 
 // plainEvent has Event's fields without its methods, so encoding it does not

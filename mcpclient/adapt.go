@@ -240,13 +240,11 @@ func inputSchema(t *mcp.Tool) (json.RawMessage, error) {
 	return raw, nil
 }
 
-// describe is the description the registry shows: the server's own text,
-// attributed to the server so a reader knows whose words they are.
+// describe is the description the registry shows: the server's own text
+// (see shownText; prepare has cut it to the size limit), attributed to the
+// server so a reader knows whose words they are.
 func describe(t *mcp.Tool, server string) string {
-	d := strings.TrimSpace(t.Description)
-	if d == "" {
-		d = strings.TrimSpace(t.Title)
-	}
+	d := shownText(t)
 	if d == "" {
 		return fmt.Sprintf("Tool %q of MCP server %q.", t.Name, server)
 	}

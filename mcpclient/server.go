@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"net/http"
 	"os"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -159,6 +160,7 @@ type Server struct {
 	tools    []*tool.Tool   // registered, in listing order
 	skipped  []Skipped
 	warnings []string
+	pin      pinning // the latest listing's definitions and pin outcome (pins.go)
 
 	supervising bool // a supervisor goroutine was started; it closes done
 
@@ -219,9 +221,11 @@ func newServer(cfg config.Server, reg *tool.Registry, opts *Options) *Server {
 // server cannot be started or reached (the error names the server, the
 // command or URL, and for stdio the tail of the server's stderr), when the
 // listing fails, when a tool resolves to write or destructive and reg has no
-// confirmer (wrapping [ErrNeedsConfirmer] and naming the tools), or when
-// registration fails. A tool whose input schema does not compile is only
-// skipped (see [Server.Skipped]).
+// confirmer (wrapping [ErrNeedsConfirmer] and naming the tools), when
+// pinning in enforce mode cannot check the tools (wrapping
+// [ErrPinsUnavailable]), or when registration fails. A tool whose input
+// schema does not compile is only skipped (see [Server.Skipped]), and one
+// that pinning quarantines only left out (see [Server.Quarantined]).
 func Connect(ctx context.Context, cfg config.Server, reg *tool.Registry, opts *Options) (*Server, error) {
 	s := newServer(cfg, reg, opts)
 	if err := s.start(ctx); err != nil {
@@ -242,6 +246,12 @@ func (s *Server) start(ctx context.Context) error {
 	}
 	if _, err := parseTiers(s.cfg); err != nil {
 		err = fmt.Errorf("server %q: %w", s.cfg.Name, err)
+		s.fail("configure", err)
+		return err
+	}
+	if s.opts.Pins != nil && !s.opts.PinMode.Valid() {
+		// As in package pins, a mode never set is not taken to mean off.
+		err := fmt.Errorf("server %q: pins: no valid pin mode set (%s); want off, warn or enforce", s.cfg.Name, s.opts.PinMode)
 		s.fail("configure", err)
 		return err
 	}
@@ -294,19 +304,19 @@ func (s *Server) establish(ctx context.Context, again bool) (*conn, error) {
 	}
 	phase = "discover"
 	s.moveTo(Discovering, nil)
-	tools, skipped, warnings, err := s.discover(ctx, c)
+	d, err := s.discover(ctx, c)
 	if err == nil {
-		err = s.activate(c, tools, skipped, warnings)
+		err = s.activate(c, d)
 	}
 	if err != nil {
 		_ = c.close()
 		return fail(err)
 	}
 	s.restoreSession(ctx)
-	for _, sk := range skipped {
+	for _, sk := range d.skipped {
 		s.logger.Warn("tool left out", "server", s.cfg.Name, "tool", sk.Name, "reason", sk.Reason)
 	}
-	for _, w := range warnings {
+	for _, w := range d.warnings {
 		s.logger.Warn(w)
 	}
 	return c, nil
@@ -332,15 +342,32 @@ func (s *Server) expand() (config.Server, error) {
 	return expanded, nil
 }
 
-// discover lists the server's tools and adapts them, bounded by the
-// server's timeout. Names the server itself holds count as free, so a
-// re-listing keeps each tool's registered name.
-func (s *Server) discover(ctx context.Context, c *conn) ([]*tool.Tool, []Skipped, []string, error) {
+// discovery is the outcome of listing a server's tools.
+type discovery struct {
+	tools    []*tool.Tool // to register
+	skipped  []Skipped
+	warnings []string
+}
+
+// discover lists the server's tools, checks them against their pins and
+// adapts the ones allowed, bounded by the server's timeout. Names the
+// server itself holds count as free, so a re-listing keeps each tool's
+// registered name.
+func (s *Server) discover(ctx context.Context, c *conn) (*discovery, error) {
 	lctx, cancel := context.WithTimeout(ctx, s.timeout)
 	defer cancel()
 	listing, err := c.list(lctx)
 	if err != nil {
-		return nil, nil, nil, s.requestError(ctx, lctx, "list tools", err)
+		return nil, s.requestError(ctx, lctx, "list tools", err)
+	}
+	s.noteToolCount(len(listing))
+	listing, defs := prepare(s.cfg, listing, s.descriptionLimit())
+	s.mu.Lock()
+	s.pin.defs = defs
+	s.mu.Unlock()
+	held, err := s.checkPins(lctx, defs)
+	if err != nil {
+		return nil, err
 	}
 	own := make(map[string]bool)
 	s.mu.Lock()
@@ -351,26 +378,32 @@ func (s *Server) discover(ctx context.Context, c *conn) ([]*tool.Tool, []Skipped
 	taken := func(name string) bool { return !own[name] && s.reg.Has(name) }
 	ad, err := adapt(s.cfg, listing, taken, s.handler)
 	if err != nil {
-		return nil, nil, nil, fmt.Errorf("server %q: %w", s.cfg.Name, err)
+		return nil, fmt.Errorf("server %q: %w", s.cfg.Name, err)
+	}
+	if len(held) > 0 {
+		// Adapted before leaving them out, so that a tierOverrides entry
+		// naming a quarantined tool is not reported as unlisted.
+		ad.tools = slices.DeleteFunc(ad.tools, func(t *tool.Tool) bool { _, ok := held[t.Origin.Name]; return ok })
+		ad.skipped = slices.DeleteFunc(ad.skipped, func(sk Skipped) bool { _, ok := held[sk.Name]; return ok })
 	}
 	if err := preflight(s.cfg.Name, ad.tools, s.reg); err != nil {
-		return nil, nil, nil, err
+		return nil, err
 	}
-	return ad.tools, ad.skipped, ad.warnings, nil
+	return &discovery{tools: ad.tools, skipped: ad.skipped, warnings: ad.warnings}, nil
 }
 
 // activate makes c the live connection and tools the registered ones, and
 // moves to Ready, all under one lock, so that a Close racing with it either
 // comes first (and activate refuses) or finds c to close.
-func (s *Server) activate(c *conn, tools []*tool.Tool, skipped []Skipped, warnings []string) error {
+func (s *Server) activate(c *conn, d *discovery) error {
 	unlock := lockNaming(s.reg)
 	defer unlock()
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if err := s.installLocked(tools); err != nil {
+	if err := s.installLocked(d.tools); err != nil {
 		return err
 	}
-	s.conn, s.skipped, s.warnings, s.attempt = c, skipped, warnings, 0
+	s.conn, s.skipped, s.warnings, s.attempt = c, d.skipped, d.warnings, 0
 	s.moveLocked(Ready, nil)
 	return nil
 }

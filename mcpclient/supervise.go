@@ -82,9 +82,10 @@ func (s *Server) reconnect(old *conn) *conn {
 
 // transient reports whether a failed attempt is worth repeating. A server
 // that now lists tools the registry cannot take (no confirmer, a name
-// clash) will not change its mind on the next try.
+// clash), or whose tools cannot be checked against their pins, will not
+// change its mind on the next try.
 func transient(err error) bool {
-	return !errors.Is(err, tool.ErrNeedsConfirmer) && !errors.Is(err, tool.ErrDuplicateName)
+	return !errors.Is(err, tool.ErrNeedsConfirmer) && !errors.Is(err, tool.ErrDuplicateName) && !errors.Is(err, ErrPinsUnavailable)
 }
 
 // backoff is the wait before the given attempt: Initial doubled per attempt,
@@ -99,17 +100,29 @@ func (s *Server) backoff(attempt int) time.Duration {
 }
 
 // refresh re-lists the tools after notifications/tools/list_changed and
-// applies the difference in one step. A listing that fails leaves the
-// current tools in place; a lost session is the watcher's to notice.
+// applies the difference in one step; tools that pinning quarantines leave
+// the registry. A listing that fails, or whose tools cannot be registered,
+// leaves the current tools in place, less any that pinning has just
+// quarantined; a lost session is the watcher's to notice. A listing that
+// pinning in enforce mode cannot check withdraws every tool of the server
+// instead: what the server offers now is unverified, and the tools
+// registered before would call it.
 func (s *Server) refresh(c *conn) {
-	tools, skipped, warnings, err := s.discover(s.stopCtx, c)
-	if err != nil {
-		s.logger.Warn("tools changed, but re-listing failed; keeping the current tools", "server", s.cfg.Name, "error", s.secrets.String(err.Error()))
-		return
-	}
 	s.mu.Lock()
-	before := s.tools
+	before, skipped, warnings := s.tools, s.skipped, s.warnings
 	s.mu.Unlock()
+	var tools []*tool.Tool
+	d, err := s.discover(s.stopCtx, c)
+	switch {
+	case errors.Is(err, ErrPinsUnavailable):
+		s.logger.Error("tools changed, but they cannot be checked against their pins; withdrawing every tool of the server until they can",
+			"server", s.cfg.Name, "error", s.secrets.String(err.Error()))
+	case err != nil:
+		s.logger.Warn("tools changed, but re-listing failed; keeping the current tools", "server", s.cfg.Name, "error", s.secrets.String(err.Error()))
+		tools = s.withoutQuarantined(before)
+	default:
+		tools, skipped, warnings = d.tools, d.skipped, d.warnings
+	}
 	added, removed, changed := diffTools(before, tools)
 	if len(added)+len(removed)+len(changed) == 0 {
 		s.mu.Lock()
@@ -118,14 +131,20 @@ func (s *Server) refresh(c *conn) {
 		return
 	}
 	if err := s.install(tools); err != nil {
-		if !errors.Is(err, errClosed) {
-			s.logger.Warn("tools changed, but the new tools could not be registered; keeping the current ones", "server", s.cfg.Name, "error", s.secrets.String(err.Error()))
+		if errors.Is(err, errClosed) {
+			return
 		}
-		return
+		s.logger.Warn("tools changed, but the new tools could not be registered; keeping the current ones", "server", s.cfg.Name, "error", s.secrets.String(err.Error()))
+		// Taking tools away cannot clash with another server's names.
+		if tools = s.withoutQuarantined(before); len(tools) == len(before) || s.install(tools) != nil {
+			return
+		}
+		added, removed, changed = diffTools(before, tools)
+	} else {
+		s.mu.Lock()
+		s.skipped, s.warnings = skipped, warnings
+		s.mu.Unlock()
 	}
-	s.mu.Lock()
-	s.skipped, s.warnings = skipped, warnings
-	s.mu.Unlock()
 	s.logger.Info("tools changed", "server", s.cfg.Name, "added", len(added), "removed", len(removed), "changed", len(changed))
 	s.record(audit.Event{Kind: audit.ToolsChanged, Added: added, Removed: removed, Changed: changed, Tools: len(tools)})
 }

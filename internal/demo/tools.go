@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"log/slog"
+	"os"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
@@ -15,10 +16,21 @@ type toolset struct {
 	log *slog.Logger
 }
 
+// EchoDescriptionEnv names a test hook: when this environment variable is
+// set, its value replaces the echo tool's description. A stdio server's
+// environment comes from the client's configuration, so a test can play a
+// server that changes a tool between two runs (what tool pinning must
+// catch) without a server of its own.
+const EchoDescriptionEnv = "DEMO_ECHO_DESCRIPTION"
+
 // registerTools adds every demo tool to srv, with handlers bound to st.
 func registerTools(srv *mcp.Server, st *state, log *slog.Logger) {
 	ts := &toolset{st: st, log: log}
+	echoDescription := os.Getenv(EchoDescriptionEnv)
 	for _, t := range ts.catalog() {
+		if t.tool.Name == "echo" && echoDescription != "" {
+			t.tool.Description = echoDescription
+		}
 		handle := t.handle
 		srv.AddTool(t.tool, func(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
 			// Counting here, rather than in each handler, keeps the stats tool

@@ -24,7 +24,16 @@ func TestMain(m *testing.M) {
 		}
 		os.Exit(0)
 	}
-	os.Exit(m.Run())
+	// Commands pin tools in the user's config directory by default: keep
+	// the tests' pins out of the real one.
+	configHome, err := os.MkdirTemp("", "toolwire-test-config-")
+	if err != nil {
+		panic(err)
+	}
+	os.Setenv("XDG_CONFIG_HOME", configHome)
+	code := m.Run()
+	os.RemoveAll(configHome)
+	os.Exit(code)
 }
 
 // fixture is a temporary directory with a config naming the demo server.
@@ -49,6 +58,8 @@ func newFixture(t *testing.T, extraServers string) *fixture {
       write_note: write
 ` + extraServers + `audit:
   file: audit.jsonl
+security:
+  pins: off # pinning has its own tests (pins_test.go), with its own fixture
 `
 	if err := os.WriteFile(f.config, []byte(cfg), 0o600); err != nil {
 		t.Fatal(err)

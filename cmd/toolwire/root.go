@@ -9,6 +9,7 @@ import (
 	"maps"
 	"os"
 	"path/filepath"
+	"reflect"
 	"strings"
 
 	"github.com/spf13/cobra"
@@ -44,6 +45,7 @@ type globalFlags struct {
 	config  []string
 	audit   string
 	verbose bool
+	strict  bool
 }
 
 func newRootCommand(e *env) *cobra.Command {
@@ -61,8 +63,11 @@ func newRootCommand(e *env) *cobra.Command {
 	root.PersistentFlags().StringArrayVarP(&g.config, "config", "c", nil, "configuration file in any supported dialect; repeat to combine files (e.g. a Claude Desktop file and a VS Code one); default $TOOLWIRE_CONFIG (a list separated by '"+string(os.PathListSeparator)+"'), then ./toolwire.yaml")
 	root.PersistentFlags().StringVar(&g.audit, "audit", "", "append audit events to this JSON Lines file (overrides the config's audit.file)")
 	root.PersistentFlags().BoolVarP(&g.verbose, "verbose", "v", false, "log debug detail, including servers' stderr, to stderr")
+	root.PersistentFlags().BoolVar(&g.strict, "strict", false, "the strict profile, as security.strict: true: remote servers reach only their own host and security.allowHosts, and tool pins are enforced (unless security.pins says otherwise)")
 	root.AddCommand(newToolsCommand(e, &g), newCallCommand(e, &g), newServersCommand(e, &g), newConfigCommand(e), newServeCommand(e, &g), newTokenCommand(e))
+	root.AddCommand(newRunCommand(e, &g), newChatCommand(e, &g))
 	root.AddCommand(newAuditCommand(e))
+	root.AddCommand(newPinsCommand(e, &g))
 	return root
 }
 
@@ -73,6 +78,8 @@ type workspace struct {
 	executor *tool.Executor
 	manager  *mcpclient.Manager
 	sink     *audit.FileSink
+	audit    *audit.Log     // nil without an audit file
+	secrets  *audit.Secrets // masked in logs and audit events; add more to it
 }
 
 // openOptions tunes open for one command.
@@ -108,16 +115,37 @@ func open(ctx context.Context, e *env, g *globalFlags, oo openOptions) (*workspa
 	var auditLog *audit.Log
 	if p := firstNonEmpty(g.audit, file.Audit.File); p != "" {
 		var err error
-		w.sink, err = audit.OpenFile(p)
+		var sinkOpts audit.FileSinkOptions
+		if file.Audit.SigningKey != "" {
+			if sinkOpts.SigningKey, err = audit.ReadPrivateKey(file.Audit.SigningKey); err != nil {
+				return nil, &exitError{exitUsage, fmt.Errorf("audit.signingKey: %w", err)}
+			}
+		}
+		w.sink, err = audit.OpenFileWith(p, &sinkOpts)
 		if err != nil {
 			return nil, &exitError{exitUsage, err}
 		}
 		auditLog = audit.NewLog(w.sink, &audit.LogOptions{Redactor: secrets, Logger: logger})
 	}
+	w.audit, w.secrets = auditLog, secrets
 	w.registry = tool.NewRegistry(&tool.RegistryOptions{Confirmer: oo.confirmer})
 	w.executor = tool.NewExecutor(w.registry, &tool.ExecutorOptions{Audit: auditLog, LogArguments: file.Audit.LogArguments, Logger: logger})
 
+	sec := effectiveSecurity(file, g)
+	var egress *mcpclient.EgressPolicy
+	if sec.Strict {
+		egress = &mcpclient.EgressPolicy{AllowHosts: sec.AllowHosts}
+	}
+	pinStore, pinMode, err := pinOptions(sec)
+	if err != nil {
+		if w.sink != nil {
+			_ = w.sink.Close()
+		}
+		return nil, &exitError{exitUsage, err}
+	}
 	w.manager = mcpclient.NewManager(file.Servers, w.registry, &mcpclient.Options{
+		Egress: egress,
+		Pins:   pinStore, PinMode: pinMode, MaxDescription: sec.DescriptionLimit(), MaxTools: sec.ToolLimit(),
 		Logger: logger, LookupEnv: e.lookupEnv, Input: configInputPrompter(e), Secrets: secrets, Audit: auditLog, StateChanges: oo.stateChanges,
 		Relay: oo.relay,
 	})
@@ -202,7 +230,7 @@ func loadConfigs(paths []string) (*config.File, error) {
 	}
 	merged := &config.File{Path: strings.Join(paths, ", "), Inputs: map[string]config.Input{}}
 	where := map[string]string{}
-	gatewayFrom := ""
+	gatewayFrom, securityFrom := "", ""
 	var errs []error
 	for _, p := range paths {
 		f, err := config.Load(p)
@@ -233,6 +261,13 @@ func loadConfigs(paths []string) (*config.File, error) {
 					p, f.Gateway.Line, gatewayFrom, merged.Gateway.Line))
 			} else {
 				merged.Gateway, gatewayFrom = f.Gateway, p
+			}
+		}
+		if !reflect.DeepEqual(f.Security, config.Security{}) {
+			if securityFrom != "" {
+				errs = append(errs, fmt.Errorf("%s: security: also configured in %s; only one configuration file may have a security section", p, securityFrom))
+			} else {
+				merged.Security, securityFrom = f.Security, p
 			}
 		}
 		maps.Copy(merged.Inputs, f.Inputs)
@@ -267,4 +302,14 @@ func firstNonEmpty(vs ...string) string {
 		}
 	}
 	return ""
+}
+
+// effectiveSecurity is the configuration's security section with --strict
+// applied.
+func effectiveSecurity(file *config.File, g *globalFlags) config.Security {
+	sec := file.Security
+	if g.strict {
+		sec.Strict = true
+	}
+	return sec
 }

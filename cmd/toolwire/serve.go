@@ -121,7 +121,10 @@ is refused with 413 Request Entity Too Large without being parsed.
 			for _, srv := range w.manager.Servers() {
 				upstreams = append(upstreams, srv)
 			}
-			gw := gateway.New(w.executor, &gateway.Options{Unprefixed: unprefixed, Upstreams: upstreams})
+			gw := gateway.New(w.executor, &gateway.Options{
+				Unprefixed: unprefixed, Upstreams: upstreams,
+				MaxResultBytes: effectiveSecurity(w.file, g).ResultLimit(),
+			})
 			if err := gw.Collisions(); err != nil {
 				return &exitError{exitUsage, fmt.Errorf("--unprefixed: %w", err)}
 			}

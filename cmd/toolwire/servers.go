@@ -40,6 +40,7 @@ state, until interrupted: kill a server's process to watch it reconnect.`,
 				}
 			} else {
 				printServersTable(e, w.manager.Status())
+				printQuarantined(e, w.manager.Servers())
 			}
 			if !watch {
 				return nil

@@ -62,6 +62,8 @@ servers:
     # and a hint may raise a tier (never lower it).
 audit:
   file: ./audit.jsonl
+security:
+  pinsFile: ./pins.json   # fingerprints of the tools as first seen; a changed tool is flagged
 `
 
 func (q *quickstart) run(ctx context.Context) error {
@@ -77,7 +79,7 @@ func (q *quickstart) run(ctx context.Context) error {
 		return err
 	}
 	// Each run starts from a clean slate, so the walkthrough reads the same.
-	for _, f := range []string{"audit.jsonl", "notes.json"} {
+	for _, f := range []string{"audit.jsonl", "notes.json", "pins.json"} {
 		if err := os.Remove(filepath.Join(q.dir, f)); err != nil && !errors.Is(err, os.ErrNotExist) {
 			return err
 		}
@@ -179,6 +181,14 @@ func (q *quickstart) showAudit() error {
 	defer f.Close()
 	sc := bufio.NewScanner(f)
 	batch, n := "", 0
+	pinned := 0
+	flushPinned := func() {
+		if pinned > 0 {
+			fmt.Fprintf(q.stdout, "   tool.pinned: %d tools fingerprinted on first use (see pins.json)\n", pinned)
+			pinned = 0
+		}
+	}
+	defer flushPinned()
 	for sc.Scan() {
 		var ev struct {
 			Kind       string   `json:"kind"`
@@ -194,6 +204,11 @@ func (q *quickstart) showAudit() error {
 			return fmt.Errorf("audit line %q: %w", sc.Text(), err)
 		}
 		if ev.Batch == "" { // a server's lifecycle event, not a call's
+			if ev.Kind == "tool.pinned" { // one per tool: counted, shown once
+				pinned++
+				continue
+			}
+			flushPinned()
 			line := fmt.Sprintf("   server %s: %s", ev.Source, ev.Kind)
 			if ev.Tools > 0 {
 				line += fmt.Sprintf(" (%d tools)", ev.Tools)
@@ -202,6 +217,7 @@ func (q *quickstart) showAudit() error {
 			batch = ""
 			continue
 		}
+		flushPinned()
 		if ev.Batch != batch {
 			batch, n = ev.Batch, n+1
 			fmt.Fprintf(q.stdout, "   call %d: %s (%s)\n", n, ev.Tool, ev.Tier)

@@ -1,0 +1,359 @@
+package main
+
+import (
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/spf13/cobra"
+	"github.com/toolwire/toolwire/audit"
+	"github.com/toolwire/toolwire/config"
+	"github.com/toolwire/toolwire/mcpclient"
+	"github.com/toolwire/toolwire/pins"
+)
+
+func newPinsCommand(e *env, g *globalFlags) *cobra.Command {
+	cmd := &cobra.Command{
+		Use:   "pins",
+		Short: "List, approve and forget the approved fingerprints of servers' tools",
+		Long: `toolwire pins each tool's definition (name, description, input schema and
+annotations) with a SHA-256 fingerprint the first time it sees a server, and
+checks every later listing against the pins. What a changed or new tool does
+depends on security.pins: "enforce" (the default under --strict) keeps it out
+of the registry until approved, "warn" (the default) registers it with a
+warning, "off" does not check. Either way the change is logged and audited.
+
+Pins are kept in security.pinsFile (default: toolwire/pins.json in the user's
+configuration directory).`,
+		Args: cobra.NoArgs,
+	}
+	cmd.AddCommand(newPinsListCommand(e, g), newPinsApproveCommand(e, g), newPinsForgetCommand(e, g))
+	return cmd
+}
+
+func newPinsListCommand(e *env, g *globalFlags) *cobra.Command {
+	var asJSON bool
+	cmd := &cobra.Command{
+		Use:   "list [SERVER]",
+		Short: "List the pinned tools, of every server or of one",
+		Args:  cobra.MaximumNArgs(1),
+		RunE: func(_ *cobra.Command, args []string) error {
+			_, store, err := loadPins(e, g)
+			if err != nil {
+				return err
+			}
+			entries, err := store.List()
+			if err != nil {
+				return &exitError{exitToolErr, err}
+			}
+			if len(args) == 1 {
+				entries = slices.DeleteFunc(entries, func(en pins.Entry) bool { return en.Server != args[0] })
+				if len(entries) == 0 {
+					return &exitError{exitUsage, fmt.Errorf("no pins for server %q in %s", args[0], store.Path())}
+				}
+			}
+			if asJSON {
+				return printJSON(e, pinsJSON(entries))
+			}
+			if len(entries) == 0 {
+				fmt.Fprintf(e.stdout, "no pins in %s\n", store.Path())
+				return nil
+			}
+			printPinsTable(e, entries)
+			return nil
+		},
+	}
+	cmd.Flags().BoolVar(&asJSON, "json", false, "print the pins as JSON, with full fingerprints")
+	return cmd
+}
+
+func printPinsTable(e *env, entries []pins.Entry) {
+	tw := tabwriter.NewWriter(e.stdout, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(tw, "SERVER\tTOOL\tFINGERPRINT\tAPPROVED\tHOW\tDESCRIPTION")
+	for _, en := range entries {
+		how := "approved"
+		if en.FirstUse {
+			how = "first-use"
+		}
+		// Server and tool names come from configuration and from the
+		// server; both are shown as untrusted text.
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", oneLine(en.Server, 40), oneLine(en.Tool, 48), shortPrint(en.Fingerprint),
+			en.ApprovedAt.Local().Format(time.DateTime), how, oneLine(en.Snippet, 48))
+	}
+	_ = tw.Flush()
+}
+
+// shortPrint is a fingerprint cut to "sha256:" and 12 hex digits, enough
+// to tell pins apart on screen.
+func shortPrint(fp string) string {
+	const keep = len("sha256:") + 12
+	if len(fp) <= keep {
+		return fp
+	}
+	return fp[:keep]
+}
+
+// pinJSON is the --json shape of one pin.
+type pinJSON struct {
+	Server      string    `json:"server"`
+	Tool        string    `json:"tool"`
+	Fingerprint string    `json:"fingerprint"`
+	ApprovedAt  time.Time `json:"approvedAt"`
+	FirstUse    bool      `json:"firstUse"`
+	Description string    `json:"description,omitempty"` // the start of the approved one
+}
+
+func pinsJSON(entries []pins.Entry) []pinJSON {
+	out := make([]pinJSON, 0, len(entries))
+	for _, en := range entries {
+		out = append(out, pinJSON{en.Server, en.Tool, en.Fingerprint, en.ApprovedAt, en.FirstUse, en.Snippet})
+	}
+	return out
+}
+
+func newPinsApproveCommand(e *env, g *globalFlags) *cobra.Command {
+	return &cobra.Command{
+		Use:   "approve SERVER[/TOOL]",
+		Short: "Connect a server and pin its tools' current definitions",
+		Long: `Connect the server, read its current tool definitions and pin them as
+approved: every tool the configuration selects, or only TOOL. A quarantined
+tool is registered again from the next start (or list_changed) on.
+
+Approve only what you have looked at: "toolwire tools" shows the descriptions
+(a quarantined tool is absent there; run with security.pins: warn to see it).`,
+		Args: cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			file, store, err := loadPins(e, g)
+			if err != nil {
+				return err
+			}
+			names := make([]string, 0, len(file.Servers))
+			for _, s := range file.Servers {
+				names = append(names, s.Name)
+			}
+			server, toolName, ok := splitTarget(args[0], names)
+			if !ok {
+				return &exitError{exitUsage, fmt.Errorf("no server %q in the configuration (servers: %s)", args[0], strings.Join(names, ", "))}
+			}
+			cfg := file.Servers[slices.IndexFunc(file.Servers, func(s config.Server) bool { return s.Name == server })]
+			if cfg.Disabled {
+				return &exitError{exitUsage, fmt.Errorf("server %q is disabled in the configuration; enable it to approve its tools", server)}
+			}
+
+			// Only this server, with pinning off: its quarantined tools
+			// are listed like the others, and nothing is pinned on first
+			// use behind the operator's back.
+			only := *file
+			only.Servers = []config.Server{cfg}
+			only.Security.Pins = "off"
+			w, err := open(cmd.Context(), e, g, openOptions{confirmer: refuseAll{}, file: &only})
+			if err != nil {
+				return err
+			}
+			defer w.close()
+			srv, _ := w.manager.Server(server)
+			defs := srv.Definitions()
+			if toolName != "" {
+				i := slices.IndexFunc(defs, func(d pins.Definition) bool { return d.Name == toolName })
+				if i < 0 {
+					return &exitError{exitUsage, fmt.Errorf("server %q does not list a tool %q (it lists: %s)", server, toolName, defNames(defs))}
+				}
+				defs = defs[i : i+1]
+			}
+			if len(defs) == 0 {
+				return &exitError{exitToolErr, fmt.Errorf("server %q lists no tools to approve", server)}
+			}
+
+			before, err := store.List()
+			if err != nil {
+				return &exitError{exitToolErr, err}
+			}
+			old := map[string]string{}
+			for _, en := range before {
+				if en.Server == server {
+					old[en.Tool] = en.Fingerprint
+				}
+			}
+			if err := store.Approve(cmd.Context(), server, defs, ""); err != nil {
+				return &exitError{exitToolErr, err}
+			}
+			if len(old) == 0 && toolName != "" && len(srv.Definitions()) > 1 {
+				fmt.Fprintf(e.stderr, "toolwire: note: %s had no pins, so its other tools now count as new (quarantined in enforce mode); approve them with: toolwire pins approve %s\n",
+					termSafe(server), termSafe(server))
+			}
+			var log *audit.Log // nil records nothing
+			if w.sink != nil {
+				log = audit.NewLog(w.sink, nil)
+			}
+			for _, d := range defs {
+				fp, _ := pins.Fingerprint(d) // Approve fingerprinted it already
+				what := "new"
+				switch prev, ok := old[d.Name]; {
+				case ok && prev == fp:
+					what = "unchanged"
+				case ok:
+					what = "updated"
+				}
+				fmt.Fprintf(e.stdout, "approved %s %s (%s)\n", termSafe(server+"/"+d.Name), shortPrint(fp), what)
+				log.Record(audit.Event{Kind: audit.ToolPinned, Source: server, Original: d.Name, Pinned: old[d.Name], Fingerprint: fp, Reason: "approved"})
+			}
+			return nil
+		},
+	}
+}
+
+func newPinsForgetCommand(e *env, g *globalFlags) *cobra.Command {
+	return &cobra.Command{
+		Use:   "forget SERVER[/TOOL]",
+		Short: "Drop the pins of a server, or of one of its tools",
+		Long: `Drop the pins of a server, or of one of its tools. A server with no pins is
+trusted again on its next start (its tools are pinned on first use); a
+forgotten tool of a server that keeps other pins counts as new (in enforce
+mode: quarantined until approved).`,
+		Args: cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			file, store, err := loadPins(e, g)
+			if err != nil {
+				return err
+			}
+			entries, err := store.List()
+			if err != nil {
+				return &exitError{exitToolErr, err}
+			}
+			var names []string
+			for _, en := range entries {
+				names = append(names, en.Server)
+			}
+			for _, s := range file.Servers {
+				names = append(names, s.Name)
+			}
+			slices.Sort(names)
+			names = slices.Compact(names)
+			server, toolName, ok := splitTarget(args[0], names)
+			if !ok {
+				return &exitError{exitUsage, fmt.Errorf("no server %q in the configuration or the pins file %s", args[0], store.Path())}
+			}
+			if err := store.Forget(cmd.Context(), server, toolName); err != nil {
+				if errors.Is(err, pins.ErrNotPinned) {
+					return &exitError{exitUsage, fmt.Errorf("%s has no pin in %s", target(server, toolName), store.Path())}
+				}
+				return &exitError{exitToolErr, err}
+			}
+			n := 0
+			for _, en := range entries {
+				if en.Server == server && (toolName == "" || en.Tool == toolName) {
+					n++
+				}
+			}
+			fmt.Fprintf(e.stdout, "forgot %d pin(s) of %s\n", n, termSafe(target(server, toolName)))
+			sink, err := openAuditSink(file, g)
+			if err != nil {
+				return &exitError{exitUsage, fmt.Errorf("pins forgotten, but not audited: %w", err)}
+			}
+			if sink != nil {
+				audit.NewLog(sink, nil).Record(audit.Event{Kind: audit.PinForgotten, Source: server, Original: toolName})
+				_ = sink.Close()
+			}
+			return nil
+		},
+	}
+}
+
+// loadPins loads the configuration and opens its pins store.
+func loadPins(e *env, g *globalFlags) (*config.File, *pins.Store, error) {
+	file, err := loadConfig(e, g)
+	if err != nil {
+		return nil, nil, err
+	}
+	store, err := pins.NewStore(effectiveSecurity(file, g).PinsFile)
+	if err != nil {
+		return nil, nil, &exitError{exitUsage, err}
+	}
+	return file, store, nil
+}
+
+// pinOptions returns what the security section says about pinning: the
+// store (nil when pinning is off) and the mode.
+func pinOptions(sec config.Security) (*pins.Store, pins.Mode, error) {
+	mode, err := pins.ParseMode(sec.PinMode())
+	if err != nil {
+		return nil, 0, fmt.Errorf("security.pins: %w", err)
+	}
+	if mode == pins.Off {
+		return nil, mode, nil
+	}
+	store, err := pins.NewStore(sec.PinsFile)
+	if err != nil {
+		return nil, 0, fmt.Errorf("security.pinsFile: %w", err)
+	}
+	return store, mode, nil
+}
+
+// openAuditSink opens the audit file the flags or configuration name, as
+// open does, or returns nil when there is none.
+func openAuditSink(file *config.File, g *globalFlags) (*audit.FileSink, error) {
+	p := firstNonEmpty(g.audit, file.Audit.File)
+	if p == "" {
+		return nil, nil
+	}
+	var opts audit.FileSinkOptions
+	if file.Audit.SigningKey != "" {
+		key, err := audit.ReadPrivateKey(file.Audit.SigningKey)
+		if err != nil {
+			return nil, fmt.Errorf("audit.signingKey: %w", err)
+		}
+		opts.SigningKey = key
+	}
+	return audit.OpenFileWith(p, &opts)
+}
+
+// splitTarget splits a SERVER[/TOOL] argument. A server name may itself
+// contain '/', so the argument is matched against the known names: the
+// whole argument if it is one, else the longest name followed by '/'.
+func splitTarget(arg string, servers []string) (server, tool string, ok bool) {
+	for _, s := range servers {
+		if s == arg {
+			return s, "", true
+		}
+	}
+	for _, s := range servers {
+		if rest, found := strings.CutPrefix(arg, s+"/"); found && rest != "" && len(s) > len(server) {
+			server, tool, ok = s, rest, true
+		}
+	}
+	return server, tool, ok
+}
+
+// target names a server, or one of its tools, as the commands take it.
+func target(server, tool string) string {
+	if tool == "" {
+		return "server " + fmt.Sprintf("%q", server)
+	}
+	return fmt.Sprintf("%s/%s", server, tool)
+}
+
+func defNames(defs []pins.Definition) string {
+	names := make([]string, len(defs))
+	for i, d := range defs {
+		names[i] = termSafe(d.Name)
+	}
+	return strings.Join(names, ", ")
+}
+
+// printQuarantined lists, under the servers table, the tools pinning keeps
+// out of the registry and how to let each in.
+func printQuarantined(e *env, servers []*mcpclient.Server) {
+	for _, s := range servers {
+		for _, q := range s.Quarantined() {
+			why := q.Status.String()
+			if len(q.Fields) > 0 {
+				why = strings.Join(q.Fields, ", ") + " changed"
+			}
+			name := termSafe(s.Name() + "/" + q.Tool)
+			fmt.Fprintf(e.stdout, "quarantined: %s (%s); approve with: toolwire pins approve %s\n", name, why, name)
+		}
+	}
+}

@@ -19,6 +19,9 @@ type File struct {
 	Audit  Audit
 	// Security says how far servers are trusted (toolwire's own file only).
 	Security Security
+	// Agent names the LLM of "toolwire run" and "chat" (toolwire's own
+	// file only).
+	Agent Agent
 	// Gateway configures "toolwire serve" (toolwire's own file only); nil
 	// when the file has no "gateway" section.
 	Gateway  *Gateway

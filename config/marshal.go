@@ -119,6 +119,15 @@ func Marshal(f *File) ([]byte, error) {
 	if sec := securityNode(f.Security); sec != nil {
 		addPair(root, "security", sec)
 	}
+	if f.Agent != (Agent{}) {
+		a := &yaml.Node{Kind: yaml.MappingNode}
+		for _, kv := range [][2]string{{"provider", f.Agent.Provider}, {"model", f.Agent.Model}, {"baseURL", f.Agent.BaseURL}, {"apiKeyEnv", f.Agent.APIKeyEnv}} {
+			if kv[1] != "" {
+				addPair(a, kv[0], str(kv[1]))
+			}
+		}
+		addPair(root, "agent", a)
+	}
 	if f.Gateway != nil {
 		addPair(root, "gateway", gatewayNode(f.Gateway))
 	}
@@ -259,6 +268,9 @@ func checkRoundTrip(f *File, out []byte) error {
 	}
 	if !sameGateway(back.Gateway, f.Gateway) {
 		return fmt.Errorf("the gateway settings do not convert")
+	}
+	if back.Agent != f.Agent {
+		return fmt.Errorf("the agent settings do not convert")
 	}
 	if !reflect.DeepEqual(back.Security, f.Security) {
 		return fmt.Errorf("the security settings do not convert")

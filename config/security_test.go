@@ -53,3 +53,29 @@ func TestSecuritySectionErrors(t *testing.T) {
 		}
 	}
 }
+
+func TestAgentSection(t *testing.T) {
+	src := "servers:\n  a: {command: x}\nagent:\n  provider: anthropic\n  model: claude-x\n  baseURL: http://127.0.0.1:8080/v1\n  apiKeyEnv: MY_KEY\n"
+	f, err := Parse("t.yaml", []byte(src), "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := Agent{Provider: "anthropic", Model: "claude-x", BaseURL: "http://127.0.0.1:8080/v1", APIKeyEnv: "MY_KEY"}
+	if f.Agent != want {
+		t.Errorf("agent = %+v, want %+v", f.Agent, want)
+	}
+	if _, err := Marshal(f); err != nil {
+		t.Errorf("marshal: %v", err)
+	}
+	for _, tc := range []struct{ src, want string }{
+		{"agent:\n  provider: gemini\n", `agent.provider: unknown provider "gemini" (want openai or anthropic)`},
+		{"agent:\n  apiKeyEnv: sk-12345\n", `agent.apiKeyEnv: "sk-12345" is not an environment variable name`},
+		{"agent:\n  key: x\n", "agent.key"},
+		{"agent:\n  baseURL: ftp://h\n", "agent.baseURL"},
+	} {
+		_, err := Parse("t.yaml", []byte("servers:\n  a: {command: x}\n"+tc.src), "")
+		if err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%q: error %v, want it to contain %q", tc.src, err, tc.want)
+		}
+	}
+}

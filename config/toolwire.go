@@ -6,7 +6,7 @@ import (
 )
 
 var (
-	toolwireTopFields    = []string{"servers", "audit", "inputs", "gateway", "security"}
+	toolwireTopFields    = []string{"servers", "audit", "inputs", "gateway", "security", "agent"}
 	toolwireServerFields = []string{
 		"transport", "command", "args", "env", "envFile", "cwd", "url", "headers", "bearerToken",
 		"prefix", "defaultTier", "tierOverrides", "onlyTools", "excludeTools", "timeout", "required", "disabled",
@@ -45,6 +45,8 @@ func (d *decoder) toolwireFile(root *node, f *File) {
 			f.Gateway = d.gateway(p)
 		case "security":
 			d.security(p.value, &f.Security)
+		case "agent":
+			d.agent(p.value, &f.Agent)
 		case "inputs":
 		default:
 			d.unknownField(p, "", toolwireTopFields)

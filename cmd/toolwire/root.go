@@ -230,7 +230,7 @@ func loadConfigs(paths []string) (*config.File, error) {
 	}
 	merged := &config.File{Path: strings.Join(paths, ", "), Inputs: map[string]config.Input{}}
 	where := map[string]string{}
-	gatewayFrom, securityFrom := "", ""
+	gatewayFrom, securityFrom, agentFrom := "", "", ""
 	var errs []error
 	for _, p := range paths {
 		f, err := config.Load(p)
@@ -261,6 +261,13 @@ func loadConfigs(paths []string) (*config.File, error) {
 					p, f.Gateway.Line, gatewayFrom, merged.Gateway.Line))
 			} else {
 				merged.Gateway, gatewayFrom = f.Gateway, p
+			}
+		}
+		if f.Agent != (config.Agent{}) {
+			if agentFrom != "" {
+				errs = append(errs, fmt.Errorf("%s: agent: also configured in %s; only one configuration file may have an agent section", p, agentFrom))
+			} else {
+				merged.Agent, agentFrom = f.Agent, p
 			}
 		}
 		if !reflect.DeepEqual(f.Security, config.Security{}) {

@@ -12,6 +12,7 @@ import (
 
 	"github.com/spf13/cobra"
 	"github.com/toolwire/toolwire/agent"
+	"github.com/toolwire/toolwire/config"
 	"github.com/toolwire/toolwire/netpolicy"
 	"github.com/toolwire/toolwire/tool"
 	"golang.org/x/term"
@@ -65,8 +66,8 @@ func setting(e *env, flag, envVar string) string {
 
 // newProvider builds the LLM provider the flags and environment describe.
 // It returns the API key too, so that it can be kept out of the audit log.
-func (f *agentFlags) newProvider(e *env) (agent.Provider, string, error) {
-	p, key, err := f.buildProvider(e)
+func (f *agentFlags) newProvider(e *env, cfg config.Agent) (agent.Provider, string, error) {
+	p, key, err := f.buildProvider(e, cfg)
 	var ue *netpolicy.URLError
 	if errors.As(err, &ue) && strings.HasPrefix(strings.ToLower(ue.URL), "http:") {
 		err = fmt.Errorf("%w (--insecure-http allows it for a trusted network)", err)
@@ -74,14 +75,16 @@ func (f *agentFlags) newProvider(e *env) (agent.Provider, string, error) {
 	return p, key, err
 }
 
-func (f *agentFlags) buildProvider(e *env) (agent.Provider, string, error) {
-	name := firstNonEmpty(setting(e, f.provider, "TOOLWIRE_PROVIDER"), "openai")
-	model := setting(e, f.model, "TOOLWIRE_MODEL")
+// Each setting is the flag's, else the TOOLWIRE_* variable's, else the
+// configuration's agent section's.
+func (f *agentFlags) buildProvider(e *env, cfg config.Agent) (agent.Provider, string, error) {
+	name := firstNonEmpty(setting(e, f.provider, "TOOLWIRE_PROVIDER"), cfg.Provider, "openai")
+	model := firstNonEmpty(setting(e, f.model, "TOOLWIRE_MODEL"), cfg.Model)
 	if model == "" {
-		return nil, "", errors.New("no model: pass --model NAME or set TOOLWIRE_MODEL")
+		return nil, "", errors.New("no model: pass --model NAME, set TOOLWIRE_MODEL, or set agent.model in the configuration")
 	}
-	baseURL := setting(e, f.baseURL, "TOOLWIRE_BASE_URL")
-	keyEnv := setting(e, f.apiKeyEnv, "TOOLWIRE_API_KEY_ENV")
+	baseURL := firstNonEmpty(setting(e, f.baseURL, "TOOLWIRE_BASE_URL"), cfg.BaseURL)
+	keyEnv := firstNonEmpty(setting(e, f.apiKeyEnv, "TOOLWIRE_API_KEY_ENV"), cfg.APIKeyEnv)
 	switch name {
 	case "openai":
 		keyEnv = firstNonEmpty(keyEnv, "OPENAI_API_KEY")
@@ -142,7 +145,11 @@ type session struct {
 // startSession builds the provider, starts the servers and the agent. in
 // is the reader of stdin that confirmations (and chat's lines) share.
 func startSession(ctx context.Context, e *env, g *globalFlags, f *agentFlags, in *bufio.Reader) (*session, error) {
-	provider, key, err := f.newProvider(e)
+	file, err := loadConfig(e, g)
+	if err != nil {
+		return nil, err
+	}
+	provider, key, err := f.newProvider(e, file.Agent)
 	if err != nil {
 		return nil, &exitError{exitUsage, err}
 	}
@@ -156,7 +163,7 @@ func startSession(ctx context.Context, e *env, g *globalFlags, f *agentFlags, in
 	if f.yes {
 		confirmer = approveAll{}
 	}
-	w, err := open(ctx, e, g, openOptions{confirmer: ui.pausing(confirmer)})
+	w, err := open(ctx, e, g, openOptions{confirmer: ui.pausing(confirmer), file: file})
 	if err != nil {
 		return nil, err
 	}

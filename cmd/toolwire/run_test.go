@@ -516,7 +516,7 @@ func TestRunRefusesBadSettingsBeforeStartingServers(t *testing.T) {
 		args []string
 		want []string
 	}{
-		{"no model", nil, []string{"run", "hi"}, []string{"no model: pass --model NAME or set TOOLWIRE_MODEL"}},
+		{"no model", nil, []string{"run", "hi"}, []string{"no model: pass --model NAME, set TOOLWIRE_MODEL, or set agent.model in the configuration"}},
 		{"unknown provider", map[string]string{"TOOLWIRE_PROVIDER": "palm"}, []string{"run", "--model", "m", "hi"}, []string{`unknown provider "palm"`}},
 		{"remote plain http", map[string]string{"TOOLWIRE_MODEL": "m"}, []string{"run", "--base-url", "http://10.1.2.3:8000/v1", "hi"}, []string{"plain http is allowed only to a loopback address", "--insecure-http allows it"}},
 	}
@@ -542,6 +542,28 @@ func TestRunSettingsComeFromTheEnvironment(t *testing.T) {
 	o.expect(t, exitOK)
 	if req := srv.Requests()[0]; req["model"] != "env-model" || srv.Keys()[0] != "Bearer sk-team" {
 		t.Errorf("model %v, key %q", req["model"], srv.Keys()[0])
+	}
+}
+
+// TestRunSettingsComeFromTheConfiguration: the agent section supplies
+// what no flag or TOOLWIRE_* variable sets, and a flag still wins.
+func TestRunSettingsComeFromTheConfiguration(t *testing.T) {
+	f := newFixture(t, "")
+	srv := agenttest.NewServer(t, agenttest.AnthropicReply("one"), agenttest.AnthropicReply("two"))
+	raw, err := os.ReadFile(f.config)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg := string(raw) + "agent:\n  provider: anthropic\n  model: cfg-model\n  baseURL: " + srv.URL + "\n  apiKeyEnv: CFG_KEY\n"
+	if err := os.WriteFile(f.config, []byte(cfg), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	env := agentCLI{env: map[string]string{"CFG_KEY": "sk-cfg"}}
+	f.runAgent(t, context.Background(), env, "run", "hi").expect(t, exitOK)
+	f.runAgent(t, context.Background(), env, "run", "--model", "flag-model", "hi").expect(t, exitOK)
+	reqs, keys := srv.Requests(), srv.Keys()
+	if len(reqs) != 2 || reqs[0]["model"] != "cfg-model" || reqs[1]["model"] != "flag-model" || keys[0] != "Bearer sk-cfg" {
+		t.Errorf("models %v / %v, key %q; want cfg-model then flag-model, with the key from CFG_KEY", reqs[0]["model"], reqs[len(reqs)-1]["model"], keys[0])
 	}
 }
 

@@ -23,6 +23,7 @@ or you type "exit". Tool calls, confirmations and flags work as in
 "toolwire run". Ctrl-C cancels what is in flight and ends the chat.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			tuneGC(e.lookupEnv) // a long-running command
 			// One reader for the chat's lines and the confirmations' answers:
 			// two buffered readers on stdin would take each other's input.
 			in := bufio.NewReader(e.stdin)

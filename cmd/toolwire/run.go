@@ -120,6 +120,7 @@ exits with status 130. See docs/agent.md for providers, local servers
 (Ollama, vLLM) and budgets.`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
+			tuneGC(e.lookupEnv) // a long-running command
 			s, err := startSession(cmd.Context(), e, g, &f, bufio.NewReader(e.stdin))
 			if err != nil {
 				return err

@@ -64,6 +64,7 @@ is refused with 413 Request Entity Too Large without being parsed.
 0 (the default) keeps go-sdk's limit of 4 MiB.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			tuneGC(e.lookupEnv) // a long-running command
 			if stdio == (httpAddr != "") {
 				return &exitError{exitUsage, errors.New("give exactly one of --stdio and --http ADDR")}
 			}

@@ -28,6 +28,7 @@ state, until interrupted: kill a server's process to watch it reconnect.`,
 			var changes chan mcpclient.Status
 			if watch {
 				changes = make(chan mcpclient.Status, 256)
+				tuneGC(e.lookupEnv) // a long-running command
 			}
 			w, err := open(cmd.Context(), e, g, openOptions{confirmer: refuseAll{}, stateChanges: changes})
 			if err != nil {

@@ -49,7 +49,8 @@ func (d *decoder) agent(v *node, a *Agent) {
 		case "apiKeyEnv":
 			if s, ok := d.nonEmpty(p.value, fpath); ok {
 				if !isEnvName(s) {
-					d.errorf(p.value.line, fpath, "%q is not an environment variable name (want letters, digits and _, not starting with a digit); put the key in that variable, never in the file", s)
+					// Not quoted: a key pasted here by mistake stays out of the message.
+					d.errorf(p.value.line, fpath, "must name an environment variable (letters, digits and _, not starting with a digit); put the key in that variable, never in the file")
 					continue
 				}
 				a.APIKeyEnv = s

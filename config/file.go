@@ -74,6 +74,9 @@ type Server struct {
 	URL         string
 	Headers     map[string]string
 	BearerToken string
+	// OAuth configures OAuth 2.1 for a remote server; nil means defaults
+	// (see [OAuth]).
+	OAuth *OAuth
 
 	Prefix        string            // "" means the server name
 	DefaultTier   string            // always set after load: "read" when absent

@@ -178,6 +178,18 @@ func serverNode(s Server) (*yaml.Node, error) {
 	if s.BearerToken != "" {
 		addPair(m, "bearerToken", str(s.BearerToken))
 	}
+	if s.OAuth != nil {
+		o := &yaml.Node{Kind: yaml.MappingNode}
+		for _, kv := range [][2]string{{"clientId", s.OAuth.ClientID}, {"clientSecretEnv", s.OAuth.ClientSecretEnv}, {"grant", s.OAuth.Grant}, {"authMethod", s.OAuth.AuthMethod}} {
+			if kv[1] != "" {
+				addPair(o, kv[0], str(kv[1]))
+			}
+		}
+		if s.OAuth.Scopes != nil {
+			addPair(o, "scopes", strList(s.OAuth.Scopes))
+		}
+		addPair(m, "oauth", o)
+	}
 	if s.Prefix != "" {
 		addPair(m, "prefix", str(s.Prefix))
 	}

@@ -69,13 +69,40 @@ func TestAgentSection(t *testing.T) {
 	}
 	for _, tc := range []struct{ src, want string }{
 		{"agent:\n  provider: gemini\n", `agent.provider: unknown provider "gemini" (want openai or anthropic)`},
-		{"agent:\n  apiKeyEnv: sk-12345\n", `agent.apiKeyEnv: "sk-12345" is not an environment variable name`},
+		{"agent:\n  apiKeyEnv: sk-12345\n", "agent.apiKeyEnv: must name an environment variable"},
 		{"agent:\n  key: x\n", "agent.key"},
 		{"agent:\n  baseURL: ftp://h\n", "agent.baseURL"},
 	} {
 		_, err := Parse("t.yaml", []byte("servers:\n  a: {command: x}\n"+tc.src), "")
 		if err == nil || !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("%q: error %v, want it to contain %q", tc.src, err, tc.want)
+		}
+	}
+}
+
+func TestServerOAuthSection(t *testing.T) {
+	src := "servers:\n  r:\n    url: https://mcp.example.com/mcp\n    oauth:\n      clientId: app\n      clientSecretEnv: APP_SECRET\n      scopes: [read, write]\n      grant: client_credentials\n      authMethod: client_secret_post\n"
+	f, err := Parse("t.yaml", []byte(src), "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	o := f.Servers[0].OAuth
+	if o == nil || o.ClientID != "app" || o.ClientSecretEnv != "APP_SECRET" || strings.Join(o.Scopes, ",") != "read,write" || o.Grant != "client_credentials" || o.AuthMethod != "client_secret_post" {
+		t.Fatalf("oauth = %+v", o)
+	}
+	if _, err := Marshal(f); err != nil {
+		t.Errorf("marshal: %v", err)
+	}
+	for _, tc := range []struct{ src, want string }{
+		{"servers:\n  r:\n    command: x\n    oauth: {clientId: a}\n", "oauth"},
+		{"servers:\n  r:\n    url: https://h/\n    oauth: {grant: implicit}\n", `unknown grant "implicit"`},
+		{"servers:\n  r:\n    url: https://h/\n    oauth: {grant: client_credentials, clientId: a}\n", "grant client_credentials needs clientId and clientSecretEnv"},
+		{"servers:\n  r:\n    url: https://h/\n    oauth: {clientSecretEnv: \"s3cr3t-value!\"}\n", "must name an environment variable"},
+		{"servers:\n  r:\n    url: https://h/\n    oauth: {clientSecret: x}\n", "servers.r.oauth.clientSecret"},
+	} {
+		_, err := Parse("t.yaml", []byte(tc.src), "")
+		if err == nil || !strings.Contains(err.Error(), tc.want) || strings.Contains(err.Error(), "s3cr3t") {
+			t.Errorf("%q: error %v, want it to contain %q (and no secret)", tc.src, err, tc.want)
 		}
 	}
 }

@@ -8,11 +8,11 @@ import (
 var (
 	toolwireTopFields    = []string{"servers", "audit", "inputs", "gateway", "security", "agent"}
 	toolwireServerFields = []string{
-		"transport", "command", "args", "env", "envFile", "cwd", "url", "headers", "bearerToken",
+		"transport", "command", "args", "env", "envFile", "cwd", "url", "headers", "bearerToken", "oauth",
 		"prefix", "defaultTier", "tierOverrides", "onlyTools", "excludeTools", "timeout", "required", "disabled",
 	}
 	toolwireStdioOnly  = []string{"args", "env", "envFile", "cwd"}
-	toolwireRemoteOnly = []string{"headers", "bearerToken"}
+	toolwireRemoteOnly = []string{"headers", "bearerToken", "oauth"}
 	auditFields        = []string{"file", "logArguments", "signingKey"}
 
 	toolwireTransports = map[string]string{
@@ -101,6 +101,8 @@ func (d *decoder) toolwireField(st *serverState, p pair) bool {
 				s.BearerToken = t
 			}
 		}
+	case "oauth":
+		s.OAuth = d.oauth(v, path)
 	case "prefix":
 		if t, ok := d.nonEmpty(v, path); ok {
 			if serverNameRE.MatchString(t) {

@@ -1,0 +1,199 @@
+package oauth
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"os"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/auth"
+	"github.com/modelcontextprotocol/go-sdk/oauthex"
+	"golang.org/x/oauth2"
+	"golang.org/x/oauth2/clientcredentials"
+)
+
+// ClientCredentialsConfig configures [NewClientCredentialsHandler].
+type ClientCredentialsConfig struct {
+	// Server is the configured server name, for errors. Required.
+	Server string
+	// ClientID is the client_id. Required.
+	ClientID string
+	// SecretEnv names the environment variable holding the client secret.
+	// It is read each time a token is requested, never stored. Required.
+	SecretEnv string
+	// AuthMethod is "client_secret_basic" or "client_secret_post"; empty
+	// chooses from the authorization server's metadata (post first, as
+	// OAuth 2.1 prefers).
+	AuthMethod string
+	// Scopes, if set, are requested instead of those the server
+	// advertises.
+	Scopes []string
+	// HTTPClient sends every request. Required: pass the netpolicy client.
+	HTTPClient *http.Client
+	// Timeout bounds one token request; zero means DefaultRefreshTimeout.
+	Timeout time.Duration
+}
+
+// ClientCredentialsHandler is an [auth.OAuthHandler] for machine-to-machine
+// access with the client_credentials grant (RFC 6749, section 4.4; MCP's
+// SEP-1046). On the server's first 401 it discovers the authorization
+// server as [Handler] does (PKCE is not involved) and requests a token;
+// when the token expires it requests another, reading the secret again.
+// Tokens are kept in memory only: a new one costs one request and no user.
+//
+// private_key_jwt client authentication is not offered: go-sdk's extauth
+// package does not implement it (v1.8.0).
+type ClientCredentialsHandler struct {
+	cfg ClientCredentialsConfig
+
+	mu  sync.Mutex
+	src *ccSource // nil until Authorize succeeds
+}
+
+var _ auth.OAuthHandler = (*ClientCredentialsHandler)(nil)
+
+// NewClientCredentialsHandler validates cfg and returns a handler.
+func NewClientCredentialsHandler(cfg *ClientCredentialsConfig) (*ClientCredentialsHandler, error) {
+	if cfg == nil {
+		return nil, errors.New("oauth: nil client credentials config")
+	}
+	c := *cfg
+	switch {
+	case c.Server == "":
+		return nil, errors.New("oauth: client credentials: empty server name")
+	case c.ClientID == "":
+		return nil, fmt.Errorf("oauth: server %q: client credentials without a client ID", c.Server)
+	case c.SecretEnv == "":
+		return nil, fmt.Errorf("oauth: server %q: client credentials without a secret variable", c.Server)
+	case c.HTTPClient == nil:
+		return nil, fmt.Errorf("oauth: server %q: no HTTP client", c.Server)
+	}
+	switch c.AuthMethod {
+	case "", "client_secret_basic", "client_secret_post":
+	default:
+		return nil, fmt.Errorf("oauth: server %q: client authentication %q is not supported (want client_secret_basic or client_secret_post)", c.Server, c.AuthMethod)
+	}
+	if c.Timeout <= 0 {
+		c.Timeout = DefaultRefreshTimeout
+	}
+	return &ClientCredentialsHandler{cfg: c}, nil
+}
+
+// TokenSource returns the token source once Authorize has succeeded, nil
+// before.
+func (h *ClientCredentialsHandler) TokenSource(context.Context) (oauth2.TokenSource, error) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.src == nil {
+		return nil, nil
+	}
+	return h.src, nil
+}
+
+// Authorize discovers the token endpoint and requests a token. A 403 other
+// than insufficient_scope returns nil, as with [Handler.Authorize].
+func (h *ClientCredentialsHandler) Authorize(ctx context.Context, req *http.Request, resp *http.Response) (err error) {
+	defer func() {
+		io.Copy(io.Discard, io.LimitReader(resp.Body, 64<<10))
+		resp.Body.Close()
+	}()
+	challenges, _ := oauthex.ParseWWWAuthenticate(resp.Header.Values("WWW-Authenticate"))
+	if resp.StatusCode == http.StatusForbidden && challengeError(challenges) != "insufficient_scope" {
+		return nil
+	}
+	defer wrapf(&err, "oauth: server %q: client credentials", h.cfg.Server)
+	d, err := discover(ctx, h.cfg.HTTPClient, challenges, req.URL.String(), false)
+	if err != nil {
+		return err
+	}
+	if g := d.asm.GrantTypesSupported; len(g) > 0 && !slices.Contains(g, "client_credentials") {
+		return fmt.Errorf("authorization server %s does not support the client_credentials grant", d.asm.Issuer)
+	}
+	method := h.cfg.AuthMethod
+	if method == "" {
+		method = pickAuthMethod(d.asm.TokenEndpointAuthMethodsSupported, true)
+	}
+	scopes := h.cfg.Scopes
+	if len(scopes) == 0 {
+		scopes = d.scopes
+	}
+	src := &ccSource{
+		server:   h.cfg.Server,
+		clientID: h.cfg.ClientID,
+		env:      h.cfg.SecretEnv,
+		tokenURL: d.asm.TokenEndpoint,
+		style:    authStyle(method),
+		scopes:   slices.Clone(scopes),
+		resource: d.resource,
+		client:   h.cfg.HTTPClient,
+		timeout:  h.cfg.Timeout,
+		now:      time.Now,
+	}
+	if _, err := src.fetch(ctx); err != nil {
+		return err
+	}
+	h.mu.Lock()
+	h.src = src
+	h.mu.Unlock()
+	return nil
+}
+
+// ccSource requests client_credentials tokens, one at a time.
+type ccSource struct {
+	server, clientID, env, tokenURL, resource string
+	style                                     oauth2.AuthStyle
+	scopes                                    []string
+	client                                    *http.Client
+	timeout                                   time.Duration
+	now                                       func() time.Time
+
+	mu  sync.Mutex
+	tok *oauth2.Token
+}
+
+// Token returns the current token or requests a new one, bounded by the
+// timeout. Requests are serialized, so concurrent callers share one.
+func (s *ccSource) Token() (*oauth2.Token, error) {
+	s.mu.Lock()
+	t := s.tok
+	s.mu.Unlock()
+	if t != nil && (t.Expiry.IsZero() || s.now().Add(10*time.Second).Before(t.Expiry)) {
+		return t, nil
+	}
+	t, err := s.fetch(context.Background())
+	if err != nil {
+		return nil, fmt.Errorf("oauth: server %q: client credentials: %w", s.server, err)
+	}
+	return t, nil
+}
+
+func (s *ccSource) fetch(ctx context.Context) (*oauth2.Token, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	secret, ok := os.LookupEnv(s.env)
+	if !ok || secret == "" {
+		return nil, fmt.Errorf("environment variable %s (the client secret) is not set", s.env)
+	}
+	cfg := clientcredentials.Config{
+		ClientID:       s.clientID,
+		ClientSecret:   secret,
+		TokenURL:       s.tokenURL,
+		Scopes:         s.scopes,
+		AuthStyle:      s.style,
+		EndpointParams: url.Values{"resource": {s.resource}},
+	}
+	ctx, cancel := context.WithTimeout(ctx, s.timeout)
+	defer cancel()
+	t, err := cfg.Token(context.WithValue(ctx, oauth2.HTTPClient, s.client))
+	if err != nil {
+		return nil, endpointError("token", err, secret)
+	}
+	s.tok = &oauth2.Token{AccessToken: t.AccessToken, TokenType: t.TokenType, Expiry: t.Expiry}
+	return s.tok, nil
+}

@@ -1,0 +1,50 @@
+// Package oauth authorizes toolwire with OAuth 2.1 at remote MCP servers,
+// on top of go-sdk's auth package, and keeps what it obtains so that
+// neither a restart nor a second process asks the user again.
+//
+// Parts:
+//
+//   - [Store]: one encrypted file (AES-256-GCM; key from Argon2id over
+//     TOOLWIRE_PASSPHRASE, or a 0600 key file) with, per server, the client
+//     registration, the token and any pending authorization. Changes are
+//     made under a file lock, so concurrent processes never lose a rotated
+//     refresh token.
+//   - [TokenSource]: a server's access token, refreshed before expiry,
+//     once per server across goroutines and processes, within its own
+//     time bound. A refused refresh token means [ErrLoginRequired].
+//   - [Handler]: an auth.OAuthHandler for go-sdk's Streamable HTTP
+//     transport. It runs go-sdk's authorization code flow (discovery,
+//     PKCE, resource indicators, registration, step-up, iss check) with
+//     the registration and tokens persisted; interactively with a
+//     [Fetcher] such as [Loopback], deferred to the application with
+//     [PendingError] and [Handler.FinishAuth], or not at all.
+//   - [ClientCredentialsHandler]: the client_credentials grant for
+//     machine-to-machine access, the secret read from the environment at
+//     use.
+//
+// Every request goes through the caller's *http.Client, which should be
+// netpolicy's; and every URL an authorization server names is checked
+// with netpolicy.CheckURL before it is used.
+//
+// A sketch of a CLI login followed, in another process, by a
+// non-interactive connect:
+//
+//	store, err := oauth.NewStore("", nil) // ~/.config/toolwire/oauth.json
+//	...
+//	h, err := oauth.NewHandler(&oauth.HandlerConfig{
+//		Server:     "github",
+//		Store:      store,
+//		HTTPClient: netpolicy.NewClient(nil),
+//		Fetcher:    &oauth.Loopback{Open: openBrowser},
+//	})
+//	err = h.Login(ctx, "https://mcp.example.com/mcp")
+//
+//	// later, `toolwire tools`: no Fetcher, so no prompt
+//	h, err = oauth.NewHandler(&oauth.HandlerConfig{Server: "github", Store: store, HTTPClient: hc})
+//	t := &mcp.StreamableClientTransport{Endpoint: url, HTTPClient: hc, OAuthHandler: h}
+//	session, err := client.Connect(ctx, t, nil)
+//	if errors.Is(err, oauth.ErrLoginRequired) { ... tell the user ... }
+//
+// No error or log line of this package contains a token, a client secret
+// or a PKCE verifier; Entry, Token and Client print without them.
+package oauth

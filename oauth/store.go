@@ -1,0 +1,588 @@
+package oauth
+
+import (
+	"bytes"
+	"cmp"
+	"context"
+	"crypto/rand"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"runtime"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	"golang.org/x/oauth2"
+)
+
+// PassphraseEnv is the environment variable a [Store] takes its passphrase
+// from when [StoreOptions.Passphrase] is empty.
+const PassphraseEnv = "TOOLWIRE_PASSPHRASE"
+
+// Entry is what the store keeps for one server. Its String method and
+// slog value leave out every token and secret.
+type Entry struct {
+	// Server is the configured server name (the store's key).
+	Server string `json:"-"`
+	// Client is the client registration used with the server's
+	// authorization server, if any.
+	Client *Client `json:"client,omitempty"`
+	// Token is the current token, if any.
+	Token *Token `json:"token,omitempty"`
+	// Pending is an authorization started by a [Handler] that defers to
+	// the embedding application, awaiting [Handler.FinishAuth].
+	Pending *Pending `json:"pending,omitempty"`
+	// Updated is when the entry last changed.
+	Updated time.Time `json:"updated"`
+}
+
+// Client is a client registration with an authorization server.
+type Client struct {
+	// ID is the client_id.
+	ID string `json:"clientId"`
+	// Secret is the client_secret, empty for a public client.
+	Secret string `json:"clientSecret,omitempty"`
+	// Issuer is the authorization server's issuer identifier.
+	Issuer string `json:"issuer"`
+	// AuthURL and TokenURL are the authorization and token endpoints.
+	AuthURL  string `json:"authorizationEndpoint"`
+	TokenURL string `json:"tokenEndpoint"`
+	// AuthMethod is the token endpoint authentication method:
+	// "client_secret_basic", "client_secret_post", "none", or "" to let
+	// golang.org/x/oauth2 detect it.
+	AuthMethod string `json:"tokenEndpointAuthMethod,omitempty"`
+	// RedirectURL is the redirect URI the client was registered with (for
+	// a configured client: the one it uses).
+	RedirectURL string `json:"redirectUri,omitempty"`
+	// Scopes are the scopes last requested with this client.
+	Scopes []string `json:"scopes,omitempty"`
+	// Dynamic is set for a client toolwire registered itself (RFC 7591).
+	Dynamic bool `json:"dynamic,omitempty"`
+	// Registered is when the client was registered or first used.
+	Registered time.Time `json:"registered"`
+}
+
+// Token is an OAuth token as stored.
+type Token struct {
+	AccessToken  string `json:"accessToken"`
+	RefreshToken string `json:"refreshToken,omitempty"`
+	// Type is the token type, normally "Bearer".
+	Type string `json:"tokenType,omitempty"`
+	// Expiry is when the access token expires; zero if the server did not
+	// say.
+	Expiry time.Time `json:"expiry,omitzero"`
+	// Obtained is when the token was issued to us.
+	Obtained time.Time `json:"obtained"`
+	// Scopes are the granted scopes (from the token response, else the
+	// requested ones).
+	Scopes []string `json:"scopes,omitempty"`
+}
+
+// Pending is an authorization request waiting for its code (see
+// [Handler.FinishAuth]). The PKCE verifier is kept here, encrypted with the
+// rest, so that a code can be redeemed after a restart.
+type Pending struct {
+	State    string `json:"state"`
+	Verifier string `json:"verifier"`
+	// URL is the authorization URL handed out.
+	URL         string `json:"url"`
+	RedirectURL string `json:"redirectUri"`
+	// Resource is the RFC 8707 resource indicator sent with the request.
+	Resource string `json:"resource"`
+	Issuer   string `json:"issuer"`
+	// IssRequired is set when the server advertised RFC 9207, which makes
+	// the iss parameter in the response mandatory.
+	IssRequired bool      `json:"issRequired,omitempty"`
+	Scopes      []string  `json:"scopes,omitempty"`
+	Created     time.Time `json:"created"`
+	Expires     time.Time `json:"expires"`
+}
+
+func (c Client) String() string {
+	return fmt.Sprintf("client{id=%s issuer=%s method=%s redirect=%s dynamic=%t secret=%s}",
+		c.ID, c.Issuer, c.AuthMethod, c.RedirectURL, c.Dynamic, present(c.Secret))
+}
+
+// GoString keeps %#v from printing the secret.
+func (c Client) GoString() string { return c.String() }
+
+// LogValue keeps slog from printing the secret.
+func (c Client) LogValue() slog.Value { return slog.StringValue(c.String()) }
+
+func (t Token) String() string {
+	exp := "none"
+	if !t.Expiry.IsZero() {
+		exp = t.Expiry.UTC().Format(time.RFC3339)
+	}
+	return fmt.Sprintf("token{type=%s expiry=%s scopes=%q access=%s refresh=%s}",
+		t.Type, exp, t.Scopes, present(t.AccessToken), present(t.RefreshToken))
+}
+
+func (t Token) GoString() string     { return t.String() }
+func (t Token) LogValue() slog.Value { return slog.StringValue(t.String()) }
+
+func (p Pending) String() string {
+	return fmt.Sprintf("pending{issuer=%s expires=%s}", p.Issuer, p.Expires.UTC().Format(time.RFC3339))
+}
+
+func (p Pending) GoString() string     { return p.String() }
+func (p Pending) LogValue() slog.Value { return slog.StringValue(p.String()) }
+
+func (e Entry) String() string {
+	var parts []string
+	if e.Client != nil {
+		parts = append(parts, e.Client.String())
+	}
+	if e.Token != nil {
+		parts = append(parts, e.Token.String())
+	}
+	if e.Pending != nil {
+		parts = append(parts, e.Pending.String())
+	}
+	return fmt.Sprintf("entry{server=%s %s}", e.Server, strings.Join(parts, " "))
+}
+
+func (e Entry) GoString() string     { return e.String() }
+func (e Entry) LogValue() slog.Value { return slog.StringValue(e.String()) }
+
+func present(s string) string {
+	if s == "" {
+		return "none"
+	}
+	return "[redacted]"
+}
+
+// State is a server's authorization state, as `toolwire auth status`
+// shows it.
+type State string
+
+const (
+	// StateNone: nothing stored.
+	StateNone State = "none"
+	// StateValid: an access token that has not expired.
+	StateValid State = "valid"
+	// StateRefreshable: the access token expired (or will within the
+	// window) but a refresh token is kept.
+	StateRefreshable State = "refreshable"
+	// StateLoginRequired: a registration but no usable token.
+	StateLoginRequired State = "login required"
+	// StatePending: an authorization awaits [Handler.FinishAuth].
+	StatePending State = "pending"
+)
+
+// State reports e's authorization state at now.
+func (e *Entry) State(now time.Time) State {
+	switch {
+	case e == nil:
+		return StateNone
+	case e.Token != nil && e.Token.AccessToken != "" && (e.Token.Expiry.IsZero() || now.Before(e.Token.Expiry)):
+		return StateValid
+	case e.Token != nil && e.Token.RefreshToken != "":
+		return StateRefreshable
+	case e.Pending != nil && now.Before(e.Pending.Expires):
+		return StatePending
+	case e.Client != nil || e.Token != nil:
+		return StateLoginRequired
+	}
+	return StateNone
+}
+
+func (e *Entry) empty() bool { return e.Client == nil && e.Token == nil && e.Pending == nil }
+
+// oauth2Token converts t for golang.org/x/oauth2 users. The refresh token
+// stays behind: the transport needs only the access token.
+func (t *Token) oauth2Token() *oauth2.Token {
+	return &oauth2.Token{AccessToken: t.AccessToken, TokenType: t.Type, Expiry: t.Expiry}
+}
+
+// tokenFrom converts a token response; requested are the scopes asked for,
+// used when the response does not say which were granted.
+func tokenFrom(t *oauth2.Token, requested []string, now time.Time) *Token {
+	scopes := requested
+	if s, ok := t.Extra("scope").(string); ok && s != "" {
+		scopes = strings.Fields(s)
+	}
+	typ := t.TokenType
+	if typ == "" {
+		typ = "Bearer"
+	}
+	return &Token{
+		AccessToken:  t.AccessToken,
+		RefreshToken: t.RefreshToken,
+		Type:         typ,
+		Expiry:       t.Expiry,
+		Obtained:     now,
+		Scopes:       slices.Clone(scopes),
+	}
+}
+
+// StoreOptions configures [NewStore]. A nil *StoreOptions means defaults.
+type StoreOptions struct {
+	// Passphrase, if not empty, derives the key with Argon2id. Empty
+	// means the PassphraseEnv environment variable as NewStore finds it,
+	// and if that is empty too, the key file.
+	Passphrase string
+	// KeyFile is the key file used without a passphrase: 32 random bytes,
+	// created with mode 0600 on the first write, refused if group or
+	// others may access it. Empty means "oauth.key" beside the store.
+	KeyFile string
+	// Argon2 sets the cost of deriving a key for a new store file; nil
+	// means DefaultArgon2. An existing file keeps its parameters.
+	Argon2 *Argon2Params
+}
+
+// Store keeps OAuth state for every server in one encrypted file shared by
+// all toolwire processes of a user. Reads need no lock: the file is only
+// ever replaced whole (temporary file, fsync, rename). Every change takes
+// an advisory lock on a sidecar file (path + ".lock"), re-reads the file,
+// applies the change and replaces the file before releasing the lock, so
+// two processes never lose each other's changes, rotated refresh tokens
+// above all.
+//
+// A file that fails to decrypt (wrong passphrase or key file, or modified)
+// is an error wrapping [ErrStoreAuth] that names the file; it is never
+// rewritten or reset.
+//
+// A Store is safe for concurrent use.
+type Store struct {
+	path       string
+	keyFile    string
+	passphrase string
+	argon      Argon2Params
+	now        func() time.Time
+
+	mu   sync.Mutex
+	keys map[string][]byte // derived keys by salt and parameters
+
+	flights flights // single-flight refreshes, per server
+}
+
+// DefaultPath returns where the store is kept unless configured otherwise:
+// oauth.json in the toolwire directory under [os.UserConfigDir].
+func DefaultPath() (string, error) {
+	dir, err := os.UserConfigDir()
+	if err != nil {
+		return "", fmt.Errorf("oauth: default store path: %w", err)
+	}
+	return filepath.Join(dir, "toolwire", "oauth.json"), nil
+}
+
+// NewStore returns the store at path, or at [DefaultPath] when path is
+// empty. It does no I/O: a missing file is an empty store, and the file,
+// its directory (mode 0700) and any key file are created by the first
+// change.
+func NewStore(path string, opts *StoreOptions) (*Store, error) {
+	if opts == nil {
+		opts = &StoreOptions{}
+	}
+	if path == "" {
+		p, err := DefaultPath()
+		if err != nil {
+			return nil, err
+		}
+		path = p
+	}
+	abs, err := filepath.Abs(path)
+	if err != nil {
+		return nil, fmt.Errorf("oauth: store path %q: %w", path, err)
+	}
+	s := &Store{path: abs, passphrase: opts.Passphrase, argon: DefaultArgon2, now: time.Now, keys: map[string][]byte{}}
+	if s.passphrase == "" {
+		s.passphrase = os.Getenv(PassphraseEnv)
+	}
+	if opts.Argon2 != nil {
+		if err := opts.Argon2.check(); err != nil {
+			return nil, fmt.Errorf("oauth: store options: %w", err)
+		}
+		s.argon = *opts.Argon2
+	}
+	s.keyFile = opts.KeyFile
+	if s.keyFile == "" {
+		s.keyFile = filepath.Join(filepath.Dir(abs), "oauth.key")
+	}
+	if s.keyFile, err = filepath.Abs(s.keyFile); err != nil {
+		return nil, fmt.Errorf("oauth: key file path: %w", err)
+	}
+	return s, nil
+}
+
+// Path returns the absolute path of the store file.
+func (s *Store) Path() string { return s.path }
+
+// Get returns a copy of server's entry, or nil if there is none.
+func (s *Store) Get(server string) (*Entry, error) {
+	c, err := s.read()
+	if err != nil {
+		return nil, err
+	}
+	e := c.entries[server]
+	if e == nil {
+		return nil, nil
+	}
+	e.Server = server
+	return e, nil
+}
+
+// List returns every entry, ordered by server name.
+func (s *Store) List() ([]*Entry, error) {
+	c, err := s.read()
+	if err != nil {
+		return nil, err
+	}
+	out := make([]*Entry, 0, len(c.entries))
+	for name, e := range c.entries {
+		e.Server = name
+		out = append(out, e)
+	}
+	slices.SortFunc(out, func(a, b *Entry) int { return cmp.Compare(a.Server, b.Server) })
+	return out, nil
+}
+
+// Update changes server's entry under the store lock: change gets the
+// current entry (an empty one if there is none) and edits it in place. If
+// change returns an error, nothing is written and Update returns it. An
+// entry left empty is removed; an unchanged one is not rewritten. ctx
+// bounds the wait for the lock.
+func (s *Store) Update(ctx context.Context, server string, change func(*Entry) error) error {
+	if server == "" {
+		return errors.New("oauth: store: empty server name")
+	}
+	return s.update(ctx, func(c *contents) error {
+		e := c.entries[server]
+		if e == nil {
+			e = &Entry{}
+		}
+		before, _ := json.Marshal(e)
+		e.Server = server
+		if err := change(e); err != nil {
+			return err
+		}
+		after, _ := json.Marshal(e)
+		if bytes.Equal(before, after) {
+			return errUnchanged
+		}
+		if e.empty() {
+			delete(c.entries, server)
+		} else {
+			e.Updated = s.now().UTC()
+			c.entries[server] = e
+		}
+		return nil
+	})
+}
+
+// Delete removes server's entry: its token, registration and any pending
+// authorization. Deleting what is not there is not an error.
+func (s *Store) Delete(ctx context.Context, server string) error {
+	return s.Update(ctx, server, func(e *Entry) error {
+		*e = Entry{}
+		return nil
+	})
+}
+
+// errUnchanged tells update that there is nothing to write.
+var errUnchanged = errors.New("unchanged")
+
+// contents is the decrypted file, with what is needed to write it back
+// under the same key.
+type contents struct {
+	entries map[string]*Entry
+	hdr     *header // nil for a missing file
+	key     []byte  // nil until known
+}
+
+type plaintext struct {
+	Servers map[string]*Entry `json:"servers"`
+}
+
+func (s *Store) update(ctx context.Context, change func(*contents) error) error {
+	if err := os.MkdirAll(filepath.Dir(s.path), 0o700); err != nil {
+		return fmt.Errorf("oauth: store: %w", err)
+	}
+	unlock, err := lock(ctx, s.path+".lock")
+	if err != nil {
+		return fmt.Errorf("oauth: store: %w", err)
+	}
+	defer unlock()
+	c, err := s.read()
+	if err != nil {
+		return err
+	}
+	if err := change(c); err != nil {
+		if errors.Is(err, errUnchanged) {
+			return nil
+		}
+		return err
+	}
+	return s.write(c)
+}
+
+// read loads and decrypts the file. A missing file is an empty store.
+func (s *Store) read() (*contents, error) {
+	f, err := os.Open(s.path)
+	if errors.Is(err, fs.ErrNotExist) {
+		return &contents{entries: map[string]*Entry{}}, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("oauth: store: %w", err)
+	}
+	data, err := io.ReadAll(io.LimitReader(f, maxStoreSize+1))
+	f.Close()
+	if err != nil {
+		return nil, fmt.Errorf("oauth: store: %w", err)
+	}
+	if len(data) > maxStoreSize {
+		return nil, fmt.Errorf("oauth: store %s: %w: larger than %d bytes", s.path, ErrStoreCorrupt, maxStoreSize)
+	}
+	sf, err := parseSealed(data)
+	if err != nil {
+		return nil, fmt.Errorf("oauth: store %s: %w: %v (fix or remove it; toolwire does not reset it)", s.path, ErrStoreCorrupt, err)
+	}
+	key, err := s.keyFor(&sf.header, false)
+	if err != nil {
+		return nil, err
+	}
+	plain, err := open(sf, key)
+	if err != nil {
+		return nil, fmt.Errorf("oauth: store %s: %w: %s, or the file was modified", s.path, ErrStoreAuth, s.keyHint(&sf.header))
+	}
+	var p plaintext
+	dec := json.NewDecoder(bytes.NewReader(plain))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&p); err != nil {
+		// Authenticated but not understood: written by another version.
+		return nil, fmt.Errorf("oauth: store %s: %w: contents not understood", s.path, ErrStoreCorrupt)
+	}
+	if p.Servers == nil {
+		p.Servers = map[string]*Entry{}
+	}
+	for name, e := range p.Servers {
+		if name == "" || e == nil {
+			return nil, fmt.Errorf("oauth: store %s: %w: an empty entry", s.path, ErrStoreCorrupt)
+		}
+	}
+	return &contents{entries: p.Servers, hdr: &sf.header, key: key}, nil
+}
+
+// keyHint says which key was tried, without any of it.
+func (s *Store) keyHint(h *header) string {
+	if h.Key.Source == sourceArgon2id {
+		return "wrong passphrase (" + PassphraseEnv + ")"
+	}
+	return "wrong key file " + s.keyFile
+}
+
+// keyFor returns the key for a file with header h. With create set (for a
+// write), a missing key file is created.
+func (s *Store) keyFor(h *header, create bool) ([]byte, error) {
+	switch h.Key.Source {
+	case sourceArgon2id:
+		if s.passphrase == "" {
+			return nil, fmt.Errorf("oauth: store %s is encrypted with a passphrase: set %s", s.path, PassphraseEnv)
+		}
+		p := *h.Key.Argon2Params
+		id := fmt.Sprintf("%x/%d/%d/%d", h.Key.Salt, p.Time, p.MemoryKiB, p.Threads)
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		if k := s.keys[id]; k != nil {
+			return k, nil
+		}
+		k := deriveKey(s.passphrase, h.Key.Salt, p)
+		s.keys[id] = k
+		return k, nil
+	case sourceKeyFile:
+		if s.passphrase != "" {
+			return nil, fmt.Errorf("oauth: store %s is encrypted with the key file %s, but %s is set: unset it, or remove the store to start over with the passphrase", s.path, s.keyFile, PassphraseEnv)
+		}
+		k, err := loadOrCreateKeyFile(s.keyFile, create)
+		if err != nil {
+			return nil, fmt.Errorf("oauth: store %s: %w", s.path, err)
+		}
+		return k, nil
+	}
+	return nil, fmt.Errorf("oauth: store %s: %w: unknown key source", s.path, ErrStoreCorrupt)
+}
+
+// write seals and replaces the file atomically: a temporary file in the
+// same directory, created 0600, written, synced, renamed over the file,
+// and the directory synced so that the rename survives a crash.
+func (s *Store) write(c *contents) (err error) {
+	defer wrapf(&err, "oauth: store %s: write", s.path)
+	if c.hdr == nil {
+		h := header{Format: fileFormat, Version: fileVersion}
+		if s.passphrase != "" {
+			salt := make([]byte, saltSize)
+			if _, err := rand.Read(salt); err != nil {
+				return err
+			}
+			p := s.argon
+			h.Key = keyHeader{Source: sourceArgon2id, Salt: salt, Argon2Params: &p}
+		} else {
+			h.Key = keyHeader{Source: sourceKeyFile}
+		}
+		key, err := s.keyFor(&h, true)
+		if err != nil {
+			return err
+		}
+		c.hdr, c.key = &h, key
+	}
+	plain, err := json.Marshal(plaintext{Servers: c.entries})
+	if err != nil {
+		return err
+	}
+	data, err := seal(*c.hdr, c.key, plain)
+	clear(plain)
+	if err != nil {
+		return err
+	}
+	dir := filepath.Dir(s.path)
+	tmp, err := os.CreateTemp(dir, "."+filepath.Base(s.path)+".*.tmp")
+	if err != nil {
+		return err
+	}
+	renamed := false
+	defer func() {
+		if !renamed {
+			tmp.Close()
+			os.Remove(tmp.Name())
+		}
+	}()
+	if err := tmp.Chmod(0o600); err != nil {
+		return err
+	}
+	if _, err := tmp.Write(data); err != nil {
+		return err
+	}
+	if err := tmp.Sync(); err != nil {
+		return err
+	}
+	if err := tmp.Close(); err != nil {
+		return err
+	}
+	if err := os.Rename(tmp.Name(), s.path); err != nil {
+		return err
+	}
+	renamed = true
+	return syncDir(dir)
+}
+
+// syncDir flushes the entry of a file just renamed into dir. Windows
+// cannot open a directory to sync it.
+func syncDir(dir string) error {
+	if runtime.GOOS == "windows" {
+		return nil
+	}
+	d, err := os.Open(dir)
+	if err != nil {
+		return err
+	}
+	defer d.Close()
+	return d.Sync()
+}

@@ -124,7 +124,17 @@ func (s *Server) transport(ctx context.Context, c *conn, cfg config.Server, conn
 		if err != nil {
 			return nil, fmt.Errorf("server %q: %w", cfg.Name, err)
 		}
-		var inner mcp.Transport = &mcp.StreamableClientTransport{Endpoint: cfg.URL, HTTPClient: httpClient, MaxRetries: 2}
+		st := &mcp.StreamableClientTransport{Endpoint: cfg.URL, HTTPClient: httpClient, MaxRetries: 2}
+		if s.opts.OAuth != nil && cfg.Transport == "http" {
+			h, err := s.oauthHandler(cfg)
+			if err != nil {
+				return nil, fmt.Errorf("server %q: oauth: %w", cfg.Name, err)
+			}
+			if h != nil {
+				st.OAuthHandler = h
+			}
+		}
+		var inner mcp.Transport = st
 		if cfg.Transport == "sse" {
 			inner = &mcp.SSEClientTransport{Endpoint: cfg.URL, HTTPClient: httpClient}
 		}

@@ -14,6 +14,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/modelcontextprotocol/go-sdk/auth"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"github.com/toolwire/toolwire/audit"
 	"github.com/toolwire/toolwire/config"
@@ -72,6 +73,13 @@ type Options struct {
 	// reach its own URL's host and the hosts Egress allows, checked on the
 	// resolved address when dialing. Nil means no guard.
 	Egress *EgressPolicy
+	// OAuth, when set, authorizes remote (Streamable HTTP) servers that
+	// require OAuth 2.1: it is called once per server for its handler. A
+	// server that needs a person to log in fails with an error wrapping
+	// [ErrLoginRequired] (or an *oauth.PendingError carrying the URL, for a
+	// handler that defers to the application) and is not retried; other
+	// servers are unaffected.
+	OAuth OAuthFunc
 	// Relay says which requests a server may make of the calls' callers.
 	// The zero value advertises none.
 	Relay RelayCapabilities
@@ -163,6 +171,10 @@ type Server struct {
 	pin      pinning // the latest listing's definitions and pin outcome (pins.go)
 
 	supervising bool // a supervisor goroutine was started; it closes done
+
+	oauthOnce sync.Once
+	oauth     auth.OAuthHandler // made once from Options.OAuth; nil for none
+	oauthErr  error
 
 	logLevel   mcp.LoggingLevel // asked for by SetLogLevel; "" for none
 	subscribed map[string]bool  // resource URIs asked for by Subscribe

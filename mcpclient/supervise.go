@@ -85,7 +85,7 @@ func (s *Server) reconnect(old *conn) *conn {
 // clash), or whose tools cannot be checked against their pins, will not
 // change its mind on the next try.
 func transient(err error) bool {
-	return !errors.Is(err, tool.ErrNeedsConfirmer) && !errors.Is(err, tool.ErrDuplicateName) && !errors.Is(err, ErrPinsUnavailable)
+	return !errors.Is(err, tool.ErrNeedsConfirmer) && !errors.Is(err, tool.ErrDuplicateName) && !errors.Is(err, ErrPinsUnavailable) && !needsLogin(err)
 }
 
 // backoff is the wait before the given attempt: Initial doubled per attempt,

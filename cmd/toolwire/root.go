@@ -28,15 +28,19 @@ type env struct {
 	stderr     io.Writer
 	isTerminal func() bool // whether stdin is an interactive terminal
 	lookupEnv  func(string) (string, bool)
+	// openBrowser opens an authorization URL for "toolwire login"; tests
+	// replace it with a client that follows the URL.
+	openBrowser func(ctx context.Context, url string) error
 }
 
 func defaultEnv() *env {
 	return &env{
-		stdin:      os.Stdin,
-		stdout:     os.Stdout,
-		stderr:     os.Stderr,
-		isTerminal: func() bool { return term.IsTerminal(int(os.Stdin.Fd())) },
-		lookupEnv:  os.LookupEnv,
+		stdin:       os.Stdin,
+		stdout:      os.Stdout,
+		stderr:      os.Stderr,
+		isTerminal:  func() bool { return term.IsTerminal(int(os.Stdin.Fd())) },
+		lookupEnv:   os.LookupEnv,
+		openBrowser: browserOpener,
 	}
 }
 
@@ -67,6 +71,7 @@ func newRootCommand(e *env) *cobra.Command {
 	root.AddCommand(newToolsCommand(e, &g), newCallCommand(e, &g), newServersCommand(e, &g), newConfigCommand(e), newServeCommand(e, &g), newTokenCommand(e))
 	root.AddCommand(newRunCommand(e, &g), newChatCommand(e, &g))
 	root.AddCommand(newAuditCommand(e))
+	root.AddCommand(newLoginCommand(e, &g), newLogoutCommand(e, &g), newAuthCommand(e))
 	root.AddCommand(newPinsCommand(e, &g))
 	return root
 }
@@ -88,6 +93,7 @@ type openOptions struct {
 	stateChanges chan<- mcpclient.Status // for servers --watch
 	file         *config.File            // already loaded (by serve); nil: open loads it
 	relay        mcpclient.RelayCapabilities
+	oauth        mcpclient.OAuthFunc // nil: handlers that cannot prompt (login required)
 }
 
 // open loads the configuration, opens the audit log and starts every server
@@ -143,9 +149,20 @@ func open(ctx context.Context, e *env, g *globalFlags, oo openOptions) (*workspa
 		}
 		return nil, &exitError{exitUsage, err}
 	}
+	oauthFunc := oo.oauth
+	if oauthFunc == nil {
+		store, err := tokenStore(e)
+		if err != nil {
+			if w.sink != nil {
+				_ = w.sink.Close()
+			}
+			return nil, &exitError{exitUsage, err}
+		}
+		oauthFunc = oauthHandlers(e, store, nil)
+	}
 	w.manager = mcpclient.NewManager(file.Servers, w.registry, &mcpclient.Options{
-		Egress: egress,
-		Pins:   pinStore, PinMode: pinMode, MaxDescription: sec.DescriptionLimit(), MaxTools: sec.ToolLimit(),
+		Egress: egress, OAuth: oauthFunc,
+		Pins: pinStore, PinMode: pinMode, MaxDescription: sec.DescriptionLimit(), MaxTools: sec.ToolLimit(),
 		Logger: logger, LookupEnv: e.lookupEnv, Input: configInputPrompter(e), Secrets: secrets, Audit: auditLog, StateChanges: oo.stateChanges,
 		Relay: oo.relay,
 	})

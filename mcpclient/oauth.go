@@ -1,0 +1,81 @@
+package mcpclient
+
+import (
+	"errors"
+	"fmt"
+	"net/http"
+	"net/url"
+
+	"github.com/modelcontextprotocol/go-sdk/auth"
+	"github.com/toolwire/toolwire/config"
+	"github.com/toolwire/toolwire/netpolicy"
+	"github.com/toolwire/toolwire/oauth"
+)
+
+// OAuthFunc returns the OAuth handler of a remote server that may require
+// OAuth 2.1, or nil for none. client is the HTTP client the handler must
+// send every request with (discovery, registration, tokens): it applies the
+// remote-URL rule to every URL an authorization server names and, with an
+// egress policy, refuses private and metadata addresses.
+type OAuthFunc func(cfg config.Server, client *http.Client) (auth.OAuthHandler, error)
+
+// ErrLoginRequired is wrapped by the error of a server whose authorization
+// needs a person: a first login, or a refresh token the authorization
+// server refused. Its message names the command to run. See [oauth].
+var ErrLoginRequired = oauth.ErrLoginRequired
+
+// oauthHandler returns the server's OAuth handler, made on first use and
+// kept for every later connection, so that a reconnect reuses its tokens.
+func (s *Server) oauthHandler(cfg config.Server) (auth.OAuthHandler, error) {
+	s.oauthOnce.Do(func() {
+		client, err := s.oauthClient(cfg)
+		if err != nil {
+			s.oauthErr = err
+			return
+		}
+		s.oauth, s.oauthErr = s.opts.OAuth(cfg, client)
+	})
+	return s.oauth, s.oauthErr
+}
+
+// oauthClient is the client for a server's OAuth requests. The authorization
+// server is on another host than the MCP server as a rule, so the egress
+// guard cannot name it in advance: with a policy, it may reach any public
+// address (and loopback when the MCP server itself is on loopback), never a
+// private, link-local or metadata one.
+func (s *Server) oauthClient(cfg config.Server) (*http.Client, error) {
+	var base http.RoundTripper = http.DefaultTransport
+	if s.opts.HTTPClient != nil && s.opts.HTTPClient.Transport != nil {
+		base = s.opts.HTTPClient.Transport
+	}
+	if s.opts.Egress != nil {
+		u, err := url.Parse(cfg.URL)
+		if err != nil {
+			return nil, fmt.Errorf("url: %w", err)
+		}
+		d, err := netpolicy.NewDialer(&netpolicy.DialerOptions{AllowLoopback: isLoopback(u.Hostname())})
+		if err != nil {
+			return nil, err
+		}
+		t, ok := base.(*http.Transport)
+		if !ok {
+			return nil, fmt.Errorf("egress: the HTTP client's transport is a %T; the guard needs an *http.Transport", base)
+		}
+		t = t.Clone()
+		t.Proxy, t.DialContext, t.DialTLSContext = nil, d.DialContext, nil
+		base = t
+	}
+	return netpolicy.NewClient(&netpolicy.ClientOptions{Transport: base}), nil
+}
+
+func isLoopback(host string) bool {
+	_, err := netpolicy.CheckURL("http://" + host + "/")
+	return err == nil
+}
+
+// needsLogin reports whether err means the server waits for a person to
+// log in, which no retry will change.
+func needsLogin(err error) bool {
+	var pending *oauth.PendingError
+	return errors.Is(err, oauth.ErrLoginRequired) || errors.As(err, &pending)
+}

@@ -1,25 +1,56 @@
 #!/usr/bin/env bash
-# Runs toolwire's benchmarks (tool/bench_test.go, mcpclient/bench_test.go)
-# and prints medians with benchstat.
+# Runs toolwire's benchmarks.
 #
-#   scripts/bench.sh [OUTFILE]           # default /tmp/toolwire-bench.txt
-#   COUNT=3 BENCHTIME=0.5s BENCH=Call scripts/bench.sh
+# By default: cmd/toolwire-bench, which measures the floors, the bare go-sdk,
+# toolwire's client stack, the gateway, a 1000-tool listing and memory per
+# gateway session in one interleaved run, and prints the markdown report that
+# docs/performance.md keeps (a few minutes on 2 cores). Flags are passed on;
+# the report is also written to /tmp/toolwire-bench.md unless -o is given.
 #
-# benchstat is installed into a temporary GOBIN, never into go.mod.
+#   scripts/bench.sh                               # the full run
+#   scripts/bench.sh -quick                        # a rough look
+#   scripts/bench.sh -rows tw-stdio,gw-serve -o /tmp/x.md
+#   GOGC=200 scripts/bench.sh                      # GC settings reach every process
+#
+# With --go-test: the go test benchmarks of tool/ and mcpclient/, medians
+# with benchstat (installed into a temporary GOBIN, never into go.mod).
+#
+#   scripts/bench.sh --go-test [OUTFILE]           # default /tmp/toolwire-gotest-bench.txt
+#   COUNT=3 BENCHTIME=0.5s BENCH=Call scripts/bench.sh --go-test
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-out=${1:-/tmp/toolwire-bench.txt}
-count=${COUNT:-6}
-benchtime=${BENCHTIME:-1s}
-bench=${BENCH:-.}
+if [ "${1:-}" = "--go-test" ]; then
+	shift
+	out=${1:-/tmp/toolwire-gotest-bench.txt}
+	count=${COUNT:-6}
+	benchtime=${BENCHTIME:-1s}
+	bench=${BENCH:-.}
 
-go test -run='^$' -bench="$bench" -benchmem -count="$count" -benchtime="$benchtime" -timeout=20m \
-	./tool/ ./mcpclient/ | tee "$out"
+	go test -run='^$' -bench="$bench" -benchmem -count="$count" -benchtime="$benchtime" -timeout=20m \
+		./tool/ ./mcpclient/ | tee "$out"
 
-gobin=${BENCHSTAT_GOBIN:-/tmp/toolwire-benchstat}
-if [ ! -x "$gobin/benchstat" ]; then
-	GOBIN="$gobin" go install golang.org/x/perf/cmd/benchstat@v0.0.0-20260908200009-22c9c6c9d4da
+	gobin=${BENCHSTAT_GOBIN:-/tmp/toolwire-benchstat}
+	if [ ! -x "$gobin/benchstat" ]; then
+		GOBIN="$gobin" go install golang.org/x/perf/cmd/benchstat@v0.0.0-20260908200009-22c9c6c9d4da
+	fi
+	echo
+	"$gobin/benchstat" "$out"
+	exit 0
 fi
-echo
-"$gobin/benchstat" "$out"
+
+bin=$(mktemp -d "${TMPDIR:-/tmp}/toolwire-bench-bin.XXXXXX")
+trap 'rm -rf "$bin"' EXIT
+go build -o "$bin/toolwire-bench" ./cmd/toolwire-bench
+
+out=(-o /tmp/toolwire-bench.md)
+for arg in "$@"; do
+	case $arg in
+	-o | --o | -o=* | --o=*) out=() ;;
+	esac
+done
+# Not exec: the trap removes the binary afterwards. The command ends its
+# own children on Ctrl-C, and its exit status is kept.
+status=0
+"$bin/toolwire-bench" "${out[@]}" "$@" || status=$?
+exit "$status"

@@ -1,0 +1,278 @@
+//go:build unix
+
+// Command toolwire-bench measures toolwire's hot paths against this
+// machine's floors, in one run, and prints one markdown report: the machine
+// on top, then a table of every row with its ratios to the same-run floor,
+// the gateway's memory per open session, and issue 8's targets.
+//
+// Usage, from anywhere in the module:
+//
+//	go run ./cmd/toolwire-bench                     # everything, a few minutes
+//	go run ./cmd/toolwire-bench -quick              # a rough look in about a minute
+//	go run ./cmd/toolwire-bench -rows tw-stdio,gw-serve -o /tmp/bench.md
+//	GOGC=200 go run ./cmd/toolwire-bench            # GC settings apply to every process
+//
+// Rows (-rows takes names and the groups calls, list, mem and all):
+//
+//	floor-pipe    newline JSON-RPC echo over a pipe to a child process
+//	floor-http    HTTP/1.1 keep-alive JSON-RPC echo, child process
+//	floor-relay   HTTP in, pipe out: floor-http forwarding to a floor-pipe grandchild
+//	sdk-stdio     bare go-sdk client, demo server as a stdio child
+//	sdk-http      bare go-sdk client, demo server over Streamable HTTP (child)
+//	tw-stdio      mcpclient.Connect + tool.Executor, file audit, stdio demo child
+//	tw-http       the same over Streamable HTTP
+//	gw-serve      bare go-sdk client -> toolwire serve --http (child) -> stdio demo
+//	list-floor, list-sdk, list-tw-cold, list-tw-warm
+//	              a 1000-tool listing: raw HTTP + encoding/json, bare go-sdk
+//	              connect+list, toolwire Connect (adapt + register) cold and warm
+//	mem-gateway, mem-serve
+//	              memory per open downstream session on the gateway
+//
+// Call rows are measured in rounds: in every round each row makes a block
+// of sequential calls (bounded by -block-calls and -block-time), the order
+// reversed every round, so that load from elsewhere falls on all rows
+// alike. Then, for each of -callers, rounds of time windows with that many
+// concurrent callers on the row's one session. Listing rows run in
+// iterations, each row once per iteration, the order reversed every time.
+// Every loop is bounded in count and in time, and -timeout bounds the run.
+//
+// The demo server and toolwire are built into a temporary directory (or
+// taken from -bin). Every process the command starts is ended by its PID
+// when it exits, also on Ctrl-C: stdin closed, then SIGTERM where the
+// program expects it, then SIGKILL after a grace period.
+//
+// The floors and helper processes are this binary run as
+// "toolwire-bench child MODE"; see children.go.
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+)
+
+func main() {
+	if len(os.Args) > 1 && os.Args[1] == "child" {
+		if err := runChild(os.Args[2:]); err != nil {
+			fmt.Fprintf(os.Stderr, "toolwire-bench child %s: %v\n", strings.Join(os.Args[2:], " "), err)
+			os.Exit(1)
+		}
+		return
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	err := run(ctx, os.Args[1:], os.Stdout, os.Stderr)
+	interrupted := ctx.Err() != nil
+	stop()
+	switch {
+	case errors.Is(err, flag.ErrHelp):
+	case errors.Is(err, errUsage):
+		os.Exit(2)
+	case err != nil:
+		fmt.Fprintln(os.Stderr, "toolwire-bench:", err)
+		os.Exit(1)
+	case interrupted:
+		os.Exit(130)
+	}
+}
+
+// errUsage marks command-line errors, already reported with the usage.
+var errUsage = errors.New("usage error")
+
+// options are the command's flags.
+type options struct {
+	rows    string
+	out     string
+	binDir  string
+	timeout time.Duration
+	verbose bool
+
+	rounds     int
+	blockCalls int
+	blockTime  time.Duration
+	warmup     int
+
+	callers    []int
+	tputRounds int
+	tputRamp   time.Duration
+	tputWindow time.Duration
+	tputMax    int
+
+	listTools int
+	listIters int
+	listTime  time.Duration
+
+	sessions int
+}
+
+// quickDefaults replace the defaults of the flags not given, with -quick.
+var quickDefaults = map[string]string{
+	"rounds": "3", "block-calls": "100", "block-time": "100ms", "warmup": "50",
+	"tput-rounds": "1", "tput-ramp": "50ms", "tput-window": "200ms",
+	"list-iters": "3", "sessions": "20",
+}
+
+func parseFlags(args []string, stderr io.Writer) (options, error) {
+	var o options
+	fs := flag.NewFlagSet("toolwire-bench", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	fs.Usage = func() {
+		fmt.Fprintf(stderr, "usage: toolwire-bench [flags]\n\nrows: %s\ngroups: calls, list, mem, all\n\nflags:\n",
+			strings.Join(rowNames(), ", "))
+		fs.PrintDefaults()
+	}
+	fs.StringVar(&o.rows, "rows", "all", "comma-separated `rows` and groups to run; the floors and direct rows they are compared with are added")
+	fs.StringVar(&o.out, "o", "", "also write the report to `file`")
+	fs.StringVar(&o.binDir, "bin", "", "take demoserver and toolwire from `dir` instead of building them")
+	fs.DurationVar(&o.timeout, "timeout", 20*time.Minute, "stop measuring after this long and report what was measured")
+	fs.BoolVar(&o.verbose, "v", false, "pass the children's stderr through")
+	quick := fs.Bool("quick", false, "small counts and short windows: "+quickSummary())
+
+	fs.IntVar(&o.rounds, "rounds", 12, "sequential rounds")
+	fs.IntVar(&o.blockCalls, "block-calls", 250, "at most this many sequential calls per row per round")
+	fs.DurationVar(&o.blockTime, "block-time", 250*time.Millisecond, "at most this long per row per round")
+	fs.IntVar(&o.warmup, "warmup", 200, "calls on each session before it is measured")
+
+	callers := fs.String("callers", "1,8,64", "concurrent callers for the throughput windows (comma-separated)")
+	fs.IntVar(&o.tputRounds, "tput-rounds", 3, "throughput rounds per caller count")
+	fs.DurationVar(&o.tputRamp, "tput-ramp", 100*time.Millisecond, "unmeasured start of each throughput window")
+	fs.DurationVar(&o.tputWindow, "tput-window", 500*time.Millisecond, "measured length of each throughput window")
+	fs.IntVar(&o.tputMax, "tput-max", 100000, "at most this many calls per throughput window")
+
+	fs.IntVar(&o.listTools, "list-tools", 1000, "tools in the generated listing")
+	fs.IntVar(&o.listIters, "list-iters", 8, "listing iterations (the first is a warm-up)")
+	fs.DurationVar(&o.listTime, "list-time", 2*time.Minute, "at most this long for the listing iterations")
+
+	fs.IntVar(&o.sessions, "sessions", 500, "downstream sessions opened for the memory rows")
+
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return o, err
+		}
+		return o, errUsage
+	}
+	if fs.NArg() > 0 {
+		fmt.Fprintf(stderr, "toolwire-bench: unexpected arguments %q\n", fs.Args())
+		fs.Usage()
+		return o, errUsage
+	}
+	if *quick {
+		set := map[string]bool{}
+		fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
+		for name, v := range quickDefaults {
+			if !set[name] {
+				if err := fs.Set(name, v); err != nil {
+					panic(err) // quickDefaults are valid
+				}
+			}
+		}
+	}
+	var err error
+	if o.callers, err = parseCallers(*callers); err != nil {
+		fmt.Fprintf(stderr, "toolwire-bench: -callers %q: %v\n", *callers, err)
+		return o, errUsage
+	}
+	var bad []string
+	for _, c := range []struct {
+		name string
+		ok   bool
+	}{
+		{"-rounds", o.rounds >= 1}, {"-block-calls", o.blockCalls >= 1}, {"-block-time", o.blockTime > 0},
+		{"-warmup", o.warmup >= 0}, {"-tput-rounds", o.tputRounds >= 0}, {"-tput-window", o.tputWindow > 0},
+		{"-tput-ramp", o.tputRamp >= 0}, {"-tput-max", o.tputMax >= 1}, {"-list-tools", o.listTools >= 1},
+		{"-list-iters", o.listIters >= 2}, {"-list-time", o.listTime > 0}, {"-sessions", o.sessions >= 1},
+		{"-timeout", o.timeout > 0},
+	} {
+		if !c.ok {
+			bad = append(bad, c.name)
+		}
+	}
+	if len(bad) > 0 {
+		fmt.Fprintf(stderr, "toolwire-bench: out of range: %s (counts and durations are positive; -list-iters at least 2)\n", strings.Join(bad, ", "))
+		return o, errUsage
+	}
+	return o, nil
+}
+
+func quickSummary() string {
+	var parts []string
+	for _, name := range []string{"rounds", "block-calls", "block-time", "warmup", "tput-rounds", "tput-ramp", "tput-window", "list-iters", "sessions"} {
+		parts = append(parts, "-"+name+" "+quickDefaults[name])
+	}
+	return strings.Join(parts, ", ")
+}
+
+func parseCallers(s string) ([]int, error) {
+	var out []int
+	for f := range strings.SplitSeq(s, ",") {
+		n, err := strconv.Atoi(strings.TrimSpace(f))
+		if err != nil || n < 1 || n > 1024 {
+			return nil, fmt.Errorf("%q is not a caller count from 1 to 1024", f)
+		}
+		out = append(out, n)
+	}
+	return out, nil
+}
+
+// run measures the selected rows and writes the report to stdout (and -o).
+// Progress goes to stderr.
+func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	o, err := parseFlags(args, stderr)
+	if err != nil {
+		return err
+	}
+	selected, err := selectRows(o.rows)
+	if err != nil {
+		fmt.Fprintf(stderr, "toolwire-bench: -rows: %v\n", err)
+		return errUsage
+	}
+	var outFile *os.File
+	if o.out != "" {
+		// Opened first, so that a bad path fails before minutes of work.
+		if outFile, err = os.Create(o.out); err != nil {
+			return err
+		}
+		defer outFile.Close()
+	}
+
+	ctx, cancel := context.WithTimeout(ctx, o.timeout)
+	defer cancel()
+	b, err := newBench(ctx, o, stderr)
+	if err != nil {
+		return err
+	}
+	defer b.close()
+
+	rep := b.measure(ctx, selected)
+	if ctx.Err() != nil {
+		rep.notes = append(rep.notes, "Stopped early ("+stopReason(ctx)+"): the figures cover what was measured until then.")
+	}
+	text := rep.markdown()
+	if _, err := io.WriteString(stdout, text); err != nil {
+		return err
+	}
+	if outFile != nil {
+		if _, err := io.WriteString(outFile, text); err != nil {
+			return err
+		}
+		if err := outFile.Close(); err != nil {
+			return err
+		}
+		fmt.Fprintf(stderr, "toolwire-bench: report written to %s\n", o.out)
+	}
+	return nil
+}
+
+func stopReason(ctx context.Context) string {
+	if errors.Is(context.Cause(ctx), context.DeadlineExceeded) {
+		return "-timeout"
+	}
+	return "interrupted"
+}

@@ -1,0 +1,267 @@
+//go:build unix
+
+package main
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+	"github.com/toolwire/toolwire/config"
+	"github.com/toolwire/toolwire/mcpclient"
+	"github.com/toolwire/toolwire/tool"
+)
+
+// protocolVersion is what every MCP client here asks for: the version
+// mcpclient offers, and the newest the gateway serves, so that bare and
+// toolwire rows speak the same protocol.
+const protocolVersion = "2025-11-25"
+
+var clientImpl = &mcp.Implementation{Name: "toolwire-bench", Version: "0"}
+
+// sdkCaller returns one echo call of the named tool on cs, checked. Each
+// call has its own params, as an application makes them.
+func sdkCaller(cs *mcp.ClientSession, name string) func(context.Context) error {
+	return func(ctx context.Context) error {
+		r, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: name, Arguments: echoArgs})
+		if err != nil {
+			return err
+		}
+		if r.IsError || len(r.Content) != 1 {
+			return fmt.Errorf("echo: unexpected result %+v", r)
+		}
+		if t, ok := r.Content[0].(*mcp.TextContent); !ok || t.Text != echoText {
+			return fmt.Errorf("echo: unexpected content %+v", r.Content[0])
+		}
+		return nil
+	}
+}
+
+// toolwireCaller returns one call of the registered tool through ex.
+func toolwireCaller(ex *tool.Executor, name string) func(context.Context) error {
+	return func(ctx context.Context) error {
+		res := ex.Call(ctx, name, echoArgs)
+		if res.IsError {
+			return fmt.Errorf("echo: %s: %s", res.Reason, res.Message)
+		}
+		if len(res.Content) != 1 {
+			return fmt.Errorf("echo: unexpected result %+v", res)
+		}
+		if t, ok := res.Content[0].(*tool.Text); !ok || t.Text != echoText {
+			return fmt.Errorf("echo: unexpected content %+v", res.Content[0])
+		}
+		return nil
+	}
+}
+
+// denyAll is the registries' confirmer: the demo has write and destructive
+// tools, which a registry refuses without one; echo is read-tier and never
+// asks.
+var denyAll = tool.ConfirmFunc(func(context.Context, tool.PendingCall) (bool, error) { return false, nil })
+
+// demoCmd is the demo server as a stdio child, with the environment that
+// mcpclient gives one.
+func (b *bench) demoCmd() (*exec.Cmd, error) {
+	if b.demoErr != nil {
+		return nil, b.demoErr
+	}
+	cmd := exec.Command(b.demoBin)
+	cmd.Env = childEnv()
+	childAttrs(cmd)
+	return cmd, nil
+}
+
+// openSDKStdio returns the opener of a bare go-sdk row over stdio, the
+// demo child's transport made by newTransport (a CommandTransport for the
+// stock row).
+func openSDKStdio(newTransport func(cmd *exec.Cmd) mcp.Transport) func(context.Context, *bench) (*target, error) {
+	return func(ctx context.Context, b *bench) (*target, error) {
+		cmd, err := b.demoCmd()
+		if err != nil {
+			return nil, err
+		}
+		cs, err := mcp.NewClient(clientImpl, nil).Connect(ctx, newTransport(cmd),
+			&mcp.ClientSessionOptions{ProtocolVersion: protocolVersion})
+		if err != nil {
+			return nil, fmt.Errorf("connecting to the demo over stdio: %w", err)
+		}
+		pid := cmd.Process.Pid
+		b.procs.adopt(pid)
+		return &target{call: sdkCaller(cs, "echo"), pids: []int{pid}, close: func() { _ = cs.Close() }}, nil
+	}
+}
+
+// demoHTTPRE matches demoserver's announcement of its URL on stderr.
+var demoHTTPRE = regexp.MustCompile(`listening on (http://\S+/mcp)`)
+
+// startDemoHTTP starts "demoserver -http 127.0.0.1:0" (demo.HTTPHandler)
+// and returns its URL.
+func (b *bench) startDemoHTTP(ctx context.Context, name string) (string, *proc, error) {
+	if b.demoErr != nil {
+		return "", nil, b.demoErr
+	}
+	cmd := exec.Command(b.demoBin, "-http", "127.0.0.1:0")
+	cmd.Env = childEnv()
+	return b.startAnnouncing(ctx, name, cmd, demoHTTPRE)
+}
+
+// startAnnouncing starts cmd, which announces its URL on stderr and stops
+// on SIGTERM, and waits (bounded) for the URL.
+func (b *bench) startAnnouncing(ctx context.Context, name string, cmd *exec.Cmd, re *regexp.Regexp) (string, *proc, error) {
+	pr, pw, err := os.Pipe()
+	if err != nil {
+		return "", nil, err
+	}
+	cmd.Stderr = pw
+	p, err := b.procs.start(name, cmd, true)
+	pw.Close()
+	if err != nil {
+		pr.Close()
+		return "", nil, err
+	}
+	wctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	url, err := waitLine(wctx, pr, re, p.tail)
+	if err != nil {
+		return "", nil, withTail(fmt.Errorf("%s: %w", name, err), p.tail)
+	}
+	return url, p, nil
+}
+
+// sdkHTTPSession connects a bare go-sdk client to url over Streamable HTTP
+// with the bench's pooled HTTP client.
+func (b *bench) sdkHTTPSession(ctx context.Context, url string) (*mcp.ClientSession, error) {
+	return mcp.NewClient(clientImpl, nil).Connect(ctx,
+		&mcp.StreamableClientTransport{Endpoint: url, HTTPClient: b.httpClient},
+		&mcp.ClientSessionOptions{ProtocolVersion: protocolVersion})
+}
+
+func openSDKHTTP(ctx context.Context, b *bench) (*target, error) {
+	url, p, err := b.startDemoHTTP(ctx, "sdk-http demo")
+	if err != nil {
+		return nil, err
+	}
+	cs, err := b.sdkHTTPSession(ctx, url)
+	if err != nil {
+		return nil, fmt.Errorf("connecting to the demo over HTTP: %w", err)
+	}
+	return &target{call: sdkCaller(cs, "echo"), pids: []int{p.pid()}, close: func() { _ = cs.Close() }}, nil
+}
+
+// toolwireStack connects cfg into a fresh registry the way toolwire's CLI
+// does (audit to a file, secrets redacted, no pins: the library default)
+// and returns an executor over it. tweak, if set, changes the options.
+func (b *bench) toolwireStack(ctx context.Context, name string, cfg config.Server, tweak func(*mcpclient.Options)) (*tool.Executor, *mcpclient.Server, error) {
+	alog, secrets, err := b.auditLog(name)
+	if err != nil {
+		return nil, nil, err
+	}
+	reg := tool.NewRegistry(&tool.RegistryOptions{Confirmer: denyAll})
+	ex := tool.NewExecutor(reg, &tool.ExecutorOptions{Audit: alog, Logger: b.quiet})
+	opts := &mcpclient.Options{Logger: b.quiet, Secrets: secrets, Audit: alog, HTTPClient: b.httpClient}
+	if tweak != nil {
+		tweak(opts)
+	}
+	srv, err := mcpclient.Connect(ctx, cfg, reg, opts)
+	if err != nil {
+		return nil, nil, err
+	}
+	return ex, srv, nil
+}
+
+// openToolwireStdio returns the opener of a toolwire row over stdio; tweak,
+// if set, changes mcpclient's options (to select another connection, say).
+func openToolwireStdio(tweak func(*mcpclient.Options)) func(context.Context, *bench) (*target, error) {
+	return func(ctx context.Context, b *bench) (*target, error) {
+		if b.demoErr != nil {
+			return nil, b.demoErr
+		}
+		cfg := config.Server{Name: "demo", Transport: "stdio", Command: b.demoBin, Env: gcEnv(), DefaultTier: "read"}
+		ex, srv, err := b.toolwireStack(ctx, "tw-stdio", cfg, tweak)
+		if err != nil {
+			return nil, err
+		}
+		pid := srv.PID()
+		b.procs.adopt(pid)
+		return &target{call: toolwireCaller(ex, "demo__echo"), pids: []int{pid}, close: func() { _ = srv.Close() }}, nil
+	}
+}
+
+func openToolwireHTTP(ctx context.Context, b *bench) (*target, error) {
+	url, p, err := b.startDemoHTTP(ctx, "tw-http demo")
+	if err != nil {
+		return nil, err
+	}
+	cfg := config.Server{Name: "demo", Transport: "http", URL: url, DefaultTier: "read"}
+	ex, srv, err := b.toolwireStack(ctx, "tw-http", cfg, nil)
+	if err != nil {
+		return nil, err
+	}
+	return &target{call: toolwireCaller(ex, "demo__echo"), pids: []int{p.pid()}, close: func() { _ = srv.Close() }}, nil
+}
+
+// serveRE matches toolwire serve's announcement of its URL on stderr.
+var serveRE = regexp.MustCompile(`toolwire: serving MCP at (http://\S+/mcp)`)
+
+// startServe starts `toolwire serve --http 127.0.0.1:0` in front of a
+// stdio demo server, with an audit file and its pins file in the
+// temporary directory, and returns its URL and process. The demo child
+// (serve's) is adopted.
+func (b *bench) startServe(ctx context.Context, name string) (string, *proc, error) {
+	if b.toolwireErr != nil {
+		return "", nil, b.toolwireErr
+	}
+	if b.demoErr != nil {
+		return "", nil, b.demoErr
+	}
+	var env strings.Builder
+	for k, v := range gcEnv() {
+		fmt.Fprintf(&env, "      %s: %s\n", k, strconv.Quote(v))
+	}
+	envBlock := ""
+	if env.Len() > 0 {
+		envBlock = "    env:\n" + env.String()
+	}
+	cfgPath := filepath.Join(b.dir, name+".yaml")
+	cfg := fmt.Sprintf("servers:\n  demo:\n    command: %s\n%saudit:\n  file: %s\nsecurity:\n  pinsFile: %s\n",
+		strconv.Quote(b.demoBin), envBlock,
+		strconv.Quote(filepath.Join(b.dir, name+"-audit.jsonl")),
+		strconv.Quote(filepath.Join(b.dir, name+"-pins.json")))
+	if err := os.WriteFile(cfgPath, []byte(cfg), 0o600); err != nil {
+		return "", nil, err
+	}
+	cmd := exec.Command(b.toolwireBin, "--config", cfgPath, "serve", "--http", "127.0.0.1:0")
+	// XDG_CONFIG_HOME keeps anything serve might keep per user out of
+	// the user's own directories.
+	cmd.Env = childEnv("XDG_CONFIG_HOME=" + filepath.Join(b.dir, "xdg"))
+	url, p, err := b.startAnnouncing(ctx, name, cmd, serveRE)
+	if err != nil {
+		return "", nil, err
+	}
+	return url, p, nil
+}
+
+func openGatewayServe(ctx context.Context, b *bench) (*target, error) {
+	url, p, err := b.startServe(ctx, "gw-serve")
+	if err != nil {
+		return nil, err
+	}
+	cs, err := b.sdkHTTPSession(ctx, url)
+	if err != nil {
+		return nil, withTail(fmt.Errorf("connecting to toolwire serve: %w", err), p.tail)
+	}
+	// serve starts its servers before it listens: the demo is there.
+	pids := append([]int{p.pid()}, b.procs.adoptDescendants(p.pid())...)
+	if len(pids) < 2 {
+		_ = cs.Close()
+		return nil, withTail(fmt.Errorf("toolwire serve (pid %d) has no upstream child", p.pid()), p.tail)
+	}
+	return &target{call: sdkCaller(cs, "demo__echo"), pids: pids, close: func() { _ = cs.Close() }}, nil
+}

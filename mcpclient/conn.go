@@ -16,6 +16,7 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"github.com/toolwire/toolwire/config"
+	"github.com/toolwire/toolwire/internal/stdioconn"
 	"github.com/toolwire/toolwire/netpolicy"
 )
 
@@ -115,7 +116,7 @@ func (s *Server) transport(ctx context.Context, c *conn, cfg config.Server, conn
 		c.stderr = &stderrLog{server: cfg.Name, logger: s.logger, secrets: s.secrets}
 		cmd.Stderr = c.stderr
 		isolate(cmd)
-		return &startedTransport{ctx: ctx, arrivals: &s.arrivals, inner: &mcp.CommandTransport{Command: cmd, TerminateDuration: terminateGrace}, started: func() {
+		return &startedTransport{ctx: ctx, arrivals: &s.arrivals, inner: &stdioconn.CommandTransport{Command: cmd, TerminateDuration: terminateGrace}, started: func() {
 			c.pid.Store(int64(cmd.Process.Pid))
 			connected()
 		}}, nil

@@ -10,10 +10,10 @@ import (
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/auth"
-	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"github.com/spf13/cobra"
 	"github.com/toolwire/toolwire/config"
 	"github.com/toolwire/toolwire/gateway"
+	"github.com/toolwire/toolwire/internal/stdioconn"
 	"github.com/toolwire/toolwire/mcpclient"
 )
 
@@ -132,7 +132,7 @@ is refused with 413 Request Entity Too Large without being parsed.
 			if stdio {
 				srv, stop := gw.Server(nil)
 				defer stop()
-				t := &mcp.IOTransport{Reader: io.NopCloser(e.stdin), Writer: nopWriteCloser{e.stdout}}
+				t := &stdioconn.Transport{Reader: io.NopCloser(e.stdin), Writer: nopWriteCloser{e.stdout}}
 				if err := srv.Run(cmd.Context(), t); err != nil && !errors.Is(err, context.Canceled) {
 					return &exitError{exitToolErr, fmt.Errorf("serving stdio: %w", err)}
 				}

@@ -9,8 +9,10 @@ import (
 	"context"
 	"log/slog"
 	"net/http"
+	"os"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
+	"github.com/toolwire/toolwire/internal/stdioconn"
 )
 
 // Name and Version identify the demo server in the MCP handshake.
@@ -84,7 +86,9 @@ func ServeStdio(ctx context.Context, opts *Options) error {
 	// otherwise keep the process alive after SIGINT.
 	stop := context.AfterFunc(ctx, st.stopAll)
 	defer stop()
-	return srv.Run(ctx, &mcp.StdioTransport{})
+	// toolwire's own newline-JSON connection, as toolwire serve --stdio
+	// uses: the benchmarks measure the demo server as a fast peer.
+	return srv.Run(ctx, &stdioconn.Transport{Reader: os.Stdin, Writer: os.Stdout})
 }
 
 // sessionIDHeader is the Streamable HTTP header that names a session.

@@ -131,9 +131,13 @@ func millis(d time.Duration) *float64 {
 	if d <= 0 {
 		return nil
 	}
-	ms := float64(d.Microseconds()) / 1000
+	ms := durationMillis(d)
 	return &ms
 }
+
+// durationMillis is d in milliseconds with microsecond precision, as
+// written.
+func durationMillis(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }
 
 func fromMillis(ms *float64) time.Duration {
 	if ms == nil {

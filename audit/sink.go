@@ -31,6 +31,11 @@ type FileSink struct {
 	key  ed25519.PrivateKey
 	buf  bytes.Buffer
 	enc  *json.Encoder // writes into buf
+	// w and durMS, backoffMS hold the event being encoded: fields of the
+	// (heap-allocated) sink, reused under mu as buf is, so that encoding
+	// an event does not allocate its wire form and durations anew.
+	w                wireEvent
+	durMS, backoffMS float64
 	// prev is the hash of the file's last line when it was size bytes
 	// long; size -1 means unknown, so the next write reads the tail.
 	prev [sha256.Size]byte
@@ -89,7 +94,18 @@ func (s *FileSink) Write(ev *Event) error {
 		return fmt.Errorf("audit file %s: closed", s.path)
 	}
 	s.buf.Reset()
-	if err := s.enc.Encode(ev.wire()); err != nil {
+	s.w = wireEvent{plainEvent: plainEvent(*ev)}
+	if ev.Duration > 0 {
+		s.durMS = durationMillis(ev.Duration)
+		s.w.DurationMS = &s.durMS
+	}
+	if ev.Backoff > 0 {
+		s.backoffMS = durationMillis(ev.Backoff)
+		s.w.BackoffMS = &s.backoffMS
+	}
+	err := s.enc.Encode(&s.w)
+	s.w = wireEvent{} // drop references to the event's data
+	if err != nil {
 		return err
 	}
 	return s.locked(func() error {

@@ -11,6 +11,9 @@
 #   scripts/bench.sh -quick                        # a rough look
 #   scripts/bench.sh -rows tw-stdio,gw-serve -o /tmp/x.md
 #   GOGC=200 scripts/bench.sh                      # GC settings reach every process
+#   scripts/bench.sh -profile /tmp/prof            # then CPU and allocation profiles of
+#                                                  # every process, broken down by component
+#                                                  # in /tmp/prof/profiles.md
 #
 # With --go-test: the go test benchmarks of tool/ and mcpclient/, medians
 # with benchstat (installed into a temporary GOBIN, never into go.mod).

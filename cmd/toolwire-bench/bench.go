@@ -112,9 +112,18 @@ func (b *bench) binaries(ctx context.Context) {
 		b.demoErr, b.toolwireErr = err, err
 		return
 	}
-	b.logf("building demoserver and toolwire in %s", b.dir)
-	b.demoBin, b.demoErr = goBuild(ctx, root, filepath.Join(b.dir, "demoserver"), "./examples/demoserver")
-	b.toolwireBin, b.toolwireErr = goBuild(ctx, root, filepath.Join(b.dir, "toolwire"), "./cmd/toolwire")
+	overlay, err := b.overlayArgs(root, "examples/demoserver", "cmd/toolwire")
+	if err != nil {
+		b.demoErr, b.toolwireErr = err, err
+		return
+	}
+	what := ""
+	if overlay != nil {
+		what = " with the profiling hook"
+	}
+	b.logf("building demoserver and toolwire%s in %s", what, b.dir)
+	b.demoBin, b.demoErr = goBuild(ctx, root, filepath.Join(b.dir, "demoserver"), "./examples/demoserver", overlay...)
+	b.toolwireBin, b.toolwireErr = goBuild(ctx, root, filepath.Join(b.dir, "toolwire"), "./cmd/toolwire", overlay...)
 }
 
 func findBinary(dir, name string) (string, error) {
@@ -149,8 +158,9 @@ func moduleRoot(ctx context.Context) (string, error) {
 	return filepath.Dir(gomod), nil
 }
 
-func goBuild(ctx context.Context, root, out, pkg string) (string, error) {
-	cmd := exec.CommandContext(ctx, "go", "build", "-o", out, pkg)
+func goBuild(ctx context.Context, root, out, pkg string, flags ...string) (string, error) {
+	args := append(append([]string{"build"}, flags...), "-o", out, pkg)
+	cmd := exec.CommandContext(ctx, "go", args...)
 	cmd.Dir = root
 	if msg, err := cmd.CombinedOutput(); err != nil {
 		return "", fmt.Errorf("go build %s: %w\n%s", pkg, err, strings.TrimSpace(string(msg)))
@@ -184,7 +194,7 @@ func childEnv(extra ...string) []string {
 			env = append(env, k+"="+v)
 		}
 	}
-	for k, v := range gcEnv() {
+	for k, v := range passedEnv() {
 		env = append(env, k+"="+v)
 	}
 	return append(env, extra...)
@@ -271,6 +281,10 @@ func (b *bench) measure(ctx context.Context, sel []*row) *report {
 		}
 	}
 	rep.calls = calls
+	var profiles []profiled
+	if b.opts.profileDir != "" && ctx.Err() == nil {
+		profiles = b.profileCalls(ctx, calls)
+	}
 	for _, c := range slices.Backward(b.closers) {
 		c()
 	}
@@ -280,6 +294,17 @@ func (b *bench) measure(ctx context.Context, sel []*row) *report {
 		m := b.startLoad()
 		rep.lists = b.listings(ctx, sel)
 		rep.bg["listings"] = m.cores()
+		if b.opts.profileDir != "" && ctx.Err() == nil {
+			profiles = append(profiles, b.profileLists(ctx, rep.lists)...)
+		}
+	}
+	if b.opts.profileDir != "" {
+		if err := b.writeProfileIndex(ctx, profiles); err != nil {
+			rep.notes = append(rep.notes, "Profiles: writing the index failed: "+oneLine(err)+".")
+		} else {
+			rep.notes = append(rep.notes, fmt.Sprintf("Profiles (taken after the measurements, not during them): %s, listed in %s.",
+				b.opts.profileDir, filepath.Join(b.opts.profileDir, "profiles.md")))
+		}
 	}
 	if slices.ContainsFunc(sel, func(r *row) bool { return r.mem != nil }) {
 		m := b.startLoad()

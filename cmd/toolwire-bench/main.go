@@ -11,13 +11,17 @@
 //	go run ./cmd/toolwire-bench -quick              # a rough look in about a minute
 //	go run ./cmd/toolwire-bench -rows tw-stdio,gw-serve -o /tmp/bench.md
 //	GOGC=200 go run ./cmd/toolwire-bench            # GC settings apply to every process
+//	go run ./cmd/toolwire-bench -rows calls -profile /tmp/prof   # and profiles
 //
 // Rows (-rows takes names and the groups calls, list, mem and all):
 //
 //	floor-pipe    newline JSON-RPC echo over a pipe to a child process
 //	floor-http    HTTP/1.1 keep-alive JSON-RPC echo, child process
 //	floor-relay   HTTP in, pipe out: floor-http forwarding to a floor-pipe grandchild
-//	sdk-stdio     bare go-sdk client, demo server as a stdio child
+//	stock-stdio   bare go-sdk on both sides: mcp.CommandTransport to the demo
+//	              server serving mcp.StdioTransport (demoserver -sdk-stdio)
+//	sdk-stdio     the same client to the demo server as shipped (its stdio is
+//	              toolwire's internal/stdioconn)
 //	sdk-http      bare go-sdk client, demo server over Streamable HTTP (child)
 //	tw-stdio      mcpclient.Connect + tool.Executor, file audit, stdio demo child
 //	tw-http       the same over Streamable HTTP
@@ -27,6 +31,10 @@
 //	              connect+list, toolwire Connect (adapt + register) cold and warm
 //	mem-gateway, mem-serve
 //	              memory per open downstream session on the gateway
+//
+// Issue 8's targets compare tw-stdio's throughput with stock-stdio (go-sdk
+// as released, both ends), and gw-serve's latency with sdk-stdio: the same
+// client making the same call directly to the same upstream process.
 //
 // Call rows are measured in rounds: in every round each row makes a block
 // of sequential calls (bounded by -block-calls and -block-time), the order
@@ -41,6 +49,11 @@
 // when it exits, also on Ctrl-C: stdin closed, then SIGTERM where the
 // program expects it, then SIGKILL after a grace period.
 //
+// With -profile DIR, CPU and allocation profiles of this process and of the
+// servers are written after the measurements, and DIR/profiles.md breaks
+// them down into time per call by component; see profile.go and
+// breakdown.go.
+//
 // The floors and helper processes are this binary run as
 // "toolwire-bench child MODE"; see children.go.
 package main
@@ -53,6 +66,7 @@ import (
 	"io"
 	"os"
 	"os/signal"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"syscall"
@@ -110,6 +124,10 @@ type options struct {
 	listTime  time.Duration
 
 	sessions int
+
+	profileDir   string
+	profileTime  time.Duration
+	profileLists int
 }
 
 // quickDefaults replace the defaults of the flags not given, with -quick.
@@ -152,6 +170,10 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 
 	fs.IntVar(&o.sessions, "sessions", 500, "downstream sessions opened for the memory rows")
 
+	fs.StringVar(&o.profileDir, "profile", "", "after measuring, write CPU and allocation profiles of this process and of the rows' servers to `dir`, with their breakdown in dir/profiles.md (see profile.go)")
+	fs.DurationVar(&o.profileTime, "profile-time", 4*time.Second, "with -profile: how long each call row runs, sequentially and with 8 callers")
+	fs.IntVar(&o.profileLists, "profile-lists", 3, "with -profile: listings per toolwire listing row")
+
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			return o, err
@@ -188,7 +210,7 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 		{"-warmup", o.warmup >= 0}, {"-tput-rounds", o.tputRounds >= 0}, {"-tput-window", o.tputWindow > 0},
 		{"-tput-ramp", o.tputRamp >= 0}, {"-tput-max", o.tputMax >= 1}, {"-list-tools", o.listTools >= 1},
 		{"-list-iters", o.listIters >= 2}, {"-list-time", o.listTime > 0}, {"-sessions", o.sessions >= 1},
-		{"-timeout", o.timeout > 0},
+		{"-timeout", o.timeout > 0}, {"-profile-time", o.profileTime > 0}, {"-profile-lists", o.profileLists >= 1},
 	} {
 		if !c.ok {
 			bad = append(bad, c.name)
@@ -196,6 +218,11 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	}
 	if len(bad) > 0 {
 		fmt.Fprintf(stderr, "toolwire-bench: out of range: %s (counts and durations are positive; -list-iters at least 2)\n", strings.Join(bad, ", "))
+		return o, errUsage
+	}
+	if o.profileDir != "" && o.binDir != "" {
+		// The servers' profiles come from a hook the bench builds in.
+		fmt.Fprintln(stderr, "toolwire-bench: -profile builds its own binaries; it does not go with -bin")
 		return o, errUsage
 	}
 	return o, nil
@@ -232,6 +259,17 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	if err != nil {
 		fmt.Fprintf(stderr, "toolwire-bench: -rows: %v\n", err)
 		return errUsage
+	}
+	if o.profileDir != "" {
+		if o.profileDir, err = filepath.Abs(o.profileDir); err == nil {
+			err = os.MkdirAll(o.profileDir, 0o755)
+		}
+		if err != nil {
+			return fmt.Errorf("-profile: %w", err)
+		}
+		// Passed on to every child, as GOGC is (passedEnv).
+		os.Setenv(profileDirEnv, o.profileDir)
+		defer os.Unsetenv(profileDirEnv)
 	}
 	var outFile *os.File
 	if o.out != "" {

@@ -5,11 +5,8 @@ package main
 import (
 	"context"
 	"fmt"
-	"os/exec"
 	"slices"
 	"strings"
-
-	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
 
 // A row is one configuration the benchmark measures: exactly one of call,
@@ -31,8 +28,9 @@ type row struct {
 	// "gw" (through the gateway); transport is "stdio" or "http".
 	stack, transport string
 	// bare names the bare go-sdk row that a "tw" row's throughput is
-	// compared with, or the direct call a "gw" row's added latency is
-	// measured against.
+	// compared with (go-sdk's stock transports on both sides), or the
+	// direct call a "gw" row's added latency is measured against (the
+	// same client and the same upstream process, without the gateway).
 	bare string
 
 	call func(ctx context.Context, b *bench) (*target, error)
@@ -48,8 +46,10 @@ type target struct {
 	// their callers.
 	call func(ctx context.Context) error
 	// pids are the server-side processes whose CPU the row's CPU per call
-	// includes, besides this process.
-	pids []int
+	// includes, besides this process; roles name them in profile files
+	// ("demo", "serve", "upstream"), in the same order.
+	pids  []int
+	roles []string
 	// close ends the session; the processes themselves are ended by the
 	// bench's procSet.
 	close func()
@@ -63,11 +63,12 @@ var rows = []*row{
 		what: "the same JSON-RPC echo as one HTTP/1.1 keep-alive POST with a JSON response, child process"},
 	{name: "floor-relay", stack: "floor", transport: "http", call: openFloorRelay,
 		what: "HTTP in, pipe out: a child answering floor-http's POSTs by forwarding each call to a floor-pipe grandchild"},
-	{name: "sdk-stdio", floor: "floor-pipe", stack: "sdk", transport: "stdio",
-		call: openSDKStdio(func(cmd *exec.Cmd) mcp.Transport { return &mcp.CommandTransport{Command: cmd} }),
-		what: "bare go-sdk ClientSession.CallTool, demo server as a stdio child (mcp.CommandTransport)"},
-	{name: "tw-stdio", floor: "floor-pipe", stack: "tw", transport: "stdio", bare: "sdk-stdio", call: openToolwireStdio(nil),
-		what: "mcpclient.Connect + tool.Executor.Call, audit to a JSON Lines file, same stdio demo child"},
+	{name: "stock-stdio", floor: "floor-pipe", stack: "sdk", transport: "stdio", call: openSDKStdio("-sdk-stdio"),
+		what: "bare go-sdk on both sides: ClientSession.CallTool over mcp.CommandTransport to the demo server as a stdio child serving with mcp.StdioTransport (demoserver -sdk-stdio)"},
+	{name: "sdk-stdio", floor: "floor-pipe", stack: "sdk", transport: "stdio", call: openSDKStdio(),
+		what: "the same go-sdk client (mcp.CommandTransport) to the demo server as shipped, which serves stdio over toolwire's connection (internal/stdioconn)"},
+	{name: "tw-stdio", floor: "floor-pipe", stack: "tw", transport: "stdio", bare: "stock-stdio", call: openToolwireStdio(nil),
+		what: "mcpclient.Connect (internal/stdioconn) + tool.Executor.Call, audit to a JSON Lines file, demo child as shipped"},
 	{name: "sdk-http", floor: "floor-http", stack: "sdk", transport: "http", call: openSDKHTTP,
 		what: "bare go-sdk client over Streamable HTTP to the demo server (demoserver -http, child)"},
 	{name: "tw-http", floor: "floor-http", stack: "tw", transport: "http", bare: "sdk-http", call: openToolwireHTTP,

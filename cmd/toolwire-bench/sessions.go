@@ -93,7 +93,7 @@ func memGateway(ctx context.Context, b *bench) (*memResult, error) {
 	}
 	reg := tool.NewRegistry(&tool.RegistryOptions{Confirmer: gateway.NewApprover(gateway.ApprovalPolicy{})})
 	ex := tool.NewExecutor(reg, &tool.ExecutorOptions{Audit: alog, Logger: b.quiet})
-	up, err := mcpclient.Connect(ctx, config.Server{Name: "demo", Transport: "stdio", Command: b.demoBin, Env: gcEnv(), DefaultTier: "read"},
+	up, err := mcpclient.Connect(ctx, config.Server{Name: "demo", Transport: "stdio", Command: b.demoBin, Env: passedEnv(), DefaultTier: "read"},
 		reg, &mcpclient.Options{Logger: b.quiet, Secrets: secrets, Audit: alog})
 	if err != nil {
 		return nil, err

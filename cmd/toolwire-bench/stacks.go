@@ -66,35 +66,34 @@ func toolwireCaller(ex *tool.Executor, name string) func(context.Context) error 
 // asks.
 var denyAll = tool.ConfirmFunc(func(context.Context, tool.PendingCall) (bool, error) { return false, nil })
 
-// demoCmd is the demo server as a stdio child, with the environment that
-// mcpclient gives one.
-func (b *bench) demoCmd() (*exec.Cmd, error) {
+// demoCmd is the demo server as a stdio child with args, with the
+// environment that mcpclient gives one.
+func (b *bench) demoCmd(args ...string) (*exec.Cmd, error) {
 	if b.demoErr != nil {
 		return nil, b.demoErr
 	}
-	cmd := exec.Command(b.demoBin)
+	cmd := exec.Command(b.demoBin, args...)
 	cmd.Env = childEnv()
 	childAttrs(cmd)
 	return cmd, nil
 }
 
-// openSDKStdio returns the opener of a bare go-sdk row over stdio, the
-// demo child's transport made by newTransport (a CommandTransport for the
-// stock row).
-func openSDKStdio(newTransport func(cmd *exec.Cmd) mcp.Transport) func(context.Context, *bench) (*target, error) {
+// openSDKStdio returns the opener of a bare go-sdk row over stdio: a
+// client over mcp.CommandTransport to the demo child started with args.
+func openSDKStdio(args ...string) func(context.Context, *bench) (*target, error) {
 	return func(ctx context.Context, b *bench) (*target, error) {
-		cmd, err := b.demoCmd()
+		cmd, err := b.demoCmd(args...)
 		if err != nil {
 			return nil, err
 		}
-		cs, err := mcp.NewClient(clientImpl, nil).Connect(ctx, newTransport(cmd),
+		cs, err := mcp.NewClient(clientImpl, nil).Connect(ctx, &mcp.CommandTransport{Command: cmd},
 			&mcp.ClientSessionOptions{ProtocolVersion: protocolVersion})
 		if err != nil {
 			return nil, fmt.Errorf("connecting to the demo over stdio: %w", err)
 		}
 		pid := cmd.Process.Pid
 		b.procs.adopt(pid)
-		return &target{call: sdkCaller(cs, "echo"), pids: []int{pid}, close: func() { _ = cs.Close() }}, nil
+		return &target{call: sdkCaller(cs, "echo"), pids: []int{pid}, roles: []string{"demo"}, close: func() { _ = cs.Close() }}, nil
 	}
 }
 
@@ -152,7 +151,7 @@ func openSDKHTTP(ctx context.Context, b *bench) (*target, error) {
 	if err != nil {
 		return nil, fmt.Errorf("connecting to the demo over HTTP: %w", err)
 	}
-	return &target{call: sdkCaller(cs, "echo"), pids: []int{p.pid()}, close: func() { _ = cs.Close() }}, nil
+	return &target{call: sdkCaller(cs, "echo"), pids: []int{p.pid()}, roles: []string{"demo"}, close: func() { _ = cs.Close() }}, nil
 }
 
 // toolwireStack connects cfg into a fresh registry the way toolwire's CLI
@@ -183,14 +182,14 @@ func openToolwireStdio(tweak func(*mcpclient.Options)) func(context.Context, *be
 		if b.demoErr != nil {
 			return nil, b.demoErr
 		}
-		cfg := config.Server{Name: "demo", Transport: "stdio", Command: b.demoBin, Env: gcEnv(), DefaultTier: "read"}
+		cfg := config.Server{Name: "demo", Transport: "stdio", Command: b.demoBin, Env: passedEnv(), DefaultTier: "read"}
 		ex, srv, err := b.toolwireStack(ctx, "tw-stdio", cfg, tweak)
 		if err != nil {
 			return nil, err
 		}
 		pid := srv.PID()
 		b.procs.adopt(pid)
-		return &target{call: toolwireCaller(ex, "demo__echo"), pids: []int{pid}, close: func() { _ = srv.Close() }}, nil
+		return &target{call: toolwireCaller(ex, "demo__echo"), pids: []int{pid}, roles: []string{"demo"}, close: func() { _ = srv.Close() }}, nil
 	}
 }
 
@@ -204,7 +203,7 @@ func openToolwireHTTP(ctx context.Context, b *bench) (*target, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &target{call: toolwireCaller(ex, "demo__echo"), pids: []int{p.pid()}, close: func() { _ = srv.Close() }}, nil
+	return &target{call: toolwireCaller(ex, "demo__echo"), pids: []int{p.pid()}, roles: []string{"demo"}, close: func() { _ = srv.Close() }}, nil
 }
 
 // serveRE matches toolwire serve's announcement of its URL on stderr.
@@ -222,7 +221,7 @@ func (b *bench) startServe(ctx context.Context, name string) (string, *proc, err
 		return "", nil, b.demoErr
 	}
 	var env strings.Builder
-	for k, v := range gcEnv() {
+	for k, v := range passedEnv() {
 		fmt.Fprintf(&env, "      %s: %s\n", k, strconv.Quote(v))
 	}
 	envBlock := ""
@@ -263,5 +262,9 @@ func openGatewayServe(ctx context.Context, b *bench) (*target, error) {
 		_ = cs.Close()
 		return nil, withTail(fmt.Errorf("toolwire serve (pid %d) has no upstream child", p.pid()), p.tail)
 	}
-	return &target{call: sdkCaller(cs, "demo__echo"), pids: pids, close: func() { _ = cs.Close() }}, nil
+	roles := []string{"serve"}
+	for range pids[1:] {
+		roles = append(roles, "upstream")
+	}
+	return &target{call: sdkCaller(cs, "demo__echo"), pids: pids, roles: roles, close: func() { _ = cs.Close() }}, nil
 }

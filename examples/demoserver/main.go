@@ -4,6 +4,7 @@
 // Usage:
 //
 //	demoserver                        # serve MCP over stdio
+//	demoserver -sdk-stdio             # the same with go-sdk's own stdio transport
 //	demoserver -http 127.0.0.1:8080   # serve MCP at http://127.0.0.1:8080/mcp
 //
 // The HTTP address must be a loopback address unless -insecure-any-host is
@@ -50,6 +51,7 @@ func run(ctx context.Context, args []string, stderr io.Writer) error {
 	fs.SetOutput(stderr)
 	httpAddr := fs.String("http", "", "serve Streamable HTTP at `addr` (path /mcp) instead of stdio")
 	anyHost := fs.Bool("insecure-any-host", false, "allow -http to listen on a non-loopback address")
+	sdkStdio := fs.Bool("sdk-stdio", false, "serve stdio with go-sdk's mcp.StdioTransport instead of toolwire's connection (for benchmarks)")
 	notesFile := fs.String("notes", "", "keep notes in this JSON `file` between runs (default $DEMO_NOTES_FILE; none: in memory)")
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
@@ -64,7 +66,12 @@ func run(ctx context.Context, args []string, stderr io.Writer) error {
 	}
 
 	logger := slog.New(slog.NewTextHandler(stderr, nil))
-	opts := &demo.Options{Logger: logger, NotesFile: firstNonEmpty(*notesFile, os.Getenv("DEMO_NOTES_FILE"))}
+	opts := &demo.Options{Logger: logger, NotesFile: firstNonEmpty(*notesFile, os.Getenv("DEMO_NOTES_FILE")), SDKStdio: *sdkStdio}
+	if *sdkStdio && *httpAddr != "" {
+		fmt.Fprintln(stderr, "-sdk-stdio goes with stdio, not -http")
+		fs.Usage()
+		return fmt.Errorf("%w: -sdk-stdio with -http", errUsage)
+	}
 	if *httpAddr == "" {
 		logger.Info("serving MCP over stdio", "server", demo.Name, "version", demo.Version)
 		err := demo.ServeStdio(ctx, opts)

@@ -32,6 +32,10 @@ type Options struct {
 	// server starts anew for every client, so without it each
 	// "toolwire call" would see an empty store.
 	NotesFile string
+	// SDKStdio makes ServeStdio use go-sdk's mcp.StdioTransport instead of
+	// toolwire's connection, so that a benchmark can measure a stock
+	// go-sdk server.
+	SDKStdio bool
 }
 
 // logger returns the configured logger, or one that discards everything.
@@ -86,6 +90,9 @@ func ServeStdio(ctx context.Context, opts *Options) error {
 	// otherwise keep the process alive after SIGINT.
 	stop := context.AfterFunc(ctx, st.stopAll)
 	defer stop()
+	if opts != nil && opts.SDKStdio {
+		return srv.Run(ctx, &mcp.StdioTransport{})
+	}
 	// toolwire's own newline-JSON connection, as toolwire serve --stdio
 	// uses: the benchmarks measure the demo server as a fast peer.
 	return srv.Run(ctx, &stdioconn.Transport{Reader: os.Stdin, Writer: os.Stdout})

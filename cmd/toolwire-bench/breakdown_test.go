@@ -1,0 +1,66 @@
+//go:build unix
+
+package main
+
+import (
+	"reflect"
+	"regexp"
+	"testing"
+)
+
+// rawText is go tool pprof -raw output in the shape Go 1.26 prints, cut
+// down: location 3 has an inlined frame on a second line.
+const rawText = `PeriodType: cpu nanoseconds
+Period: 10000000
+Samples:
+samples/count cpu/nanoseconds
+          2   20000000: 1 3 4 
+          1   10000000: 2 4 
+          5   50000000: 5 
+Locations
+     1: 0x4402af M=1 github.com/toolwire/toolwire/audit.(*FileSink).Write /src/audit/sink.go:90:0 s=88
+     2: 0x4402b0 M=1 encoding/json.Marshal /go/src/encoding/json/encode.go:10:0 s=9
+     3: 0x4402c0 M=1 github.com/toolwire/toolwire/tool.(*batch).prepare /src/tool/executor.go:150:0 s=140
+             github.com/toolwire/toolwire/tool.(*Executor).Run /src/tool/executor.go:90:0 s=80
+     4: 0x4402d0 M=1 main.main /src/main.go:1:0 s=1
+     5: 0x4402e0 M=1 runtime.bgsweep /go/src/runtime/mgcsweep.go:300:0 s=272
+Mappings
+1: 0x400000/0x800000/0x0 /tmp/toolwire 
+`
+
+func TestParseRaw(t *testing.T) {
+	p := parseRaw([]byte(rawText))
+	want := []rawSample{
+		{20000000, []string{"github.com/toolwire/toolwire/audit.(*FileSink).Write", "github.com/toolwire/toolwire/tool.(*batch).prepare", "github.com/toolwire/toolwire/tool.(*Executor).Run", "main.main"}},
+		{10000000, []string{"encoding/json.Marshal", "main.main"}},
+		{50000000, []string{"runtime.bgsweep"}},
+	}
+	if !reflect.DeepEqual(p.samples, want) {
+		t.Errorf("parseRaw = %+v\nwant %+v", p.samples, want)
+	}
+}
+
+// TestSplitTakesTheFirstMatchingPart checks that a sample goes to the first
+// part naming any function of its stack, not to the part of its leaf, and
+// that unmatched samples are "other".
+func TestSplitTakesTheFirstMatchingPart(t *testing.T) {
+	p := parseRaw([]byte(rawText))
+	comps := []component{
+		{"executor", regexp.MustCompile(`toolwire/tool\.`)},
+		{"audit", regexp.MustCompile(`toolwire/audit\.`)},
+		{"gc", regexp.MustCompile(`^runtime\.bgsweep$`)},
+	}
+	shares, total := p.split(comps)
+	got := map[string]int64{}
+	for _, s := range shares {
+		got[s.name] = s.value
+	}
+	other := shares[len(shares)-1].name
+	want := map[string]int64{"executor": 20000000, "audit": 0, "gc": 50000000, other: 10000000}
+	if !reflect.DeepEqual(got, want) {
+		t.Errorf("split = %v, want %v", got, want)
+	}
+	if total != 80000000 {
+		t.Errorf("total = %d, want 80000000", total)
+	}
+}

@@ -21,7 +21,8 @@ type OAuth struct {
 	// ClientSecretEnv).
 	Grant string
 	// AuthMethod is how the client authenticates at the token endpoint:
-	// "client_secret_basic" (default) or "client_secret_post".
+	// "client_secret_basic" or "client_secret_post"; empty means what the
+	// authorization server lists, post first.
 	AuthMethod string
 }
 

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/oauthex"
+	"github.com/toolwire/toolwire/internal/oauthtest"
 	"github.com/toolwire/toolwire/netpolicy"
 )
 
@@ -23,7 +24,7 @@ func TestLoginRefusesBadAuthorizationServers(t *testing.T) {
 	tests := []struct {
 		name   string
 		mutate func(map[string]any)
-		rs     *rsOptions
+		rs     *oauthtest.ResourceOptions
 		want   error  // errors.Is target, or nil
 		url    bool   // want a *netpolicy.URLError
 		text   string // in the message
@@ -52,13 +53,13 @@ func TestLoginRefusesBadAuthorizationServers(t *testing.T) {
 		},
 		{
 			name: "resource metadata URL over plain http elsewhere",
-			rs:   &rsOptions{resourceMetadataURL: "http://rs.example/.well-known/oauth-protected-resource"},
+			rs:   &oauthtest.ResourceOptions{ResourceMetadataURL: "http://rs.example/.well-known/oauth-protected-resource"},
 			url:  true,
 			text: "resource_metadata",
 		},
 		{
 			name: "authorization server over plain http elsewhere",
-			rs: &rsOptions{prm: func(p *oauthex.ProtectedResourceMetadata) {
+			rs: &oauthtest.ResourceOptions{PRM: func(p *oauthex.ProtectedResourceMetadata) {
 				p.AuthorizationServers = []string{"http://as.example"}
 			}},
 			url:  true,
@@ -66,7 +67,7 @@ func TestLoginRefusesBadAuthorizationServers(t *testing.T) {
 		},
 		{
 			name: "no authorization server metadata",
-			rs: &rsOptions{prm: func(p *oauthex.ProtectedResourceMetadata) {
+			rs: &oauthtest.ResourceOptions{PRM: func(p *oauthex.ProtectedResourceMetadata) {
 				// The resource server itself, which publishes no metadata.
 				u, _ := url.Parse(p.Resource)
 				u.Path = ""
@@ -80,10 +81,10 @@ func TestLoginRefusesBadAuthorizationServers(t *testing.T) {
 			ctx := context.Background()
 			f := newFixture(t)
 			if tt.rs != nil {
-				f.rs = newResourceServer(t, f.op, tt.rs)
+				f.rs = oauthtest.NewResourceServer(t, f.op, tt.rs)
 			}
-			f.op.setMutate(tt.mutate)
-			err := f.handler("login").Login(ctx, f.rs.url)
+			f.op.SetMutate(tt.mutate)
+			err := f.handler("login").Login(ctx, f.rs.URL)
 			if err == nil {
 				t.Fatal("login succeeded")
 			}
@@ -98,8 +99,8 @@ func TestLoginRefusesBadAuthorizationServers(t *testing.T) {
 			if !strings.Contains(err.Error(), tt.text) || !strings.Contains(err.Error(), `server "demo"`) {
 				t.Errorf("message %q should name the server and contain %q", err, tt.text)
 			}
-			if f.browser.opened.Load() != 0 || f.op.registrations.Load() != 0 {
-				t.Errorf("browser opened %d times, %d registrations; want none", f.browser.opened.Load(), f.op.registrations.Load())
+			if f.browser.Opened() != 0 || f.op.Registrations() != 0 {
+				t.Errorf("browser opened %d times, %d registrations; want none", f.browser.Opened(), f.op.Registrations())
 			}
 		})
 	}
@@ -108,20 +109,20 @@ func TestLoginRefusesBadAuthorizationServers(t *testing.T) {
 func TestLoopbackStateMismatch(t *testing.T) {
 	ctx := context.Background()
 	f := newFixture(t)
-	f.browser.tamper = func(u *url.URL) {
+	f.browser.Tamper(func(u *url.URL) {
 		q := u.Query()
 		q.Set("state", "forged")
 		u.RawQuery = q.Encode()
-	}
-	err := f.handler("login").Login(ctx, f.rs.url)
+	})
+	err := f.handler("login").Login(ctx, f.rs.URL)
 	t.Log(err)
 	if !errors.Is(err, ErrStateMismatch) {
 		t.Fatalf("login with a forged state: %v, want ErrStateMismatch", err)
 	}
-	if f.browser.lastStatus != http.StatusBadRequest {
-		t.Errorf("loopback answered the forged redirect with %d, want 400", f.browser.lastStatus)
+	if f.browser.LastStatus() != http.StatusBadRequest {
+		t.Errorf("loopback answered the forged redirect with %d, want 400", f.browser.LastStatus())
 	}
-	if n := f.op.exchanges.Load(); n != 0 {
+	if n := f.op.Exchanges(); n != 0 {
 		t.Errorf("%d code exchanges after a forged state, want 0", n)
 	}
 	if e := f.entry(); e.Token != nil {
@@ -150,7 +151,7 @@ func echo(status int, withCode bool, seen *url.Values, mu *sync.Mutex) func(http
 func TestTokenEndpointErrorsRevealNothing(t *testing.T) {
 	ctx := context.Background()
 	f := newFixture(t)
-	if err := f.handler("login").Login(ctx, f.rs.url); err != nil {
+	if err := f.handler("login").Login(ctx, f.rs.URL); err != nil {
 		t.Fatal(err)
 	}
 	f.expire()
@@ -166,7 +167,7 @@ func TestTokenEndpointErrorsRevealNothing(t *testing.T) {
 		{"400 echoing in error_description", http.StatusBadRequest, true},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
-			f.op.setTokenFault(echo(tt.status, tt.withCode, &seen, &mu))
+			f.op.SetTokenFault(echo(tt.status, tt.withCode, &seen, &mu))
 			_, err := f.handler("none").src.Token()
 			if err == nil {
 				t.Fatal("refresh succeeded")
@@ -190,17 +191,17 @@ func TestTokenEndpointErrorsRevealNothing(t *testing.T) {
 			}
 		})
 	}
-	f.op.setTokenFault(nil)
+	f.op.SetTokenFault(nil)
 
 	// The code exchange of a login, with the code and verifier echoed.
-	f.op.setTokenFault(func(w http.ResponseWriter, r *http.Request) {
+	f.op.SetTokenFault(func(w http.ResponseWriter, r *http.Request) {
 		if r.PostForm.Get("grant_type") == "authorization_code" {
 			echo(http.StatusBadRequest, true, &seen, &mu)(w, r)
 			return
 		}
 		http.Error(w, "unexpected", 500)
 	})
-	err := f.handler("login").Login(ctx, f.rs.url)
+	err := f.handler("login").Login(ctx, f.rs.URL)
 	t.Log(err)
 	var ee *EndpointError
 	if !errors.As(err, &ee) || ee.Code != "invalid_request" {
@@ -218,11 +219,11 @@ func TestTokenEndpointErrorsRevealNothing(t *testing.T) {
 func TestHungTokenEndpointIsBounded(t *testing.T) {
 	ctx := context.Background()
 	f := newFixture(t)
-	if err := f.handler("login").Login(ctx, f.rs.url); err != nil {
+	if err := f.handler("login").Login(ctx, f.rs.URL); err != nil {
 		t.Fatal(err)
 	}
 	f.expire()
-	f.op.setTokenFault(func(w http.ResponseWriter, r *http.Request) {
+	f.op.SetTokenFault(func(w http.ResponseWriter, r *http.Request) {
 		<-r.Context().Done() // hangs until the client gives up
 	})
 	src := NewTokenSource(newTestStore(t, f.path), "demo", f.hc, &SourceOptions{RefreshTimeout: 300 * time.Millisecond})
@@ -252,14 +253,14 @@ func TestRegistrationRefusal(t *testing.T) {
 		t.Run(tt.path, func(t *testing.T) {
 			ctx := context.Background()
 			f := newFixture(t)
-			f.op.setMutate(func(d map[string]any) { d["registration_endpoint"] = f.op.issuer + tt.path })
-			err := f.handler("login").Login(ctx, f.rs.url)
+			f.op.SetMutate(func(d map[string]any) { d["registration_endpoint"] = f.op.Issuer + tt.path })
+			err := f.handler("login").Login(ctx, f.rs.URL)
 			t.Log(err)
 			var ee *EndpointError
 			if !errors.As(err, &ee) || ee.Endpoint != "registration" || ee.Status != tt.status || ee.Code != tt.code {
 				t.Fatalf("login with a refusing registration endpoint: %v (%+v), want HTTP %d %q", err, ee, tt.status, tt.code)
 			}
-			if f.browser.opened.Load() != 0 {
+			if f.browser.Opened() != 0 {
 				t.Error("browser opened")
 			}
 		})

@@ -8,17 +8,18 @@ import (
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
+	"github.com/toolwire/toolwire/internal/oauthtest"
 	"github.com/toolwire/toolwire/netpolicy"
 )
 
 func TestClientCredentials(t *testing.T) {
-	o := newTestOP(t)
-	rs := newResourceServer(t, o, &rsOptions{verify: o.introspect})
+	o := oauthtest.NewOP(t, nil)
+	rs := oauthtest.NewResourceServer(t, o, &oauthtest.ResourceOptions{Verify: o.Introspect})
 	hc := netpolicy.NewClient(nil)
 	connect := func(h *ClientCredentialsHandler) (string, error) {
 		ctx := context.Background()
 		c := mcp.NewClient(&mcp.Implementation{Name: "m2m", Version: "1"}, nil)
-		s, err := c.Connect(ctx, &mcp.StreamableClientTransport{Endpoint: rs.url, HTTPClient: hc, OAuthHandler: h}, nil)
+		s, err := c.Connect(ctx, &mcp.StreamableClientTransport{Endpoint: rs.URL, HTTPClient: hc, OAuthHandler: h}, nil)
 		if err != nil {
 			return "", err
 		}
@@ -45,7 +46,7 @@ func TestClientCredentials(t *testing.T) {
 				t.Fatalf("connect: %q, %v", user, err)
 			}
 			want := map[string]string{"client_secret_basic": "basic", "client_secret_post": "post", "": "post"}[method]
-			if got := o.clientAuth.Load(); got != want {
+			if got := o.ClientAuth(); got != want {
 				t.Errorf("the OP saw client authentication %v, want %s", got, want)
 			}
 		})

@@ -571,7 +571,12 @@ func (h *Handler) persist(c *Client, d *discovery) func(context.Context, *oauth2
 		nc.ID = cfg.ClientID
 		nc.Issuer = d.asm.Issuer
 		nc.AuthURL, nc.TokenURL = cfg.Endpoint.AuthURL, cfg.Endpoint.TokenURL
-		nc.AuthMethod = authMethod(cfg.Endpoint.AuthStyle, cfg.ClientSecret)
+		// go-sdk leaves the style to auto-detection when the server lists
+		// no secret method (only "none", say): keep the client's own method
+		// then, or refreshes of a public client would send a Basic header.
+		if m := authMethod(cfg.Endpoint.AuthStyle, cfg.ClientSecret); m != "" {
+			nc.AuthMethod = m
+		}
 		nc.RedirectURL = cfg.RedirectURL
 		nc.Scopes = slices.Clone(cfg.Scopes)
 		if !nc.Dynamic {

@@ -19,6 +19,7 @@ import (
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
+	"github.com/toolwire/toolwire/internal/oauthtest"
 	"github.com/toolwire/toolwire/netpolicy"
 	"golang.org/x/oauth2"
 )
@@ -49,22 +50,22 @@ func newTestStore(t *testing.T, path string) *Store {
 // fixture is one OP, one protected MCP server and one store file.
 type fixture struct {
 	t       *testing.T
-	op      *testOP
-	rs      *resourceServer
+	op      *oauthtest.OP
+	rs      *oauthtest.ResourceServer
 	path    string
 	hc      *http.Client
-	browser *browser
+	browser *oauthtest.Browser
 }
 
 func newFixture(t *testing.T) *fixture {
-	o := newTestOP(t)
+	o := oauthtest.NewOP(t, nil)
 	return &fixture{
 		t:       t,
 		op:      o,
-		rs:      newResourceServer(t, o, nil),
+		rs:      oauthtest.NewResourceServer(t, o, nil),
 		path:    filepath.Join(t.TempDir(), "conf", "oauth.json"),
 		hc:      netpolicy.NewClient(nil),
-		browser: newBrowser(t),
+		browser: oauthtest.NewBrowser(),
 	}
 }
 
@@ -75,7 +76,7 @@ func (f *fixture) handler(mode string) *Handler {
 	f.t.Helper()
 	cfg := &HandlerConfig{Server: "demo", Store: newTestStore(f.t, f.path), HTTPClient: f.hc}
 	if mode == "login" {
-		cfg.Fetcher = &Loopback{Open: f.browser.open, Out: io.Discard}
+		cfg.Fetcher = &Loopback{Open: f.browser.Open, Out: io.Discard}
 	}
 	h, err := NewHandler(cfg)
 	if err != nil {
@@ -87,7 +88,7 @@ func (f *fixture) handler(mode string) *Handler {
 // connect connects a go-sdk client through h and calls the tool.
 func (f *fixture) call(ctx context.Context, h *Handler) (string, error) {
 	c := mcp.NewClient(&mcp.Implementation{Name: "test", Version: "1"}, nil)
-	s, err := c.Connect(ctx, &mcp.StreamableClientTransport{Endpoint: f.rs.url, HTTPClient: f.hc, OAuthHandler: h}, nil)
+	s, err := c.Connect(ctx, &mcp.StreamableClientTransport{Endpoint: f.rs.URL, HTTPClient: f.hc, OAuthHandler: h}, nil)
 	if err != nil {
 		return "", err
 	}
@@ -159,10 +160,10 @@ func TestBrowserLoginRefreshRestart(t *testing.T) {
 	if user != "id1" {
 		t.Errorf("tool saw user %q, want id1", user)
 	}
-	if n := f.op.registrations.Load(); n != 1 {
+	if n := f.op.Registrations(); n != 1 {
 		t.Errorf("registrations = %d, want 1", n)
 	}
-	if n := f.browser.opened.Load(); n != 1 {
+	if n := f.browser.Opened(); n != 1 {
 		t.Errorf("browser opened %d times, want 1", n)
 	}
 	e := f.entry()
@@ -192,8 +193,8 @@ func TestBrowserLoginRefreshRestart(t *testing.T) {
 	if err != nil {
 		t.Fatalf("connect after restart: %v", err)
 	}
-	if user != "id1" || f.op.registrations.Load() != 1 || f.browser.opened.Load() != 1 {
-		t.Errorf("after restart: user %q, %d registrations, %d prompts; want id1, 1, 1", user, f.op.registrations.Load(), f.browser.opened.Load())
+	if user != "id1" || f.op.Registrations() != 1 || f.browser.Opened() != 1 {
+		t.Errorf("after restart: user %q, %d registrations, %d prompts; want id1, 1, 1", user, f.op.Registrations(), f.browser.Opened())
 	}
 
 	// The access token expires: the next connect refreshes without a prompt.
@@ -202,7 +203,7 @@ func TestBrowserLoginRefreshRestart(t *testing.T) {
 	if _, err := f.call(ctx, h); err != nil {
 		t.Fatalf("connect after expiry: %v", err)
 	}
-	if n := f.op.refreshes.Load(); n != 1 {
+	if n := f.op.Refreshes(); n != 1 {
 		t.Errorf("refreshes = %d, want 1", n)
 	}
 	e2 := f.entry()
@@ -218,10 +219,10 @@ func TestBrowserLoginRefreshRestart(t *testing.T) {
 
 	// `toolwire login` again reuses the registration and its port.
 	h = f.handler("login")
-	if err := h.Login(ctx, f.rs.url); err != nil {
+	if err := h.Login(ctx, f.rs.URL); err != nil {
 		t.Fatalf("second login: %v", err)
 	}
-	if n := f.op.registrations.Load(); n != 1 {
+	if n := f.op.Registrations(); n != 1 {
 		t.Errorf("registrations after second login = %d, want 1", n)
 	}
 	if got := f.entry().Client.RedirectURL; got != e.Client.RedirectURL {
@@ -245,8 +246,8 @@ func TestNoPromptMeansLoginRequired(t *testing.T) {
 	if !strings.Contains(err.Error(), "toolwire login demo") {
 		t.Errorf("error %q does not name the login command", err)
 	}
-	if n := f.op.registrations.Load(); n != 0 || f.browser.opened.Load() != 0 {
-		t.Errorf("a handler that may not prompt registered %d clients / opened %d browsers", n, f.browser.opened.Load())
+	if n := f.op.Registrations(); n != 0 || f.browser.Opened() != 0 {
+		t.Errorf("a handler that may not prompt registered %d clients / opened %d browsers", n, f.browser.Opened())
 	}
 	if _, err := os.Stat(f.path); !errors.Is(err, os.ErrNotExist) {
 		t.Errorf("store file written: %v", err)
@@ -256,12 +257,12 @@ func TestNoPromptMeansLoginRequired(t *testing.T) {
 func TestRevokedRefreshTokenMeansLoginRequired(t *testing.T) {
 	ctx := context.Background()
 	f := newFixture(t)
-	if err := f.handler("login").Login(ctx, f.rs.url); err != nil {
+	if err := f.handler("login").Login(ctx, f.rs.URL); err != nil {
 		t.Fatal(err)
 	}
 	e := f.entry()
 	// Revoke at the OP (RFC 7009), as the user would in its UI.
-	if err := revoke(ctx, f.op, e.Client.ID, e.Token.RefreshToken, "refresh_token"); err != nil {
+	if err := f.op.Revoke(ctx, e.Client.ID, e.Token.RefreshToken, "refresh_token"); err != nil {
 		t.Fatal(err)
 	}
 	f.expire()
@@ -287,24 +288,6 @@ func TestRevokedRefreshTokenMeansLoginRequired(t *testing.T) {
 	}
 }
 
-// revoke revokes a token at the OP's revocation endpoint as the public
-// client it was issued to.
-func revoke(ctx context.Context, o *testOP, clientID, token, hint string) error {
-	form := strings.NewReader(url.Values{"token": {token}, "token_type_hint": {hint}, "client_id": {clientID}}.Encode())
-	req, _ := http.NewRequestWithContext(ctx, http.MethodPost, o.issuer+"/revoke", form)
-	req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		return err
-	}
-	defer resp.Body.Close()
-	if resp.StatusCode != http.StatusOK {
-		b, _ := io.ReadAll(resp.Body)
-		return errors.New("revoke: " + resp.Status + ": " + string(b))
-	}
-	return nil
-}
-
 // TestConcurrentRefreshSharesOneRotation runs two "processes" (two Store
 // values on one file, so two flock holders) and many goroutines that all
 // find the token expired at once. Exactly one refresh must reach the OP,
@@ -313,7 +296,7 @@ func revoke(ctx context.Context, o *testOP, clientID, token, hint string) error 
 func TestConcurrentRefreshSharesOneRotation(t *testing.T) {
 	ctx := context.Background()
 	f := newFixture(t)
-	if err := f.handler("login").Login(ctx, f.rs.url); err != nil {
+	if err := f.handler("login").Login(ctx, f.rs.URL); err != nil {
 		t.Fatal(err)
 	}
 	e := f.entry()
@@ -350,7 +333,7 @@ func TestConcurrentRefreshSharesOneRotation(t *testing.T) {
 	if tokens[0] == e.Token.AccessToken {
 		t.Error("token was not refreshed")
 	}
-	if got := f.op.refreshes.Load(); got != 1 {
+	if got := f.op.Refreshes(); got != 1 {
 		t.Errorf("refreshes at the OP = %d, want 1", got)
 	}
 	// The stored refresh token is the rotated, live one.
@@ -359,7 +342,7 @@ func TestConcurrentRefreshSharesOneRotation(t *testing.T) {
 	if _, err := s.Token(); err != nil {
 		t.Fatalf("refresh with the stored refresh token: %v", err)
 	}
-	if got := f.op.refreshes.Load(); got != 2 {
+	if got := f.op.Refreshes(); got != 2 {
 		t.Errorf("refreshes = %d, want 2", got)
 	}
 }
@@ -373,7 +356,7 @@ func fprintf(w io.Writer, format string, v any) { fmt.Fprintf(w, format, v) }
 func TestStepUpKeepsGrantedScopes(t *testing.T) {
 	ctx := context.Background()
 	f := newFixture(t)
-	if err := f.handler("login").Login(ctx, f.rs.url); err != nil {
+	if err := f.handler("login").Login(ctx, f.rs.URL); err != nil {
 		t.Fatal(err)
 	}
 	granted := f.entry().Token.Scopes
@@ -381,11 +364,11 @@ func TestStepUpKeepsGrantedScopes(t *testing.T) {
 		t.Fatalf("granted %q, want openid and offline_access", granted)
 	}
 	forbidden := func() (*http.Request, *http.Response) {
-		req, _ := http.NewRequest(http.MethodPost, f.rs.url, nil)
+		req, _ := http.NewRequest(http.MethodPost, f.rs.URL, nil)
 		req.Header.Set("Authorization", "Bearer "+f.entry().Token.AccessToken)
 		resp := &http.Response{StatusCode: http.StatusForbidden, Header: http.Header{}, Body: io.NopCloser(strings.NewReader(""))}
 		resp.Header.Set("WWW-Authenticate", `Bearer error="insufficient_scope", scope="profile", resource_metadata="`+
-			strings.Replace(f.rs.url, "/mcp", "/.well-known/oauth-protected-resource/mcp", 1)+`"`)
+			strings.Replace(f.rs.URL, "/mcp", "/.well-known/oauth-protected-resource/mcp", 1)+`"`)
 		return req, resp
 	}
 	req, resp := forbidden()
@@ -416,7 +399,7 @@ func TestStepUpKeepsGrantedScopes(t *testing.T) {
 func TestTakenPortRegistersAgain(t *testing.T) {
 	ctx := context.Background()
 	f := newFixture(t)
-	if err := f.handler("login").Login(ctx, f.rs.url); err != nil {
+	if err := f.handler("login").Login(ctx, f.rs.URL); err != nil {
 		t.Fatal(err)
 	}
 	first := f.entry().Client
@@ -426,13 +409,13 @@ func TestTakenPortRegistersAgain(t *testing.T) {
 		t.Skipf("could not take the port back: %v", err)
 	}
 	defer ln.Close()
-	if err := f.handler("login").Login(ctx, f.rs.url); err != nil {
+	if err := f.handler("login").Login(ctx, f.rs.URL); err != nil {
 		t.Fatal(err)
 	}
 	second := f.entry().Client
-	if f.op.registrations.Load() != 2 || second.ID == first.ID || second.RedirectURL == first.RedirectURL {
+	if f.op.Registrations() != 2 || second.ID == first.ID || second.RedirectURL == first.RedirectURL {
 		t.Errorf("after a taken port: %d registrations, client %s at %s (was %s at %s)",
-			f.op.registrations.Load(), second.ID, second.RedirectURL, first.ID, first.RedirectURL)
+			f.op.Registrations(), second.ID, second.RedirectURL, first.ID, first.RedirectURL)
 	}
 	if _, err := f.call(ctx, f.handler("none")); err != nil {
 		t.Errorf("connect with the new registration: %v", err)
@@ -445,21 +428,45 @@ func TestTakenPortRegistersAgain(t *testing.T) {
 func TestRefusedTokenIsRenewedWithoutPrompt(t *testing.T) {
 	ctx := context.Background()
 	f := newFixture(t)
-	if err := f.handler("login").Login(ctx, f.rs.url); err != nil {
+	if err := f.handler("login").Login(ctx, f.rs.URL); err != nil {
 		t.Fatal(err)
 	}
 	e := f.entry()
-	if err := revoke(ctx, f.op, e.Client.ID, e.Token.AccessToken, "access_token"); err != nil {
+	if err := f.op.Revoke(ctx, e.Client.ID, e.Token.AccessToken, "access_token"); err != nil {
 		t.Fatalf("revoke the access token: %v", err)
 	}
-	if _, err := f.op.userinfo(ctx, e.Token.AccessToken, nil); err == nil {
+	if _, err := f.op.Userinfo(ctx, e.Token.AccessToken, nil); err == nil {
 		t.Fatal("the revoked access token still works at the OP")
 	}
 	user, err := f.call(ctx, f.handler("none"))
 	if err != nil || user != "id1" {
 		t.Fatalf("connect with a revoked access token: %q, %v", user, err)
 	}
-	if n := f.op.refreshes.Load(); n != 1 || f.browser.opened.Load() != 1 {
-		t.Errorf("%d refreshes, %d prompts; want 1 refresh and only the first login", n, f.browser.opened.Load())
+	if n := f.op.Refreshes(); n != 1 || f.browser.Opened() != 1 {
+		t.Errorf("%d refreshes, %d prompts; want 1 refresh and only the first login", n, f.browser.Opened())
+	}
+}
+
+// TestPublicClientKeepsItsAuthMethod: an authorization server that lists
+// only "none" for its token endpoint makes go-sdk leave the client
+// authentication to x/oauth2's auto-detection. The public client toolwire
+// registered must still be stored as "none", so that its refreshes send
+// the client_id in the body and no Authorization header.
+func TestPublicClientKeepsItsAuthMethod(t *testing.T) {
+	ctx := context.Background()
+	f := newFixture(t)
+	f.op.SetMutate(func(d map[string]any) { d["token_endpoint_auth_methods_supported"] = []string{"none"} })
+	if err := f.handler("login").Login(ctx, f.rs.URL); err != nil {
+		t.Fatal(err)
+	}
+	if m := f.entry().Client.AuthMethod; m != "none" {
+		t.Errorf("stored token endpoint auth method %q, want none", m)
+	}
+	f.expire()
+	if _, err := f.handler("none").src.Token(); err != nil {
+		t.Fatal(err)
+	}
+	if got := f.op.ClientAuth(); got != "none" {
+		t.Errorf("the refresh authenticated with %q, want none (client_id in the body only)", got)
 	}
 }

@@ -47,7 +47,7 @@ func TestPendingThenFinishAfterRestart(t *testing.T) {
 	if !errors.As(err, &pe) {
 		t.Fatalf("first connect: %v, want a *PendingError", err)
 	}
-	if !strings.HasPrefix(pe.URL, f.op.issuer) || pe.State == "" {
+	if !strings.HasPrefix(pe.URL, f.op.Issuer) || pe.State == "" {
 		t.Fatalf("pending %+v: want an authorization URL at the OP and a state", pe)
 	}
 	for _, p := range []string{"code_challenge_method=S256", "code_challenge=", "resource=", "offline_access"} {
@@ -61,7 +61,7 @@ func TestPendingThenFinishAfterRestart(t *testing.T) {
 	if !errors.As(err, &again) || again.URL != pe.URL {
 		t.Errorf("second connect: %v, want the same pending URL", err)
 	}
-	if n := f.op.registrations.Load(); n != 1 {
+	if n := f.op.Registrations(); n != 1 {
 		t.Errorf("registrations = %d, want 1", n)
 	}
 	// Nothing secret is in the error text.
@@ -69,13 +69,13 @@ func TestPendingThenFinishAfterRestart(t *testing.T) {
 	noSecrets(t, err.Error(), e.Pending.Verifier, pe.URL)
 
 	// The user authorizes; the application's redirect page gets the code.
-	f.browser.stopAt = redirect
-	if err := f.browser.authorize(ctx, pe.URL); err != nil {
+	f.browser.StopAt(redirect)
+	if err := f.browser.Authorize(ctx, pe.URL); err != nil {
 		t.Fatal(err)
 	}
-	res, err := ParseRedirect(f.browser.stopped)
+	res, err := ParseRedirect(f.browser.Stopped())
 	if err != nil {
-		t.Fatalf("parse redirect %q: %v", f.browser.stopped, err)
+		t.Fatalf("parse redirect %q: %v", f.browser.Stopped(), err)
 	}
 
 	// Restart, then finish: a forged state first.

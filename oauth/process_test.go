@@ -46,7 +46,7 @@ func TestTwoProcessesRefresh(t *testing.T) {
 	}
 	ctx := context.Background()
 	f := newFixture(t)
-	if err := f.handler("login").Login(ctx, f.rs.url); err != nil {
+	if err := f.handler("login").Login(ctx, f.rs.URL); err != nil {
 		t.Fatal(err)
 	}
 	e := f.entry()
@@ -79,7 +79,7 @@ func TestTwoProcessesRefresh(t *testing.T) {
 	if a == "" || a != b {
 		t.Errorf("processes got different tokens: %q, %q", a, b)
 	}
-	if n := f.op.refreshes.Load(); n != 1 {
+	if n := f.op.Refreshes(); n != 1 {
 		t.Errorf("refreshes at the OP = %d, want 1", n)
 	}
 	if a == fmt.Sprintf("%x", sha256.Sum256([]byte(e.Token.AccessToken))) {

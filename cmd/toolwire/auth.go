@@ -86,6 +86,11 @@ was sent to (or the code) from stdin, for a machine without a browser.`,
 			if err != nil {
 				return err
 			}
+			// The server's timeout bounds each request, and the first one
+			// now waits for a person at a browser: allow the loopback's own
+			// wait and a minute more, so that its message ends an
+			// abandoned login rather than a bare deadline.
+			srv.Timeout = max(srv.Timeout, oauth.DefaultLoginTimeout+time.Minute)
 			store, err := tokenStore(e)
 			if err != nil {
 				return &exitError{exitUsage, err}

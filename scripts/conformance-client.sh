@@ -1,0 +1,133 @@
+#!/usr/bin/env bash
+# Run the official MCP conformance suite's CLIENT scenarios against a client
+# program, one scenario at a time, each under a timeout. The suite starts a
+# test server (and, for auth/*, a test authorization server) per scenario,
+# all bound to 127.0.0.1, and runs the client against it.
+#
+# usage: scripts/conformance-client.sh [options]
+#   --client CMD      the client under test, as shell text without spaces in
+#                     its words (the suite splits it on spaces). The suite runs
+#                     `CMD URL` with the scenario name in MCP_CONFORMANCE_SCENARIO
+#                     and, for some scenarios, JSON in MCP_CONFORMANCE_CONTEXT.
+#                     Default: toolwire's ./conformance/client, built into the
+#                     results directory.
+#   --scenario NAME   run only NAME (repeatable); default: every client scenario
+#                     that "conformance list --client" prints
+#   --spec-version V  only scenarios for V (2025-03-26, 2025-06-18, 2025-11-25,
+#                     draft, extension)
+#   --expected-failures FILE
+#                     scenarios expected to fail: a YAML "client:" list, as in
+#                     conformance/client-expected-failures.yml; the run then
+#                     succeeds when exactly those fail
+#   --timeout SECS    the suite stops the client after SECS (default 30); the
+#                     scenario run as a whole is killed SECS+15 s after it starts
+#   -o DIR            results directory (default: a new directory under ${TMPDIR:-/tmp})
+#   --list            print the scenario names and exit
+#   --install-only    install the npm packages and exit
+# env: TOOLWIRE_NPM_DIR   where the pinned npm packages are installed, shared
+#                         with scripts/conformance.sh (default $HOME/.cache/toolwire-npm)
+#
+# Output: a table (scenario, verdict, pass/fail/warn checks, seconds, note), then
+#   scenarios: P passed, F failed, S skipped
+#   N passed, M failed       <- checks (SUCCESS / FAILURE), plus one failure per
+#                               failed scenario that recorded no FAILURE check
+# and, with --expected-failures, the failures that were not expected and the
+# expected ones that did not fail.
+# Exit: 0 when no scenario failed (with --expected-failures: exactly the listed
+# ones failed), 1 otherwise, 2 on a usage or setup error.
+set -uo pipefail
+
+ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+NPM_DIR="${TOOLWIRE_NPM_DIR:-${HOME:-/tmp}/.cache/toolwire-npm}"
+CLI="$NPM_DIR/node_modules/@modelcontextprotocol/conformance/dist/index.js"
+
+die() { echo "conformance-client.sh: $*" >&2; exit 2; }
+usage() { awk 'NR > 1 && !/^#/ { exit } NR > 1 { sub(/^# ?/, ""); print }' "${BASH_SOURCE[0]}" >&2; exit 2; }
+
+CLIENT="" SPEC="" TMO=30 OUT="" LIST=0 INSTALL_ONLY=0 EXPECTED=""
+SCENARIOS=()
+while [ $# -gt 0 ]; do
+  case "$1" in
+    --client) [ $# -ge 2 ] || usage; CLIENT="$2"; shift 2 ;;
+    --scenario) [ $# -ge 2 ] || usage; SCENARIOS+=("$2"); shift 2 ;;
+    --spec-version) [ $# -ge 2 ] || usage; SPEC="$2"; shift 2 ;;
+    --expected-failures) [ $# -ge 2 ] || usage; EXPECTED="$2"; shift 2 ;;
+    --timeout) [ $# -ge 2 ] || usage; TMO="$2"; shift 2 ;;
+    -o) [ $# -ge 2 ] || usage; OUT="$2"; shift 2 ;;
+    --list) LIST=1; shift ;;
+    --install-only) INSTALL_ONLY=1; shift ;;
+    -h|--help) usage ;;
+    *) echo "unknown argument: $1" >&2; usage ;;
+  esac
+done
+[[ "$TMO" =~ ^[1-9][0-9]*$ ]] || die "--timeout wants a number of seconds"
+[ -z "$EXPECTED" ] || [ -r "$EXPECTED" ] || die "cannot read $EXPECTED"
+
+# The same pinned packages in the same directory as the server scenarios:
+# scripts/conformance.sh installs them (under its lock) when one is missing.
+TOOLWIRE_NPM_DIR="$NPM_DIR" "$ROOT/scripts/conformance.sh" --install-only >&2 || exit 2
+[ "$INSTALL_ONLY" = 1 ] && exit 0
+
+# The suite's CLI with two preloads: Node 20 compatibility, and test servers
+# bound to 127.0.0.1 rather than every interface.
+SUITE=(node --import "$ROOT/conformance/suite/preload.mjs" --import "$ROOT/conformance/client/loopback.mjs" "$CLI")
+
+if [ ${#SCENARIOS[@]} -eq 0 ]; then
+  list_args=(list --client); [ -n "$SPEC" ] && list_args+=(--spec-version "$SPEC")
+  listing="$(timeout 60 "${SUITE[@]}" "${list_args[@]}")" || die "conformance list failed"
+  mapfile -t SCENARIOS < <(sed -n 's/^  - \([^ ]*\).*/\1/p' <<<"$listing")
+  [ ${#SCENARIOS[@]} -gt 0 ] || die "the suite listed no client scenarios${SPEC:+ for $SPEC}"
+fi
+if [ "$LIST" = 1 ]; then printf '%s\n' "${SCENARIOS[@]}"; exit 0; fi
+
+if [ -z "$OUT" ]; then
+  OUT="$(mktemp -d "${TMPDIR:-/tmp}/toolwire-conformance-client.XXXXXX")" || die "mktemp failed"
+fi
+mkdir -p "$OUT/scenarios" "$OUT/logs" || die "cannot create $OUT"
+: > "$OUT/manifest.tsv"
+
+if [ -z "$CLIENT" ]; then
+  command -v go >/dev/null || die "go not found (needed to build ./conformance/client; or pass --client)"
+  ( cd "$ROOT" && go build -o "$OUT/bin/toolwire-conformance-client" ./conformance/client ) || die "go build ./conformance/client failed"
+  CLIENT="$OUT/bin/toolwire-conformance-client"
+fi
+
+echo "conformance 0.1.16: ${#SCENARIOS[@]} client scenario(s), client: $CLIENT, ${TMO}s each"
+
+extra=(); [ -n "$SPEC" ] && extra+=(--spec-version "$SPEC")
+for s in "${SCENARIOS[@]}"; do
+  sub="$(printf '%s' "$s" | tr -c 'A-Za-z0-9._-' '_')"
+  start=$(date +%s%N)
+  # timeout runs the scenario in its own process group and signals all of
+  # it: the suite ends only the client's shell at its own timeout, and a
+  # client that outlived it would otherwise hold the run open.
+  timeout -k 5 "$((TMO + 15))" "${SUITE[@]}" client \
+    --command "$CLIENT" --scenario "$s" --timeout "$((TMO * 1000))" -o "$OUT/scenarios/$sub" "${extra[@]}" \
+    >"$OUT/logs/$sub.log" 2>&1 </dev/null
+  rc=$?
+  ms=$(( ($(date +%s%N) - start) / 1000000 ))
+  printf '%s\t%s\t%d.%03d\t%s\n' "$s" "$rc" $((ms / 1000)) $((ms % 1000)) "$sub" >> "$OUT/manifest.tsv"
+  printf '  %-45s exit %s\n' "$s" "$rc"
+done
+echo
+
+# The CLI exits non-zero for a client scenario with a FAILURE or WARNING
+# check, a client that timed out, or a client that exited non-zero where the
+# scenario does not allow it: summarize.mjs reads that exit code as FAIL.
+summary="$(timeout 60 node "$ROOT/conformance/suite/summarize.mjs" "$OUT")"
+status=$?
+printf '%s\n' "$summary"
+[ -n "$EXPECTED" ] || exit "$status"
+
+# Compare the failed scenarios with the expected ones.
+mapfile -t failed < <(awk '$2 == "FAIL" { print $1 }' <<<"$summary" | sort)
+mapfile -t expected < <(sed -n '/^client:/,/^[^ #-]/s/^[[:space:]]*-[[:space:]]*\([^ #]*\).*/\1/p' "$EXPECTED" | sort)
+ran="$(printf '%s\n' "${SCENARIOS[@]}" | sort)"
+unexpected="$(comm -23 <(printf '%s\n' "${failed[@]}" | sed '/^$/d') <(printf '%s\n' "${expected[@]}"))"
+stale="$(comm -12 <(comm -13 <(printf '%s\n' "${failed[@]}" | sed '/^$/d') <(printf '%s\n' "${expected[@]}")) <(printf '%s\n' "$ran"))"
+echo
+echo "expected failures ($EXPECTED): ${#expected[@]} listed"
+[ -z "$unexpected" ] || { echo "unexpected failures:"; sed 's/^/  /' <<<"$unexpected"; }
+[ -z "$stale" ] || { echo "expected to fail but did not (update the file):"; sed 's/^/  /' <<<"$stale"; }
+[ -z "$unexpected" ] && [ -z "$stale" ] && { echo "as expected"; exit 0; }
+exit 1

@@ -336,8 +336,11 @@ func (h *Handler) authorizeNow(ctx context.Context, req *http.Request, resp *htt
 		}
 	}
 	var creds *oauthex.ClientSecretAuth
+	httpClient := h.cfg.HTTPClient
 	if secret := h.secretOf(c); secret != "" {
 		creds = &oauthex.ClientSecretAuth{ClientSecret: secret}
+	} else {
+		httpClient = publicClientHTTP(httpClient, d.asm.TokenEndpoint)
 	}
 	var code string // scrubbed from errors, with the secret
 	flow, err := auth.NewAuthorizationCodeHandler(&auth.AuthorizationCodeHandlerConfig{
@@ -352,7 +355,7 @@ func (h *Handler) authorizeNow(ctx context.Context, req *http.Request, resp *htt
 		},
 		ScopeFilter:         func(found []string) []string { return h.scopes(found, e, d) },
 		RequestRefreshToken: true,
-		Client:              h.cfg.HTTPClient,
+		Client:              httpClient,
 		NewTokenSource:      h.persist(c, d),
 	})
 	if err != nil {

@@ -18,6 +18,7 @@
 //	reg := tool.NewRegistry(&tool.RegistryOptions{Confirmer: approver})
 //	ex := tool.NewExecutor(reg, nil)
 //	gw := gateway.New(ex, &gateway.Options{})
-//	srv := gw.Server(nil) // every tool; or a visibility filter per caller
+//	srv, stop := gw.Server(nil) // every tool; or a visibility filter per caller
+//	defer stop()
 //	err := srv.Run(ctx, &mcp.StdioTransport{})
 package gateway

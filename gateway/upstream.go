@@ -39,6 +39,9 @@ type Upstream interface {
 	// Subscribe asks the server to report updates of the resource uri,
 	// from now on, reconnects included.
 	Subscribe(ctx context.Context, uri string) error
+	// Mask returns err with every secret of the server's configuration
+	// masked in its text (an HTTP error may quote an expanded URL).
+	Mask(err error) error
 	// Watch calls changed when the server's resources, templates or
 	// prompts may have changed (Session is nil once it is gone for good),
 	// and updated when a subscribed resource changed. Neither may block.
@@ -318,7 +321,7 @@ func (s *served) readResource(ctx context.Context, req *mcp.ReadResourceRequest)
 	defer cancel()
 	res, err := session.ReadResource(ctx, &mcp.ReadResourceParams{URI: uri})
 	if err != nil {
-		return nil, err
+		return nil, up.Mask(err)
 	}
 	for _, c := range res.Contents {
 		if c != nil {
@@ -345,7 +348,7 @@ func (s *served) getPrompt(ctx context.Context, req *mcp.GetPromptRequest) (*mcp
 	defer cancel()
 	res, err := session.GetPrompt(ctx, &mcp.GetPromptParams{Name: o.orig, Arguments: req.Params.Arguments})
 	if err != nil {
-		return nil, err
+		return nil, o.up.Mask(err)
 	}
 	for _, m := range res.Messages {
 		if m != nil {
@@ -390,7 +393,11 @@ func (s *served) complete(ctx context.Context, req *mcp.CompleteRequest) (*mcp.C
 	defer o.up.Track(ctx)()
 	ctx, cancel := context.WithTimeout(ctx, o.up.Timeout())
 	defer cancel()
-	return session.Complete(ctx, &up)
+	res, err := session.Complete(ctx, &up)
+	if err != nil {
+		return nil, o.up.Mask(err)
+	}
+	return res, nil
 }
 
 // subscribe passes a client's resources/subscribe on to the upstream.

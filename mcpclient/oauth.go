@@ -3,6 +3,7 @@ package mcpclient
 import (
 	"errors"
 	"fmt"
+	"net"
 	"net/http"
 	"net/url"
 
@@ -69,7 +70,7 @@ func (s *Server) oauthClient(cfg config.Server) (*http.Client, error) {
 }
 
 func isLoopback(host string) bool {
-	_, err := netpolicy.CheckURL("http://" + host + "/")
+	_, err := netpolicy.CheckURL("http://" + net.JoinHostPort(host, "80") + "/")
 	return err == nil
 }
 

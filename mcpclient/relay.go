@@ -47,6 +47,7 @@ type callRef struct {
 	ctx    context.Context
 	caller tool.Caller
 	alone  bool
+	ended  time.Time // when it ended; zero while in flight
 }
 
 func (f *inflight) begin(ctx context.Context) *callRef {
@@ -70,6 +71,7 @@ func (f *inflight) end(ref *callRef) {
 	defer f.mu.Unlock()
 	delete(f.calls, ref)
 	if len(f.calls) == 0 && ref.alone {
+		ref.ended = time.Now()
 		f.last = ref
 	} else {
 		f.last = nil
@@ -80,10 +82,10 @@ func (f *inflight) end(ref *callRef) {
 // and a context to reach it with, or nil when that is not certain:
 //   - a request the SDK makes on a call's behalf (multi round-trip input
 //     requests, from protocol 2026-07-28) carries the call's context;
-//   - otherwise, while exactly one call is in flight and none has
-//     overlapped it, the message is that call's;
-//   - a log line (afterwards) may also belong to the call that just
-//     ended, if it ran alone and nothing has started since.
+//   - otherwise, while exactly one call is in flight, a request is that
+//     call's, and a log line too if nothing overlapped the call;
+//   - a log line (afterwards) may also belong to the call that ended
+//     within arrivalsGrace, if it ran alone and nothing has started since.
 //
 // Anything else could belong to another caller's call, so it goes nowhere.
 func (f *inflight) route(ctx context.Context, afterwards bool) (tool.Caller, context.Context) {
@@ -94,12 +96,21 @@ func (f *inflight) route(ctx context.Context, afterwards bool) (tool.Caller, con
 	defer f.mu.Unlock()
 	switch {
 	case len(f.calls) == 1:
+		// A request (afterwards false) cannot belong to a call that has
+		// ended: the server waits for its answer before it can finish the
+		// call. So a request that arrives while one call is in flight is
+		// that call's, whatever overlapped it before. A log line may be a
+		// late one of a call that has ended, so it needs a call that ran
+		// alone throughout.
 		for ref := range f.calls {
-			if ref.alone && ref.caller != nil {
+			if ref.caller != nil && (ref.alone || !afterwards) {
 				return ref.caller, ref.ctx
 			}
 		}
-	case len(f.calls) == 0 && afterwards && f.last != nil && f.last.caller != nil:
+	case len(f.calls) == 0 && afterwards && f.last != nil && f.last.caller != nil &&
+		time.Since(f.last.ended) < arrivalsGrace:
+		// Only shortly after the call ended: a line sent later is the
+		// server's own business, not a late report of that call.
 		// The call's own context has ended: keep its values (the caller's
 		// session) without its cancellation, for one bounded send.
 		return f.last.caller, context.WithoutCancel(f.last.ctx)
@@ -437,3 +448,7 @@ func (c *countingConn) Read(ctx context.Context) (jsonrpc.Message, error) {
 	}
 	return m, err
 }
+
+// Mask returns err with every secret of the server's configuration (values
+// expanded from placeholders) masked in its text, still wrapping err.
+func (s *Server) Mask(err error) error { return s.masked(err) }

@@ -71,12 +71,14 @@ func TestInflightRoute(t *testing.T) {
 			f.end(ra)
 			return nil
 		}, true, nil},
+		// A request cannot come from a call that has ended (the server
+		// would still be waiting for its answer), so it is the survivor's.
 		{"the survivor of an overlap, request", func(f *inflight) context.Context {
 			ra := f.begin(ctxA)
 			f.begin(ctxB)
 			f.end(ra)
 			return nil
-		}, false, nil},
+		}, false, b},
 		{"both overlapping ended, log", func(f *inflight) context.Context {
 			ra, rb := f.begin(ctxA), f.begin(ctxB)
 			f.end(ra)

@@ -11,11 +11,13 @@ import (
 // marker saying how much was left out, and a binary block or a structured
 // value that does not fit is replaced by a marker. Size is counted as the
 // audit log counts it (text, media and blob bytes, URIs, the structured
-// value's JSON). A result within the limit, an error result, and any
-// result when limit <= 0 are returned as they are; r itself is never
-// changed, so the caller keeps the whole value.
+// value's JSON). A result within the limit, an error result of toolwire's
+// own (a refusal or failure, whose message is short), and any result when
+// limit <= 0 are returned as they are; a tool's own error result is cut
+// like any other. r itself is never changed, so the caller keeps the whole
+// value.
 func (r *Result) Truncated(limit int) *Result {
-	if limit <= 0 || r.IsError || r.size() <= limit {
+	if limit <= 0 || (r.IsError && r.Reason != ReasonTool) || r.size() <= limit {
 		return r
 	}
 	out := *r

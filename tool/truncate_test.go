@@ -34,9 +34,14 @@ func TestTruncatedLeavesSmallAndErrorResults(t *testing.T) {
 	if got := small.Truncated(0); got != small {
 		t.Error("limit 0 must mean no limit")
 	}
+	refused := &Result{IsError: true, Reason: ReasonDeclined, Message: strings.Repeat("x", 100)}
+	if got := refused.Truncated(10); got != refused {
+		t.Error("toolwire's own error result was truncated")
+	}
+	// A tool's own error carries the server's content: capped like any.
 	failed := &Result{IsError: true, Reason: ReasonTool, Content: []Content{&Text{Text: strings.Repeat("x", 100)}}}
-	if got := failed.Truncated(10); got != failed {
-		t.Error("an error result was truncated")
+	if got := failed.Truncated(10); got == failed || !got.IsError || got.Content[0].(*Text).Text != strings.Repeat("x", 10) {
+		t.Errorf("a tool's error result of 100 bytes passed the 10-byte cap: %+v", got.Content)
 	}
 }
 

@@ -41,7 +41,11 @@ func oauthHandlers(e *env, store *oauth.Store, fetcher oauth.Fetcher) mcpclient.
 		if o.ClientID != "" {
 			secret := ""
 			if o.ClientSecretEnv != "" {
-				secret, _ = e.lookupEnv(o.ClientSecretEnv)
+				// A confidential client without its secret must not quietly
+				// become a public one.
+				if secret, _ = e.lookupEnv(o.ClientSecretEnv); secret == "" {
+					return nil, fmt.Errorf("server %q: oauth.clientSecretEnv: the variable %s is not set", cfg.Name, o.ClientSecretEnv)
+				}
 			}
 			hc.Client = &oauth.ClientConfig{ID: o.ClientID, Secret: secret}
 		}

@@ -101,9 +101,18 @@ type process struct {
 // stop ends the process (see CommandTransport) and returns the error of
 // its exit. It is called once.
 func (p *process) stop() error {
+	// A stdin that fails to close does not stop the ending: the process
+	// must still be waited for, signalled and, at worst, killed.
+	var closeErr error
 	if err := p.stdin.Close(); err != nil {
-		return fmt.Errorf("close stdin of process %d: %w", p.cmd.Process.Pid, err)
+		closeErr = fmt.Errorf("close stdin of process %d: %w", p.cmd.Process.Pid, err)
 	}
+	return errors.Join(closeErr, p.end())
+}
+
+// end waits for the process to exit after its stdin was closed, then
+// signals it, then kills it.
+func (p *process) end() error {
 	exited := make(chan error, 1)
 	go func() { exited <- p.cmd.Wait() }()
 	timer := time.NewTimer(p.grace)

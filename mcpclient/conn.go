@@ -263,7 +263,7 @@ func childEnv(extra map[string]string) []string {
 // it. With an egress policy, every connection is dialed to an address
 // checked against the server's own host and the allowed ones.
 func (s *Server) httpClient(cfg config.Server) (*http.Client, error) {
-	var base http.RoundTripper = pooledTransport()
+	var base http.RoundTripper = s.pooledTransport()
 	var timeout time.Duration
 	if s.opts.HTTPClient != nil {
 		timeout = s.opts.HTTPClient.Timeout
@@ -305,11 +305,14 @@ func (s *Server) httpClient(cfg config.Server) (*http.Client, error) {
 const idleConnsPerHost = 64
 
 // pooledTransport is Go's default transport with a pool fit for concurrent
-// calls to one server.
-func pooledTransport() *http.Transport {
-	t := http.DefaultTransport.(*http.Transport).Clone()
-	t.MaxIdleConnsPerHost = idleConnsPerHost
-	return t
+// calls to one server, made once per server so that reconnects share it
+// rather than each leaving a pool of idle sockets behind.
+func (s *Server) pooledTransport() *http.Transport {
+	s.poolOnce.Do(func() {
+		s.pool = http.DefaultTransport.(*http.Transport).Clone()
+		s.pool.MaxIdleConnsPerHost = idleConnsPerHost
+	})
+	return s.pool
 }
 
 // egressTransport returns base with its dialing guarded: the server's own

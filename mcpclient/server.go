@@ -172,6 +172,9 @@ type Server struct {
 
 	supervising bool // a supervisor goroutine was started; it closes done
 
+	poolOnce sync.Once
+	pool     *http.Transport // for remote servers; see pooledTransport
+
 	oauthOnce sync.Once
 	oauth     auth.OAuthHandler // made once from Options.OAuth; nil for none
 	oauthErr  error

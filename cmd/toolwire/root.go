@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"maps"
 	"os"
 	"path/filepath"
 	"reflect"
@@ -247,7 +246,7 @@ func loadConfigs(paths []string) (*config.File, error) {
 	}
 	merged := &config.File{Path: strings.Join(paths, ", "), Inputs: map[string]config.Input{}}
 	where := map[string]string{}
-	gatewayFrom, securityFrom, agentFrom := "", "", ""
+	gatewayFrom, securityFrom, agentFrom, auditFrom := "", "", "", ""
 	var errs []error
 	for _, p := range paths {
 		f, err := config.Load(p)
@@ -269,8 +268,12 @@ func loadConfigs(paths []string) (*config.File, error) {
 			where[s.Name] = at
 			merged.Servers = append(merged.Servers, s)
 		}
-		if merged.Audit.File == "" {
-			merged.Audit = f.Audit
+		if f.Audit != (config.Audit{}) {
+			if auditFrom != "" {
+				errs = append(errs, fmt.Errorf("%s: audit: also configured in %s; only one configuration file may have an audit section", p, auditFrom))
+			} else {
+				merged.Audit, auditFrom = f.Audit, p
+			}
 		}
 		if f.Gateway != nil {
 			if merged.Gateway != nil {
@@ -294,7 +297,13 @@ func loadConfigs(paths []string) (*config.File, error) {
 				merged.Security, securityFrom = f.Security, p
 			}
 		}
-		maps.Copy(merged.Inputs, f.Inputs)
+		for id, in := range f.Inputs {
+			if prev, dup := merged.Inputs[id]; dup && prev != in {
+				errs = append(errs, fmt.Errorf("%s: input %q is also declared, differently, in an earlier file; declare it once", p, id))
+				continue
+			}
+			merged.Inputs[id] = in
+		}
 		merged.Warnings = append(merged.Warnings, f.Warnings...)
 		merged.WarningDetails = append(merged.WarningDetails, f.WarningDetails...)
 	}

@@ -720,3 +720,38 @@ func TestAnyVerifier(t *testing.T) {
 		t.Errorf("configured AuthorizationServers replaced: %v, %v", opts.AuthorizationServers, err)
 	}
 }
+
+// TestConfigSectionsInTwoFilesAreRefused: audit, security and agent
+// settings come from one file; two files with the same section are an
+// error naming both, not a silent pick. An input declared alike in two
+// files is fine; declared differently, it is an error.
+func TestConfigSectionsInTwoFilesAreRefused(t *testing.T) {
+	dir := t.TempDir()
+	write := func(name, data string) string {
+		p := filepath.Join(dir, name)
+		if err := os.WriteFile(p, []byte(data), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	for _, section := range []string{"audit:\n  logArguments: true\n", "security:\n  strict: true\n", "agent:\n  model: m\n"} {
+		a := write("a.yaml", "servers:\n  a: {command: x}\n"+section)
+		b := write("b.yaml", "servers:\n  b: {command: x}\n"+section)
+		_, err := loadConfigs([]string{a, b})
+		if err == nil || !strings.Contains(err.Error(), b) || !strings.Contains(err.Error(), "also configured in "+a) {
+			t.Errorf("%q in two files: error %v; want one naming both files", section, err)
+		}
+		if f, err := loadConfigs([]string{a, write("c.yaml", "servers:\n  c: {command: x}\n")}); err != nil || f.Audit == (config.Audit{}) && f.Security.Strict == false && f.Agent.Model == "" {
+			t.Errorf("%q in one file of two: %v, section lost", section, err)
+		}
+	}
+	in := "inputs:\n  key: {description: API key, password: true}\n"
+	a := write("a.yaml", "servers:\n  a: {command: x}\n"+in)
+	if _, err := loadConfigs([]string{a, write("b.yaml", "servers:\n  b: {command: x}\n"+in)}); err != nil {
+		t.Errorf("the same input in two files: %v", err)
+	}
+	other := write("d.yaml", "servers:\n  d: {command: x}\ninputs:\n  key: {description: Another key}\n")
+	if _, err := loadConfigs([]string{a, other}); err == nil || !strings.Contains(err.Error(), `input "key"`) {
+		t.Errorf("an input redefined differently: error %v; want one naming it", err)
+	}
+}

@@ -115,18 +115,34 @@ type roleServers struct {
 	mu      sync.Mutex
 	servers map[string]*mcp.Server
 	stops   []func()
+	closed  bool
 }
 
+// get returns the role's server, making it on first use. Making one lists
+// every upstream's catalog (each bounded by its timeout), so it happens
+// outside the lock: one slow upstream does not hold up the other roles.
+// Two first requests of a role may both make one; the second is stopped.
 func (r *roleServers) get(role string, visible func(string) bool) *mcp.Server {
+	r.mu.Lock()
+	s, ok := r.servers[role]
+	r.mu.Unlock()
+	if ok {
+		return s
+	}
+	made, stop := r.g.Server(visible)
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if s, ok := r.servers[role]; ok {
+		stop()
 		return s
 	}
-	s, stop := r.g.Server(visible)
-	r.servers[role] = s
+	if r.closed {
+		stop() // the handler is closing: serve this request, keep nothing
+		return made
+	}
+	r.servers[role] = made
 	r.stops = append(r.stops, stop)
-	return s
+	return made
 }
 
 func (r *roleServers) stopAll() {
@@ -136,6 +152,7 @@ func (r *roleServers) stopAll() {
 		stop()
 	}
 	r.stops = nil
+	r.closed = true
 }
 
 // originOnly returns scheme://host of u, or u itself when it does not parse.

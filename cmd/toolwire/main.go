@@ -6,7 +6,11 @@
 //	toolwire tools [--json]
 //	toolwire call NAME [--args JSON | key=value ...] [--yes] [--json]
 //	toolwire servers [--json] [--watch]
+//	toolwire run TASK | toolwire chat
 //	toolwire serve (--stdio | --http ADDR)
+//	toolwire login|logout SERVER, toolwire auth status
+//	toolwire pins list|approve|forget
+//	toolwire audit verify|keygen
 //	toolwire config check|import FILE
 //	toolwire token new|hash
 //

@@ -107,9 +107,10 @@ func (p *OpenAI) Complete(ctx context.Context, req *Request) (*Response, error) 
 	defer stream.Close()
 
 	var (
-		text  strings.Builder
-		calls = map[int64]*openaiPartialCall{}
-		order []int64
+		text    strings.Builder
+		calls   = map[int64]*openaiPartialCall{} // by key, in order of first chunk
+		order   []int64
+		byIndex = map[int64]int64{} // the stream's tool-call index -> key of its current call
 	)
 	for stream.Next() {
 		for _, choice := range stream.Current().Choices {
@@ -124,12 +125,19 @@ func (p *OpenAI) Complete(ctx context.Context, req *Request) (*Response, error) 
 				}
 			}
 			for _, tc := range d.ToolCalls {
-				pc, ok := calls[tc.Index]
-				if !ok {
-					pc = &openaiPartialCall{}
-					calls[tc.Index] = pc
-					order = append(order, tc.Index)
+				key, ok := byIndex[tc.Index]
+				if ok && tc.ID != "" && calls[key].id != "" && calls[key].id != tc.ID {
+					// Some servers (Ollama) number every parallel call 0:
+					// a new id under the same index starts a new call.
+					ok = false
 				}
+				if !ok {
+					key = int64(len(order))
+					byIndex[tc.Index] = key
+					calls[key] = &openaiPartialCall{}
+					order = append(order, key)
+				}
+				pc := calls[key]
 				if tc.ID != "" {
 					pc.id = tc.ID
 				}

@@ -36,6 +36,11 @@ func (c *terminalConfirmer) Confirm(ctx context.Context, call tool.PendingCall) 
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	// A question queued behind one that Ctrl-C ended must not be asked:
+	// the earlier read may still be waiting on the terminal.
+	if err := ctx.Err(); err != nil {
+		return false, err
+	}
 	if c.reader == nil {
 		c.reader = bufio.NewReader(c.in)
 	}

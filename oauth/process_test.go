@@ -11,6 +11,7 @@ import (
 	"sync"
 	"testing"
 
+	"github.com/toolwire/toolwire/internal/sharedfile"
 	"github.com/toolwire/toolwire/netpolicy"
 )
 
@@ -41,7 +42,7 @@ func childMain() int {
 // expired at the same moment: they must share one rotation (one refresh at
 // the OP, the same token), which only the cross-process lock can ensure.
 func TestTwoProcessesRefresh(t *testing.T) {
-	if !crossProcess {
+	if !sharedfile.CrossProcess {
 		t.Skip("no cross-process lock on this platform")
 	}
 	ctx := context.Background()

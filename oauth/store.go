@@ -13,12 +13,12 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
-	"runtime"
 	"slices"
 	"strings"
 	"sync"
 	"time"
 
+	"github.com/toolwire/toolwire/internal/sharedfile"
 	"golang.org/x/oauth2"
 )
 
@@ -406,7 +406,7 @@ func (s *Store) update(ctx context.Context, change func(*contents) error) error 
 	if err := os.MkdirAll(filepath.Dir(s.path), 0o700); err != nil {
 		return fmt.Errorf("oauth: store: %w", err)
 	}
-	unlock, err := lock(ctx, s.path+".lock")
+	unlock, err := sharedfile.Lock(ctx, s.path+".lock")
 	if err != nil {
 		return fmt.Errorf("oauth: store: %w", err)
 	}
@@ -542,47 +542,5 @@ func (s *Store) write(c *contents) (err error) {
 	if err != nil {
 		return err
 	}
-	dir := filepath.Dir(s.path)
-	tmp, err := os.CreateTemp(dir, "."+filepath.Base(s.path)+".*.tmp")
-	if err != nil {
-		return err
-	}
-	renamed := false
-	defer func() {
-		if !renamed {
-			tmp.Close()
-			os.Remove(tmp.Name())
-		}
-	}()
-	if err := tmp.Chmod(0o600); err != nil {
-		return err
-	}
-	if _, err := tmp.Write(data); err != nil {
-		return err
-	}
-	if err := tmp.Sync(); err != nil {
-		return err
-	}
-	if err := tmp.Close(); err != nil {
-		return err
-	}
-	if err := os.Rename(tmp.Name(), s.path); err != nil {
-		return err
-	}
-	renamed = true
-	return syncDir(dir)
-}
-
-// syncDir flushes the entry of a file just renamed into dir. Windows
-// cannot open a directory to sync it.
-func syncDir(dir string) error {
-	if runtime.GOOS == "windows" {
-		return nil
-	}
-	d, err := os.Open(dir)
-	if err != nil {
-		return err
-	}
-	defer d.Close()
-	return d.Sync()
+	return sharedfile.WriteAtomic(s.path, data)
 }

@@ -11,10 +11,11 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
-	"runtime"
 	"slices"
 	"time"
 	"unicode/utf8"
+
+	"github.com/toolwire/toolwire/internal/sharedfile"
 )
 
 var (
@@ -257,7 +258,7 @@ func (s *Store) update(ctx context.Context, change func(*file) (bool, error)) er
 	if err := os.MkdirAll(filepath.Dir(s.path), 0o700); err != nil {
 		return err
 	}
-	unlock, err := lock(ctx, s.path+".lock")
+	unlock, err := sharedfile.Lock(ctx, s.path+".lock")
 	if err != nil {
 		return err
 	}
@@ -346,49 +347,5 @@ func (s *Store) write(f *file) (err error) {
 		return err
 	}
 	data = append(data, '\n')
-	dir := filepath.Dir(s.path)
-	tmp, err := os.CreateTemp(dir, "."+filepath.Base(s.path)+".*.tmp")
-	if err != nil {
-		return err
-	}
-	renamed := false
-	defer func() {
-		if err != nil && !renamed {
-			tmp.Close()
-			os.Remove(tmp.Name())
-		}
-	}()
-	// CreateTemp already uses 0600; Chmod states it for platforms and
-	// umasks where that might not hold.
-	if err = tmp.Chmod(0o600); err != nil {
-		return err
-	}
-	if _, err = tmp.Write(data); err != nil {
-		return err
-	}
-	if err = tmp.Sync(); err != nil {
-		return err
-	}
-	if err = tmp.Close(); err != nil {
-		return err
-	}
-	if err = os.Rename(tmp.Name(), s.path); err != nil {
-		return err
-	}
-	renamed = true
-	return syncDir(dir)
-}
-
-// syncDir flushes the entry of a file just renamed into dir, so that the
-// rename survives a crash. Windows cannot open a directory to sync it.
-func syncDir(dir string) error {
-	if runtime.GOOS == "windows" {
-		return nil
-	}
-	d, err := os.Open(dir)
-	if err != nil {
-		return err
-	}
-	defer d.Close()
-	return d.Sync()
+	return sharedfile.WriteAtomic(s.path, data)
 }

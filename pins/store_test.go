@@ -15,6 +15,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/toolwire/toolwire/internal/sharedfile"
 )
 
 // helperEnv makes the test binary, re-executed, approve tools in the pins
@@ -216,7 +218,7 @@ func TestStoreConcurrentUpdates(t *testing.T) {
 // TestStoreConcurrentProcesses does the same from separate processes, the
 // case the file lock exists for.
 func TestStoreConcurrentProcesses(t *testing.T) {
-	if !crossProcess {
+	if !sharedfile.CrossProcess {
 		t.Skip("no file lock between processes on this platform")
 	}
 	s := newTestStore(t)
@@ -384,7 +386,7 @@ func TestLockHonoursContext(t *testing.T) {
 	if err := os.MkdirAll(filepath.Dir(s.Path()), 0o700); err != nil {
 		t.Fatal(err)
 	}
-	unlock, err := lock(context.Background(), s.Path()+".lock")
+	unlock, err := sharedfile.Lock(context.Background(), s.Path()+".lock")
 	if err != nil {
 		t.Fatal(err)
 	}

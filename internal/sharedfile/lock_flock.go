@@ -1,6 +1,6 @@
 //go:build darwin || dragonfly || freebsd || illumos || linux || netbsd || openbsd
 
-package oauth
+package sharedfile
 
 import (
 	"context"
@@ -11,16 +11,17 @@ import (
 	"time"
 )
 
-// crossProcess says whether lock excludes other processes.
-const crossProcess = true
+// CrossProcess says whether [Lock] excludes other processes.
+const CrossProcess = true
 
-// lock takes an exclusive flock on the file at path (created 0600 if
-// missing) and returns its release. flock belongs to the open file, so two
-// Stores of one process exclude each other just as two processes do. The
-// wait polls, because a blocking flock cannot be cancelled; ctx ends it.
-// The lock file is never removed: removing it would let two processes hold
-// locks on two different files of the same name.
-func lock(ctx context.Context, path string) (unlock func(), err error) {
+// Lock takes an exclusive advisory lock (flock) on the file at path,
+// creating it 0600 if needed, and returns the function that releases it.
+// flock belongs to the open file, so two holders in one process exclude
+// each other as two processes do. It waits, polling, until the lock is
+// free or ctx is done: a blocking flock could not be cancelled. The lock
+// file is never removed, since removing it would let two processes lock
+// different files of the same name.
+func Lock(ctx context.Context, path string) (unlock func(), err error) {
 	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE, 0o600)
 	if err != nil {
 		return nil, err

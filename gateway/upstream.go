@@ -61,8 +61,9 @@ func (g *Gateway) servedURI(up Upstream, uri string) string {
 	return uriScheme + up.Prefix() + "/" + uri
 }
 
-// servedPromptName is the name a client sees for up's prompt.
-func (g *Gateway) servedPromptName(up Upstream, name string) string {
+// servedItemName is the name a client sees for up's prompt, resource or
+// resource template.
+func (g *Gateway) servedItemName(up Upstream, name string) string {
 	if g.opts.Unprefixed {
 		return name
 	}
@@ -168,43 +169,33 @@ func (s *served) syncCatalog() {
 		visible := func(name string) bool {
 			return s.visible == nil || s.visible(up.Prefix()+"__"+name)
 		}
+		// add offers one item under its served key; the first of a
+		// collision wins.
+		add := func(m map[string]offered, kind, key, orig string, advert any) {
+			if _, dup := m[key]; !dup {
+				m[key] = offered{up: up, orig: orig, advert: advertOf(advert)}
+				adverts[kind+key] = advert
+			}
+		}
 		for _, r := range l.resources {
-			if !visible(r.Name) {
-				continue
-			}
-			c := *r
-			c.URI = s.g.servedURI(up, r.URI)
-			if !s.g.opts.Unprefixed {
-				c.Name = up.Prefix() + "__" + r.Name
-			}
-			if _, dup := want.resources[c.URI]; !dup {
-				want.resources[c.URI] = offered{up: up, orig: r.URI, advert: advertOf(&c)}
-				adverts["r"+c.URI] = &c
+			if visible(r.Name) {
+				c := *r
+				c.URI, c.Name = s.g.servedURI(up, r.URI), s.g.servedItemName(up, r.Name)
+				add(want.resources, "r", c.URI, r.URI, &c)
 			}
 		}
 		for _, t := range l.templates {
-			if !visible(t.Name) {
-				continue
-			}
-			c := *t
-			c.URITemplate = s.g.servedURI(up, t.URITemplate)
-			if !s.g.opts.Unprefixed {
-				c.Name = up.Prefix() + "__" + t.Name
-			}
-			if _, dup := want.templates[c.URITemplate]; !dup {
-				want.templates[c.URITemplate] = offered{up: up, orig: t.URITemplate, advert: advertOf(&c)}
-				adverts["t"+c.URITemplate] = &c
+			if visible(t.Name) {
+				c := *t
+				c.URITemplate, c.Name = s.g.servedURI(up, t.URITemplate), s.g.servedItemName(up, t.Name)
+				add(want.templates, "t", c.URITemplate, t.URITemplate, &c)
 			}
 		}
 		for _, p := range l.prompts {
-			if !visible(p.Name) {
-				continue
-			}
-			c := *p
-			c.Name = s.g.servedPromptName(up, p.Name)
-			if _, dup := want.prompts[c.Name]; !dup {
-				want.prompts[c.Name] = offered{up: up, orig: p.Name, advert: advertOf(&c)}
-				adverts["p"+c.Name] = &c
+			if visible(p.Name) {
+				c := *p
+				c.Name = s.g.servedItemName(up, p.Name)
+				add(want.prompts, "p", c.Name, p.Name, &c)
 			}
 		}
 	}

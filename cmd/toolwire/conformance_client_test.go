@@ -7,12 +7,8 @@ package main
 // Skipped without node or the suite, except under CI=true, where it fails.
 
 import (
-	"bytes"
-	"context"
-	"errors"
 	"maps"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -49,25 +45,8 @@ func TestConformanceClientScenarios(t *testing.T) {
 	if err := goBuild(bin, conformanceClientPkg, e2eRaceEnabled()); err != nil {
 		t.Fatal(err)
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), conformanceClientRunTimeout)
-	defer cancel()
-	cmd := exec.CommandContext(ctx, "bash", conformanceClientScript, "--client", bin,
-		"--timeout", conformanceClientSecs, "-o", filepath.Join(dir, "results"))
-	cmd.Env = append(os.Environ(), "TOOLWIRE_NPM_DIR="+npmDir)
-	cmd.WaitDelay = 10 * time.Second
-	var out bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &out, &out
-	started := time.Now()
-	err := cmd.Run() // exits 1 when a scenario failed: the table says which
-	if ctx.Err() != nil {
-		t.Fatalf("the suite did not finish within %s:\n%s", conformanceClientRunTimeout, out.String())
-	}
-	var xe *exec.ExitError
-	if err != nil && !(errors.As(err, &xe) && xe.ExitCode() == 1) {
-		t.Fatalf("scripts/conformance-client.sh: %v\n%s", err, out.String())
-	}
-	run := parseConformance(t, out.String())
-	t.Logf("%d checks passed, %d failed, %d scenarios, in %s", run.passed, run.failed, len(run.verdicts), time.Since(started).Round(time.Second))
+	run := runConformanceScript(t, npmDir, conformanceClientRunTimeout, conformanceClientScript,
+		"--client", bin, "--timeout", conformanceClientSecs, "-o", filepath.Join(dir, "results"))
 
 	if len(run.verdicts) != conformanceClientScenarios {
 		t.Errorf("the suite ran %d client scenarios, want %d (a new suite version? update the expected failures)", len(run.verdicts), conformanceClientScenarios)

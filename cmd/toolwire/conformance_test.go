@@ -145,24 +145,8 @@ func TestConformanceSuiteThroughServeHTTP(t *testing.T) {
 			}
 			url := serveForConformance(t, args)
 
-			ctx, cancel := context.WithTimeout(context.Background(), conformanceRunTimeout)
-			defer cancel()
-			cmd := exec.CommandContext(ctx, "bash", conformanceScript, url, "--timeout", conformanceScenarioSecs, "-o", filepath.Join(t.TempDir(), "results"))
-			cmd.Env = append(os.Environ(), "TOOLWIRE_NPM_DIR="+npmDir)
-			cmd.WaitDelay = 10 * time.Second
-			var out bytes.Buffer
-			cmd.Stdout, cmd.Stderr = &out, &out
-			started := time.Now()
-			err := cmd.Run() // exits 1 when a scenario failed: the table says which
-			if ctx.Err() != nil {
-				t.Fatalf("the suite did not finish within %s:\n%s", conformanceRunTimeout, out.String())
-			}
-			var xe *exec.ExitError
-			if err != nil && !(errors.As(err, &xe) && xe.ExitCode() == 1) {
-				t.Fatalf("scripts/conformance.sh: %v\n%s", err, out.String())
-			}
-			run := parseConformance(t, out.String())
-			t.Logf("%s: %d checks passed, %d failed, %d scenarios, in %s", mode, run.passed, run.failed, len(run.verdicts), time.Since(started).Round(time.Second))
+			run := runConformanceScript(t, npmDir, conformanceRunTimeout, conformanceScript, url,
+				"--timeout", conformanceScenarioSecs, "-o", filepath.Join(t.TempDir(), "results"))
 
 			failed := run.withVerdict("FAIL")
 			switch mode {
@@ -193,6 +177,32 @@ func TestConformanceSuiteThroughServeHTTP(t *testing.T) {
 			}
 		})
 	}
+}
+
+// runConformanceScript runs one of the conformance scripts with args,
+// bounded by limit, and returns what it reported. The script exits 1 when a
+// scenario failed; its table says which, so that is not an error here.
+func runConformanceScript(t *testing.T, npmDir string, limit time.Duration, script string, args ...string) conformanceRun {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), limit)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, "bash", append([]string{script}, args...)...)
+	cmd.Env = append(os.Environ(), "TOOLWIRE_NPM_DIR="+npmDir)
+	cmd.WaitDelay = 10 * time.Second
+	var out bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &out
+	started := time.Now()
+	err := cmd.Run()
+	if ctx.Err() != nil {
+		t.Fatalf("the suite did not finish within %s:\n%s", limit, out.String())
+	}
+	var xe *exec.ExitError
+	if err != nil && !(errors.As(err, &xe) && xe.ExitCode() == 1) {
+		t.Fatalf("%s: %v\n%s", script, err, out.String())
+	}
+	run := parseConformance(t, out.String())
+	t.Logf("%s: %d checks passed, %d failed, %d scenarios, in %s", script, run.passed, run.failed, len(run.verdicts), time.Since(started).Round(time.Second))
+	return run
 }
 
 // serveForConformance starts "toolwire serve" in-process with args and

@@ -1,6 +1,7 @@
 package audit_test
 
 import (
+	"bufio"
 	"bytes"
 	"crypto/ed25519"
 	"crypto/sha256"
@@ -330,7 +331,9 @@ func TestFileSinkChainAcrossProcesses(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		// Start when the parent closes stdin, together with the others.
+		// Say the file is open, then start when the parent closes stdin,
+		// together with the others.
+		fmt.Println("ready")
 		if _, err := io.Copy(io.Discard, os.Stdin); err != nil {
 			t.Fatal(err)
 		}
@@ -354,11 +357,16 @@ func TestFileSinkChainAcrossProcesses(t *testing.T) {
 	cmds := make([]*exec.Cmd, processes)
 	outs := make([]bytes.Buffer, processes)
 	starts := make([]io.WriteCloser, processes)
+	readies := make([]*bufio.Reader, processes)
 	for i := range cmds {
 		cmds[i] = exec.Command(os.Args[0], "-test.run=^TestFileSinkChainAcrossProcesses$", "-test.count=1")
 		cmds[i].Env = append(os.Environ(), "AUDIT_TEST_WRITE_TO="+path, "AUDIT_TEST_WRITER=p"+strconv.Itoa(i))
-		cmds[i].Stdout, cmds[i].Stderr = &outs[i], &outs[i]
-		var err error
+		cmds[i].Stderr = &outs[i]
+		stdout, err := cmds[i].StdoutPipe()
+		if err != nil {
+			t.Fatal(err)
+		}
+		readies[i] = bufio.NewReader(stdout)
 		if starts[i], err = cmds[i].StdinPipe(); err != nil {
 			t.Fatal(err)
 		}
@@ -366,14 +374,19 @@ func TestFileSinkChainAcrossProcesses(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	// Give each child the time to open the file, then start them all.
-	time.Sleep(200 * time.Millisecond)
+	// Wait until every child has the file open, then start them all.
+	for i, r := range readies {
+		if line, err := r.ReadString('\n'); line != "ready\n" {
+			t.Fatalf("writer %d did not get ready: %q, %v\n%s", i, line, err, outs[i].Bytes())
+		}
+	}
 	for _, w := range starts {
 		w.Close()
 	}
 	for i, c := range cmds {
+		rest, _ := io.ReadAll(readies[i]) // every read before Wait
 		if err := c.Wait(); err != nil {
-			t.Fatalf("writer %d: %v\n%s", i, err, outs[i].Bytes())
+			t.Fatalf("writer %d: %v\n%s%s", i, err, rest, outs[i].Bytes())
 		}
 	}
 	data, _ := os.ReadFile(path)

@@ -324,7 +324,13 @@ func (s *Server) egressTransport(cfg config.Server, base http.RoundTripper) (htt
 	if err != nil {
 		return nil, fmt.Errorf("url: %w", err)
 	}
-	d, err := netpolicy.NewDialer(&netpolicy.DialerOptions{Allow: append([]string{u.Hostname()}, s.opts.Egress.AllowHosts...)})
+	return guarded(base, &netpolicy.DialerOptions{Allow: append([]string{u.Hostname()}, s.opts.Egress.AllowHosts...)})
+}
+
+// guarded returns base dialing through an egress guard with opts. Proxies
+// are not used, as the guard would check the proxy rather than the server.
+func guarded(base http.RoundTripper, opts *netpolicy.DialerOptions) (http.RoundTripper, error) {
+	d, err := netpolicy.NewDialer(opts)
 	if err != nil {
 		return nil, fmt.Errorf("egress: %w", err)
 	}
@@ -333,9 +339,7 @@ func (s *Server) egressTransport(cfg config.Server, base http.RoundTripper) (htt
 		return nil, fmt.Errorf("egress: the HTTP client's transport is a %T; the guard needs an *http.Transport to dial through", base)
 	}
 	t = t.Clone()
-	t.Proxy = nil
-	t.DialContext = d.DialContext
-	t.DialTLSContext = nil
+	t.Proxy, t.DialContext, t.DialTLSContext = nil, d.DialContext, nil
 	return t, nil
 }
 

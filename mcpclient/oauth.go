@@ -3,7 +3,6 @@ package mcpclient
 import (
 	"errors"
 	"fmt"
-	"net"
 	"net/http"
 	"net/url"
 
@@ -54,24 +53,11 @@ func (s *Server) oauthClient(cfg config.Server) (*http.Client, error) {
 		if err != nil {
 			return nil, fmt.Errorf("url: %w", err)
 		}
-		d, err := netpolicy.NewDialer(&netpolicy.DialerOptions{AllowLoopback: isLoopback(u.Hostname())})
-		if err != nil {
+		if base, err = guarded(base, &netpolicy.DialerOptions{AllowLoopback: netpolicy.IsLoopbackHost(u.Hostname())}); err != nil {
 			return nil, err
 		}
-		t, ok := base.(*http.Transport)
-		if !ok {
-			return nil, fmt.Errorf("egress: the HTTP client's transport is a %T; the guard needs an *http.Transport", base)
-		}
-		t = t.Clone()
-		t.Proxy, t.DialContext, t.DialTLSContext = nil, d.DialContext, nil
-		base = t
 	}
 	return netpolicy.NewClient(&netpolicy.ClientOptions{Transport: base}), nil
-}
-
-func isLoopback(host string) bool {
-	_, err := netpolicy.CheckURL("http://" + net.JoinHostPort(host, "80") + "/")
-	return err == nil
 }
 
 // needsLogin reports whether err means the server waits for a person to

@@ -89,15 +89,18 @@ func problem(u *url.URL) string {
 	if _, err := netip.ParseAddr(host); err != nil && endsInNumber(host) {
 		return "host is an IPv4 address in a non-standard form (decimal, octal, hex, shortened or with a trailing dot); write it as four decimal numbers"
 	}
-	if u.Scheme == "http" && !isLoopback(host) {
+	if u.Scheme == "http" && !IsLoopbackHost(host) {
 		return plainHTTPReason
 	}
 	return ""
 }
 
-// isLoopback reports whether host, as URL.Hostname returns it, is one the
-// rule lets plain http reach.
-func isLoopback(host string) bool {
+// IsLoopbackHost reports whether host, as URL.Hostname returns it (no
+// brackets, no port), is one the rule lets plain http reach: "localhost"
+// (any case, one trailing dot) or a loopback address written plainly
+// (127.0.0.0/8, ::1; not IPv4-mapped, no zone). The gateway's and the OAuth
+// loopback checks use it too, so that all agree.
+func IsLoopbackHost(host string) bool {
 	if strings.EqualFold(strings.TrimSuffix(host, "."), "localhost") {
 		return true
 	}

@@ -223,7 +223,7 @@ func FuzzCheckURL(f *testing.F) {
 }
 
 // loopbackByHand is the loopback test written out independently of
-// isLoopback: localhost, 127.x.x.x in four decimal parts, or ::1.
+// IsLoopbackHost: localhost, 127.x.x.x in four decimal parts, or ::1.
 func loopbackByHand(host string) bool {
 	switch strings.ToLower(host) {
 	case "localhost", "localhost.":

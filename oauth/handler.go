@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"net/url"
 	"regexp"
@@ -191,7 +190,7 @@ func checkRedirect(raw string) error {
 	switch {
 	case u.Scheme == "" || u.Fragment != "":
 		return fmt.Errorf("%q is not an absolute URI without a fragment", raw)
-	case u.Scheme == "http" && !isLoopbackHost(u.Hostname()):
+	case u.Scheme == "http" && !netpolicy.IsLoopbackHost(u.Hostname()):
 		return fmt.Errorf("%q: plain http is for loopback redirects only", raw)
 	}
 	return nil
@@ -516,18 +515,10 @@ var registrationStatus = regexp.MustCompile(`^registration failed with status (\
 // redirects, "web" otherwise (OpenID Connect Dynamic Registration).
 func applicationType(redirect string) string {
 	u, err := url.Parse(redirect)
-	if err == nil && (u.Scheme != "http" && u.Scheme != "https" || isLoopbackHost(u.Hostname())) {
+	if err == nil && (u.Scheme != "http" && u.Scheme != "https" || netpolicy.IsLoopbackHost(u.Hostname())) {
 		return "native"
 	}
 	return "web"
-}
-
-func isLoopbackHost(host string) bool {
-	if strings.EqualFold(host, "localhost") {
-		return true
-	}
-	ip := net.ParseIP(host)
-	return ip != nil && ip.IsLoopback()
 }
 
 // scopes decides the scopes to request: the configured ones, else those

@@ -15,6 +15,7 @@ import (
 	"github.com/toolwire/toolwire/gateway"
 	"github.com/toolwire/toolwire/internal/stdioconn"
 	"github.com/toolwire/toolwire/mcpclient"
+	"github.com/toolwire/toolwire/netpolicy"
 )
 
 func newServeCommand(e *env, g *globalFlags) *cobra.Command {
@@ -267,19 +268,11 @@ func listenGateway(addr string, authenticated, insecure bool) (net.Listener, err
 	if err != nil {
 		return nil, fmt.Errorf("--http %q: %w", addr, err)
 	}
-	if !authenticated && !insecure && !isLoopbackHost(host) {
+	if !authenticated && !insecure && !netpolicy.IsLoopbackHost(host) {
 		return nil, fmt.Errorf("--http %q: without caller authentication only loopback addresses (127.0.0.1, ::1, localhost) are served; "+
 			"configure gateway.tokens (\"toolwire token new\" makes one) or gateway.jwt, or pass --insecure-no-auth to let anyone who can reach this address call every tool", addr)
 	}
 	return net.Listen("tcp", addr)
-}
-
-func isLoopbackHost(host string) bool {
-	if host == "localhost" {
-		return true
-	}
-	ip := net.ParseIP(host)
-	return ip != nil && ip.IsLoopback()
 }
 
 // announceAuth settles the resource URL and says on stderr what protects
@@ -287,7 +280,7 @@ func isLoopbackHost(host string) bool {
 func announceAuth(stderr io.Writer, gwc *config.Gateway, addr string, ln net.Listener, opts *gateway.HTTPOptions, insecure bool) {
 	host, _, _ := net.SplitHostPort(addr)
 	if opts.Verifier == nil {
-		if insecure && !isLoopbackHost(host) {
+		if insecure && !netpolicy.IsLoopbackHost(host) {
 			fmt.Fprintf(stderr, "toolwire: WARNING: --insecure-no-auth: serving %s WITHOUT CALLER AUTHENTICATION.\n"+
 				"toolwire: WARNING: anyone who can reach this address can list and call every tool; approvals still apply.\n", ln.Addr())
 		}

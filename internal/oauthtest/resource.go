@@ -4,7 +4,6 @@ import (
 	"context"
 	"net/http"
 	"net/http/httptest"
-	"sync/atomic"
 	"testing"
 
 	"github.com/modelcontextprotocol/go-sdk/auth"
@@ -33,8 +32,6 @@ type ResourceOptions struct {
 type ResourceServer struct {
 	// URL is the MCP endpoint, http://127.0.0.1:PORT/mcp.
 	URL string
-
-	calls atomic.Int32
 }
 
 // WhoamiTool is the name of the resource server's one tool.
@@ -60,7 +57,6 @@ func NewResourceServer(t testing.TB, o *OP, opts *ResourceOptions) *ResourceServ
 	}
 	mcp.AddTool(server, &mcp.Tool{Name: WhoamiTool, Description: "says who the token belongs to"},
 		func(ctx context.Context, req *mcp.CallToolRequest, _ struct{}) (*mcp.CallToolResult, whoami, error) {
-			rs.calls.Add(1)
 			return nil, whoami{User: req.Extra.TokenInfo.UserID}, nil
 		})
 	prm := &oauthex.ProtectedResourceMetadata{Resource: rs.URL, AuthorizationServers: []string{o.Issuer}, ScopesSupported: []string{"openid"}}
@@ -82,5 +78,3 @@ func NewResourceServer(t testing.TB, o *OP, opts *ResourceOptions) *ResourceServ
 	return rs
 }
 
-// Calls returns how many whoami calls the server has served.
-func (rs *ResourceServer) Calls() int { return int(rs.calls.Load()) }

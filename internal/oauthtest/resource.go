@@ -77,4 +77,3 @@ func NewResourceServer(t testing.TB, o *OP, opts *ResourceOptions) *ResourceServ
 	t.Cleanup(srv.Close)
 	return rs
 }
-

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"maps"
+	"regexp"
 	"slices"
 	"strings"
 	"sync"
@@ -100,6 +101,7 @@ type offered struct {
 	up     Upstream
 	orig   string
 	advert string
+	match  *regexp.Regexp // a template's served form, compiled once; nil otherwise
 }
 
 // listing is one upstream's resources, templates and prompts.
@@ -189,6 +191,12 @@ func (s *served) syncCatalog() {
 				c := *t
 				c.URITemplate, c.Name = s.g.servedURI(up, t.URITemplate), s.g.servedItemName(up, t.Name)
 				add(want.templates, "t", c.URITemplate, t.URITemplate, &c)
+				if o := want.templates[c.URITemplate]; o.match == nil {
+					if ut, err := uritemplate.New(c.URITemplate); err == nil {
+						o.match = ut.Regexp()
+						want.templates[c.URITemplate] = o
+					}
+				}
 			}
 		}
 		for _, p := range l.prompts {
@@ -284,11 +292,10 @@ func (s *served) owner(uri string) (Upstream, string, bool) {
 		return o.up, o.orig, true
 	}
 	for _, served := range slices.Sorted(maps.Keys(s.catalog.templates)) {
-		t, err := uritemplate.New(served)
-		if err != nil || !t.Regexp().MatchString(uri) {
+		o := s.catalog.templates[served]
+		if o.match == nil || !o.match.MatchString(uri) {
 			continue
 		}
-		o := s.catalog.templates[served]
 		if s.g.opts.Unprefixed {
 			return o.up, uri, true
 		}

@@ -1,6 +1,8 @@
 package mcpclient
 
 import (
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"fmt"
 	"runtime"
@@ -71,13 +73,13 @@ func (p tiers) resolve(t *mcp.Tool) tool.Tier {
 	return tier
 }
 
-// adapt turns a server's tool listing into registry tools. taken reports
-// names already in use elsewhere; handler builds the handler that calls the
-// server's tool by its original name. Tools are filtered by onlyTools and
-// excludeTools, named <prefix>__<tool> (sanitized, capped, suffixed on
-// collision), tiered, and have their schemas compiled; a tool whose schema
-// does not compile is skipped, not fatal.
-func adapt(cfg config.Server, listing []*mcp.Tool, taken func(string) bool, handler func(original string) tool.Handler) (adaptation, error) {
+// adapt turns a server's tool listing into registry tools. handler builds
+// the handler that calls the server's tool by its original name. Tools are
+// filtered by onlyTools and excludeTools, named by registeredName, tiered,
+// and have their schemas compiled; a tool whose schema does not compile, or
+// whose name another tool of the listing would also get, is skipped, not
+// fatal.
+func adapt(cfg config.Server, listing []*mcp.Tool, handler func(original string) tool.Handler) (adaptation, error) {
 	var out adaptation
 	policy, err := parseTiers(cfg)
 	if err != nil {
@@ -124,8 +126,7 @@ func adapt(cfg config.Server, listing []*mcp.Tool, taken func(string) bool, hand
 	}
 	compileErrs := compileAll(cands)
 
-	// Second pass, in listing order: skip what did not compile, so that a
-	// broken tool does not take a name, and name the rest.
+	// Second pass: skip what did not compile, and name the rest.
 	next := 0
 	for _, e := range entries {
 		if e.skip != nil {
@@ -139,23 +140,74 @@ func adapt(cfg config.Server, listing []*mcp.Tool, taken func(string) bool, hand
 			out.skipped = append(out.skipped, Skipped{Name: t.Origin.Name, Reason: reason})
 			continue
 		}
+		t.Name = registeredName(prefix, t.Origin.Name)
 		out.tools = append(out.tools, t)
 	}
-	assignNames(prefix, out.tools, taken)
+	var clashed []Skipped
+	out.tools, clashed = dropClashes(prefix, out.tools)
+	out.skipped = append(out.skipped, clashed...)
 	out.warnings = unmatched(cfg, listed)
 	return out, nil
 }
 
-// assignNames gives each tool its registered name, in order: the first tool
-// to want a name gets it, later ones a numeric suffix. Names taken reports
-// as in use elsewhere are avoided too.
-func assignNames(prefix string, tools []*tool.Tool, taken func(string) bool) {
-	used := make(map[string]bool, len(tools))
-	isTaken := func(name string) bool { return used[name] || (taken != nil && taken(name)) }
+// dropClashes leaves out the tools whose registered name another tool of
+// the same listing also gets. Names are a function of the tool's own name,
+// so a clash is a server listing one name twice, or a name crafted to equal
+// another's hashed form (see registeredName). Whichever of them came first
+// must not win, or a relisting in another order would move the name: a
+// tool whose own name is the registered one as is keeps it, and every
+// other claimant is left out.
+func dropClashes(prefix string, tools []*tool.Tool) (kept []*tool.Tool, skipped []Skipped) {
+	claims := make(map[string][]*tool.Tool, len(tools))
 	for _, t := range tools {
-		t.Name = registeredName(prefix, t.Origin.Name, isTaken)
-		used[t.Name] = true
+		claims[t.Name] = append(claims[t.Name], t)
 	}
+	for _, t := range tools {
+		rivals := claims[t.Name]
+		if len(rivals) == 1 {
+			kept = append(kept, t)
+			continue
+		}
+		var plain, same int
+		for _, r := range rivals {
+			if isPlain(prefix, r) {
+				plain++
+			}
+			if r.Origin.Name == t.Origin.Name {
+				same++
+			}
+		}
+		switch {
+		case same > 1:
+			skipped = append(skipped, Skipped{Name: t.Origin.Name, Reason: fmt.Sprintf("the server lists the name %d times, so which tool a call would reach is the server's choice", same)})
+		case plain == 1 && isPlain(prefix, t):
+			kept = append(kept, t)
+		default:
+			var others []string
+			for _, r := range rivals {
+				if r != t {
+					others = append(others, strconv.Quote(r.Origin.Name))
+				}
+			}
+			skipped = append(skipped, Skipped{Name: t.Origin.Name, Reason: fmt.Sprintf("its registered name %q is also that of tool %s of the same server", t.Name, strings.Join(others, ", "))})
+		}
+	}
+	return kept, skipped
+}
+
+// isPlain reports whether the tool's registered name is its own name
+// unchanged after the prefix (no character replaced, nothing cut, no hash).
+func isPlain(prefix string, t *tool.Tool) bool {
+	return t.Name == nameHead(prefix)+t.Origin.Name
+}
+
+// nameHead is what every registered name of a server with this prefix
+// starts with.
+func nameHead(prefix string) string {
+	if prefix == "" {
+		return ""
+	}
+	return sanitize(prefix) + "__"
 }
 
 // prefixOf is the server's tool-name prefix: configured, or its name.
@@ -266,25 +318,26 @@ func sanitize(s string) string {
 	return b.String()
 }
 
-// registeredName builds <prefix>__<name>, sanitized and capped at 64
-// characters; when that is taken it appends _2, _3, … (cutting the base so
-// the suffix still fits).
-func registeredName(prefix, name string, taken func(string) bool) string {
-	base := sanitize(name)
-	if prefix != "" {
-		base = sanitize(prefix) + "__" + base
+// registeredName is the name a server's tool is registered under. It is a
+// function of the prefix and the tool's own name only, never of the order
+// of a listing or of what else is registered, so the same upstream tool
+// always gets the same name, and approvals, role globs and quarantine that
+// name it always mean that tool.
+//
+// A name made only of [A-Za-z0-9_-] that fits in 64 characters with its
+// prefix is kept as is: <prefix>__<name>. Any other name is sanitized
+// (each other character becomes '_'), cut, and given '_' and 8 hex digits
+// of the SHA-256 of the tool's own name, so that "a.b" and "a_b", or two
+// long names alike in their first 64 characters, never share a name:
+// "a_b" is <prefix>__a_b and "a.b" is <prefix>__a_b_<hash>.
+func registeredName(prefix, name string) string {
+	head := nameHead(prefix)
+	if sanitize(name) == name && len(head)+len(name) <= maxNameLen {
+		return head + name
 	}
-	base = capLen(base, maxNameLen)
-	if !taken(base) {
-		return base
-	}
-	for n := 2; ; n++ {
-		suffix := "_" + strconv.Itoa(n)
-		candidate := capLen(base, maxNameLen-len(suffix)) + suffix
-		if !taken(candidate) {
-			return candidate
-		}
-	}
+	sum := sha256.Sum256([]byte(name))
+	suffix := "_" + hex.EncodeToString(sum[:4])
+	return capLen(head+sanitize(name), maxNameLen-len(suffix)) + suffix
 }
 
 // capLen cuts an ASCII string to at most n bytes; sanitized names are ASCII.

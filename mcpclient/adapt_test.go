@@ -2,6 +2,8 @@ package mcpclient
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"slices"
 	"strings"
@@ -11,18 +13,6 @@ import (
 	"github.com/toolwire/toolwire/config"
 	"github.com/toolwire/toolwire/tool"
 )
-
-// takenSet reports the names as taken. It fails the test when asked
-// absurdly often, so a naming loop that never ends fails instead of hanging.
-func takenSet(t *testing.T, names ...string) func(string) bool {
-	calls := 0
-	return func(n string) bool {
-		if calls++; calls > 1000 {
-			t.Fatalf("taken called %d times; the last candidate was %q", calls, n)
-		}
-		return slices.Contains(names, n)
-	}
-}
 
 func TestSanitize(t *testing.T) {
 	for _, tc := range []struct{ in, want string }{
@@ -45,50 +35,130 @@ func TestSanitize(t *testing.T) {
 	}
 }
 
+// hash8 is the suffix registeredName gives a name it had to change.
+func hash8(name string) string {
+	sum := sha256.Sum256([]byte(name))
+	return "_" + hex.EncodeToString(sum[:4])
+}
+
 func TestRegisteredName(t *testing.T) {
 	x := func(n int) string { return strings.Repeat("x", n) }
-	base64 := "p__" + x(61) // exactly 64
 	for _, tc := range []struct {
 		name         string
 		prefix, tool string
-		taken        []string
 		want         string
 	}{
-		{"plain", "srv", "read_file", nil, "srv__read_file"},
-		{"dots and spaces", "srv", "my tool.v2", nil, "srv__my_tool_v2"},
-		{"unicode", "srv", "café_☕", nil, "srv__caf___"},
-		{"prefix sanitized", "my srv.io", "x", nil, "my_srv_io__x"},
-		{"empty prefix", "", "a.b", nil, "a_b"},
-		{"empty prefix collision", "", "a.b", []string{"a_b"}, "a_b_2"},
-		{"exactly 64 kept", "p", x(61), nil, base64},
-		{"65 capped to 64", "p", x(62), nil, base64},
-		{"long capped to 64", "p", x(200), nil, base64},
-		{"long prefix capped", x(70), "tool", nil, x(64)},
-		{"collision", "srv", "a", []string{"srv__a"}, "srv__a_2"},
-		{"second collision", "srv", "a", []string{"srv__a", "srv__a_2"}, "srv__a_3"},
-		{"suffix skips taken", "srv", "a", []string{"srv__a", "srv__a_2", "srv__a_3"}, "srv__a_4"},
-		{"collision at 64 keeps 64", "p", x(61), []string{base64}, "p__" + x(59) + "_2"},
-		{"capped collision", "p", x(100), []string{base64, "p__" + x(59) + "_2"}, "p__" + x(59) + "_3"},
-		{"two-digit suffix at 64", "p", x(61), func() []string {
-			ts := []string{base64}
-			for n := 2; n <= 9; n++ {
-				ts = append(ts, "p__"+x(59)+"_"+string(rune('0'+n)))
-			}
-			return ts
-		}(), "p__" + x(58) + "_10"},
+		{"plain", "srv", "read_file", "srv__read_file"},
+		{"dashes kept", "srv", "read-file", "srv__read-file"},
+		{"dots and spaces", "srv", "my tool.v2", "srv__my_tool_v2" + hash8("my tool.v2")},
+		{"unicode", "srv", "café_☕", "srv__caf___" + hash8("café_☕")},
+		{"prefix sanitized", "my srv.io", "x", "my_srv_io__x"},
+		{"empty prefix", "", "a_b", "a_b"},
+		{"empty prefix, dotted", "", "a.b", "a_b" + hash8("a.b")},
+		{"exactly 64 kept", "p", x(61), "p__" + x(61)},
+		{"65 cut and hashed", "p", x(62), "p__" + x(52) + hash8(x(62))},
+		{"long cut and hashed", "p", x(200), "p__" + x(52) + hash8(x(200))},
+		{"long prefix", x(70), "tool", x(55) + hash8("tool")},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			got := registeredName(tc.prefix, tc.tool, takenSet(t, tc.taken...))
+			got := registeredName(tc.prefix, tc.tool)
 			if got != tc.want {
 				t.Errorf("registeredName(%q, %q) = %q (len %d), want %q (len %d)", tc.prefix, tc.tool, got, len(got), tc.want, len(tc.want))
 			}
 			if !tool.ValidName(got) {
 				t.Errorf("%q is not a valid registered name", got)
 			}
-			if slices.Contains(tc.taken, got) {
-				t.Errorf("%q is already taken", got)
-			}
 		})
+	}
+}
+
+// Names that sanitize alike, or are alike in their first 64 characters,
+// never share a registered name, whatever the order they come in.
+func TestRegisteredNameSeparatesLookAlikes(t *testing.T) {
+	long := strings.Repeat("y", 70)
+	for _, group := range [][]string{
+		{"a.b", "a_b", "a-b", "a b", "a/b", "a:b"},
+		{long + "1", long + "2", long[:62], long[:61]},
+	} {
+		seen := map[string]string{}
+		for _, n := range group {
+			got := registeredName("h", n)
+			if other, ok := seen[got]; ok {
+				t.Errorf("%q and %q both get %q", other, n, got)
+			}
+			seen[got] = n
+		}
+	}
+	if got := registeredName("h", "a_b"); got != "h__a_b" {
+		t.Errorf("the exact name a_b got %q, want h__a_b", got)
+	}
+}
+
+// Issue 12.1: a listing in another order gives every tool the same name.
+func TestAdaptNamesDoNotDependOnOrder(t *testing.T) {
+	obj := json.RawMessage(`{"type":"object"}`)
+	names := []string{"a.b", "a_b", "a b", strings.Repeat("z", 70) + "1", strings.Repeat("z", 70) + "2"}
+	handler := func(string) tool.Handler {
+		return func(context.Context, json.RawMessage) (*tool.Result, error) { return nil, nil }
+	}
+	cfg := config.Server{Name: "h"}
+	byOrigin := func(listing []*mcp.Tool) map[string]string {
+		ad, err := adapt(cfg, listing, handler)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(ad.tools) != len(names) || len(ad.skipped) != 0 {
+			t.Fatalf("adapted %d tools, skipped %+v; want %d and none", len(ad.tools), ad.skipped, len(names))
+		}
+		m := map[string]string{}
+		for _, tl := range ad.tools {
+			m[tl.Origin.Name] = tl.Name
+		}
+		return m
+	}
+	var forward, backward []*mcp.Tool
+	for i := range names {
+		forward = append(forward, &mcp.Tool{Name: names[i], InputSchema: obj})
+		backward = append(backward, &mcp.Tool{Name: names[len(names)-1-i], InputSchema: obj})
+	}
+	a, b := byOrigin(forward), byOrigin(backward)
+	for _, n := range names {
+		if a[n] != b[n] {
+			t.Errorf("tool %q is %q in one order and %q in the other", n, a[n], b[n])
+		}
+	}
+	if a["a_b"] != "h__a_b" {
+		t.Errorf("a_b = %q, want the plain h__a_b", a["a_b"])
+	}
+}
+
+// A server that lists a name twice, or crafts a name equal to another's
+// hashed form, does not decide by order who gets the name.
+func TestAdaptClashes(t *testing.T) {
+	obj := json.RawMessage(`{"type":"object"}`)
+	handler := func(string) tool.Handler {
+		return func(context.Context, json.RawMessage) (*tool.Result, error) { return nil, nil }
+	}
+	crafted := "a_b" + hash8("a.b")
+	for _, order := range [][]string{{"a.b", crafted, "dup", "dup"}, {"dup", crafted, "dup", "a.b"}} {
+		var listing []*mcp.Tool
+		for _, n := range order {
+			listing = append(listing, &mcp.Tool{Name: n, InputSchema: obj})
+		}
+		ad, err := adapt(config.Server{Name: "h"}, listing, handler)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(ad.tools) != 1 || ad.tools[0].Origin.Name != crafted || ad.tools[0].Name != "h__"+crafted {
+			t.Errorf("order %q: adapted %+v, want only the crafted tool under its own name", order, ad.tools)
+		}
+		skipped := map[string]string{}
+		for _, sk := range ad.skipped {
+			skipped[sk.Name] += sk.Reason
+		}
+		if !strings.Contains(skipped["a.b"], crafted) || !strings.Contains(skipped["dup"], "2 times") {
+			t.Errorf("order %q: skipped %q, want a.b (its name is the crafted tool's) and both dup", order, skipped)
+		}
 	}
 }
 
@@ -237,7 +307,7 @@ func TestAdapt(t *testing.T) {
 		handled = append(handled, original)
 		return func(context.Context, json.RawMessage) (*tool.Result, error) { return tool.TextResult(original), nil }
 	}
-	ad, err := adapt(cfg, listing, takenSet(t, "p__taken"), handler)
+	ad, err := adapt(cfg, listing, handler)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -248,8 +318,7 @@ func TestAdapt(t *testing.T) {
 		byName[tl.Name] = tl
 		names = append(names, tl.Name)
 	}
-	// The broken "a.b" does not consume p__a_b: "a_b" gets it unsuffixed.
-	wantNames := []string{"p__a_b", "p__bare", "p__titled", "p__kill", "p__taken_2"}
+	wantNames := []string{"p__a_b", "p__bare", "p__titled", "p__kill", "p__taken"}
 	if !slices.Equal(names, wantNames) {
 		t.Fatalf("adapted %v, want %v", names, wantNames)
 	}
@@ -291,7 +360,7 @@ func TestAdapt(t *testing.T) {
 		}
 	}
 	for _, tl := range ad.tools {
-		if tl.Origin.Source != "Srv" || "p__"+sanitize(tl.Origin.Name) != strings.TrimSuffix(tl.Name, "_2") {
+		if tl.Origin.Source != "Srv" || tl.Name != registeredName("p", tl.Origin.Name) {
 			t.Errorf("%s origin = %+v", tl.Name, tl.Origin)
 		}
 		if err := tl.CompileSchema(); err != nil {
@@ -314,7 +383,7 @@ func TestAdapt(t *testing.T) {
 }
 
 func TestAdaptPrefixDefaultsToServerName(t *testing.T) {
-	ad, err := adapt(config.Server{Name: "my server"}, []*mcp.Tool{{Name: "t"}}, nil,
+	ad, err := adapt(config.Server{Name: "my server"}, []*mcp.Tool{{Name: "t"}},
 		func(string) tool.Handler {
 			return func(context.Context, json.RawMessage) (*tool.Result, error) { return nil, nil }
 		})
@@ -327,7 +396,7 @@ func TestAdaptPrefixDefaultsToServerName(t *testing.T) {
 }
 
 func TestAdaptBadTier(t *testing.T) {
-	_, err := adapt(config.Server{Name: "s", DefaultTier: "nope"}, []*mcp.Tool{{Name: "t"}}, nil, nil)
+	_, err := adapt(config.Server{Name: "s", DefaultTier: "nope"}, []*mcp.Tool{{Name: "t"}}, nil)
 	if err == nil || !strings.Contains(err.Error(), "defaultTier") {
 		t.Errorf("adapt with a bad default tier = %v, want an error naming defaultTier", err)
 	}
@@ -343,7 +412,7 @@ func TestAdaptRefusesExternalRef(t *testing.T) {
 	h := func(string) tool.Handler {
 		return func(context.Context, json.RawMessage) (*tool.Result, error) { return nil, nil }
 	}
-	ad, err := adapt(config.Server{Name: "s"}, listing, nil, h)
+	ad, err := adapt(config.Server{Name: "s"}, listing, h)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -371,7 +371,6 @@ func BenchmarkAdapt1000(b *testing.B) {
 		b.Run("adapt/"+mode, func(b *testing.B) {
 			listing := benchListing(b, benchListingSize)
 			cfg := benchBigConfig()
-			taken := tool.NewRegistry(nil).Has
 			handler := func(string) tool.Handler {
 				return func(context.Context, json.RawMessage) (*tool.Result, error) { return nil, nil }
 			}
@@ -385,7 +384,7 @@ func BenchmarkAdapt1000(b *testing.B) {
 					stamp(listing, i)
 					b.StartTimer()
 				}
-				ad, err := adapt(cfg, listing, taken, handler)
+				ad, err := adapt(cfg, listing, handler)
 				if err != nil || len(ad.tools) != benchListingSize || len(ad.skipped) != 0 {
 					b.Fatalf("adapt: %d tools, skipped %v, err %v", len(ad.tools), ad.skipped, err)
 				}
@@ -401,7 +400,7 @@ func BenchmarkAdapt1000(b *testing.B) {
 			var before, after runtime.MemStats
 			runtime.GC()
 			runtime.ReadMemStats(&before)
-			ad, _ := adapt(cfg, listing, taken, handler)
+			ad, _ := adapt(cfg, listing, handler)
 			runtime.GC()
 			runtime.ReadMemStats(&after)
 			runtime.KeepAlive(ad)

@@ -209,10 +209,16 @@ func (w *watchers) add(x watcher) (stop func()) {
 	}
 }
 
+// each calls f for every watcher, with the lock released: a watcher may
+// stop itself, add another, or call back into the server.
 func (w *watchers) each(f func(watcher)) {
 	w.mu.Lock()
-	defer w.mu.Unlock()
+	set := make([]watcher, 0, len(w.set))
 	for _, x := range w.set {
+		set = append(set, x)
+	}
+	w.mu.Unlock()
+	for _, x := range set {
 		f(x)
 	}
 }
@@ -222,8 +228,10 @@ func (w *watchers) each(f func(watcher)) {
 // or after a reconnect), the server announced a changed list, or it failed
 // for good or was closed (then [Server.Session] is nil). It calls updated
 // with a resource's URI when the server reports that a subscribed resource
-// changed. Both are called from the server's message handling and must not
-// block. stop ends the calls.
+// changed. Both are called from the server's message handling and its
+// lifecycle, with none of the server's locks held, so they may call back
+// into it ([Server.Status], [Server.Session]); they must not block. stop
+// ends the calls.
 func (s *Server) Watch(changed func(), updated func(uri string)) (stop func()) {
 	return s.watchers.add(watcher{changed: changed, updated: updated})
 }

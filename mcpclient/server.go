@@ -139,7 +139,8 @@ func (p ReconnectPolicy) withDefaults() ReconnectPolicy {
 type Server struct {
 	cfg     config.Server
 	reg     *tool.Registry
-	opts    Options // with defaults filled in
+	src     *tool.Source // the server's names in reg
+	opts    Options      // with defaults filled in
 	logger  *slog.Logger
 	secrets *audit.Secrets
 	timeout time.Duration
@@ -214,7 +215,7 @@ func newServer(cfg config.Server, reg *tool.Registry, opts *Options) *Server {
 	}
 	o.Reconnect = o.Reconnect.withDefaults()
 	s := &Server{
-		cfg: cfg, reg: reg, opts: o, logger: o.Logger, secrets: o.Secrets,
+		cfg: cfg, reg: reg, src: reg.NewSource(), opts: o, logger: o.Logger, secrets: o.Secrets,
 		timeout: cfg.Timeout, policy: o.Reconnect,
 		relist: make(chan struct{}, 1),
 		done:   make(chan struct{}),
@@ -365,9 +366,7 @@ type discovery struct {
 }
 
 // discover lists the server's tools, checks them against their pins and
-// adapts the ones allowed, bounded by the server's timeout. Names the
-// server itself holds count as free, so a re-listing keeps each tool's
-// registered name.
+// adapts the ones allowed, bounded by the server's timeout.
 func (s *Server) discover(ctx context.Context, c *conn) (*discovery, error) {
 	lctx, cancel := context.WithTimeout(ctx, s.timeout)
 	defer cancel()
@@ -384,14 +383,7 @@ func (s *Server) discover(ctx context.Context, c *conn) (*discovery, error) {
 	if err != nil {
 		return nil, err
 	}
-	own := make(map[string]bool)
-	s.mu.Lock()
-	for _, t := range s.tools {
-		own[t.Name] = true
-	}
-	s.mu.Unlock()
-	taken := func(name string) bool { return !own[name] && s.reg.Has(name) }
-	ad, err := adapt(s.cfg, listing, taken, s.handler)
+	ad, err := adapt(s.cfg, listing, s.handler)
 	if err != nil {
 		return nil, fmt.Errorf("server %q: %w", s.cfg.Name, err)
 	}
@@ -408,64 +400,60 @@ func (s *Server) discover(ctx context.Context, c *conn) (*discovery, error) {
 }
 
 // activate makes c the live connection and tools the registered ones, and
-// moves to Ready, all under one lock, so that a Close racing with it either
-// comes first (and activate refuses) or finds c to close.
+// moves to Ready. Close either comes first (registering then fails with
+// errClosed, and the caller closes c) or finds c to close.
 func (s *Server) activate(c *conn, d *discovery) error {
-	unlock := lockNaming(s.reg)
-	defer unlock()
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if err := s.installLocked(d.tools); err != nil {
+	left, err := s.install(d.tools)
+	if err != nil {
 		return err
 	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.state == Stopped {
+		return errClosed
+	}
+	d.skipped = append(d.skipped, left...)
 	s.conn, s.skipped, s.warnings, s.attempt = c, d.skipped, d.warnings, 0
 	s.moveLocked(Ready, nil)
 	return nil
 }
 
-// install swaps the server's registered tools for tools in one step.
-func (s *Server) install(tools []*tool.Tool) error {
-	unlock := lockNaming(s.reg)
-	defer unlock()
+// install swaps the server's registered tools for tools in one step and
+// returns, as skipped, those left out because another server (or a tool
+// registered directly) holds their names. Names are chosen without looking
+// at the registry (see registeredName), and the registry's Source takes
+// only names that are free or already the server's, so two servers
+// starting at once need no lock of their own, and a name never moves from
+// another server's tool to one of this server's.
+//
+// No lock of the server's is held while the registry changes: its watchers
+// run then, and may call back into the server.
+func (s *Server) install(tools []*tool.Tool) ([]Skipped, error) {
+	conflicts, err := s.src.Replace(tools)
+	if errors.Is(err, tool.ErrSourceClosed) {
+		return nil, errClosed
+	}
+	if err != nil {
+		return nil, fmt.Errorf("server %q: register tools: %w", s.cfg.Name, err)
+	}
+	left := make(map[*tool.Tool]bool, len(conflicts))
+	var skipped []Skipped
+	for _, c := range conflicts {
+		left[c.Tool] = true
+		holder := fmt.Sprintf("tool %q of server %q", c.Holder.Name, c.Holder.Source)
+		if c.Holder.Source == "" {
+			holder = fmt.Sprintf("tool %q, registered directly", c.Holder.Name)
+		}
+		skipped = append(skipped, Skipped{Name: c.Tool.Origin.Name, Reason: fmt.Sprintf(
+			"its registered name %q is held by %s (give the servers distinct prefixes)", c.Tool.Name, holder)})
+	}
+	registered := slices.DeleteFunc(slices.Clone(tools), func(t *tool.Tool) bool { return left[t] })
 	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.installLocked(tools)
-}
-
-// installLocked names tools and swaps them for the server's current ones.
-// The names chosen during adaptation were provisional: another server may
-// have registered one of them since. Naming again under the registry's
-// naming lock (held by the caller, with s.mu) makes choosing and
-// registering one step, so two servers starting at once cannot both pick
-// the same name; a tool keeps its name across re-listings because the
-// server's own names count as free.
-func (s *Server) installLocked(tools []*tool.Tool) error {
-	if s.state == Stopped {
-		return errClosed
+	if s.state != Stopped {
+		s.tools = registered
 	}
-	old := make([]string, len(s.tools))
-	own := make(map[string]bool, len(s.tools))
-	for i, t := range s.tools {
-		old[i] = t.Name
-		own[t.Name] = true
-	}
-	assignNames(prefixOf(s.cfg), tools, func(name string) bool { return !own[name] && s.reg.Has(name) })
-	if err := s.reg.Replace(old, tools); err != nil {
-		return fmt.Errorf("server %q: register tools: %w", s.cfg.Name, err)
-	}
-	s.tools = tools
-	return nil
-}
-
-// namingLocks holds one mutex per registry: servers sharing a registry take
-// it to choose names and register them as one step.
-var namingLocks sync.Map // *tool.Registry -> *sync.Mutex
-
-func lockNaming(reg *tool.Registry) (unlock func()) {
-	v, _ := namingLocks.LoadOrStore(reg, &sync.Mutex{})
-	mu := v.(*sync.Mutex)
-	mu.Lock()
-	return mu.Unlock
+	s.mu.Unlock()
+	return skipped, nil
 }
 
 // preflight refuses a server whose tools would need a confirmer the
@@ -636,21 +624,14 @@ func (s *Server) fail(phase string, err error) {
 		s.mu.Unlock()
 		return
 	}
-	s.dropToolsLocked()
+	s.tools = nil
 	s.moveLocked(Failed, err)
 	s.mu.Unlock()
+	// With no lock held: the registry's watchers and the catalog's may
+	// call back into the server.
+	_, _ = s.src.Replace(nil) // fails only once Close has removed them
+	s.catalogChanged()        // its resources and prompts go too
 	s.record(audit.Event{Kind: audit.ServerFailed, Reason: phase, Error: err.Error()})
-}
-
-// dropToolsLocked deregisters the server's tools.
-func (s *Server) dropToolsLocked() {
-	names := make([]string, len(s.tools))
-	for i, t := range s.tools {
-		names[i] = t.Name
-	}
-	s.reg.Deregister(names...)
-	s.tools = nil
-	s.catalogChanged() // its resources and prompts go too
 }
 
 // record writes a lifecycle event naming the server. Its error text is
@@ -669,6 +650,13 @@ func (s *Server) masked(err error) error {
 		return nil
 	}
 	return &maskedError{msg: s.secrets.String(err.Error()), err: err}
+}
+
+// registered returns the server's registered tools, in listing order.
+func (s *Server) registered() []*tool.Tool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return slices.Clone(s.tools)
 }
 
 func (s *Server) toolCount() int {
@@ -762,11 +750,16 @@ func (s *Server) Close() error {
 		if supervising {
 			<-s.done
 		}
+		// The source refuses registrations from now on, so a start racing
+		// with Close leaves nothing behind. Watchers run here and below
+		// with no lock held.
+		s.src.Close()
 		s.mu.Lock()
 		c := s.conn
-		s.dropToolsLocked()
+		s.tools = nil
 		s.moveLocked(Stopped, nil)
 		s.mu.Unlock()
+		s.catalogChanged()
 		if c != nil {
 			s.closeErr = c.close()
 		}

@@ -534,16 +534,18 @@ func TestStdioCustomServer(t *testing.T) {
 	s := connect(t, cfg, reg, nil)
 	ex := tool.NewExecutor(reg, nil)
 
-	capped := ("custom__" + longName)[:64]
-	want := []string{"custom__a_b", "custom__a_b_2", "custom__burst", "custom__guarded", capped}
+	capped := registeredName("custom", longName)
+	dotted := registeredName("custom", "a.b")
+	want := []string{"custom__a_b", dotted, "custom__burst", "custom__guarded", capped}
 	slices.Sort(want)
 	if got := toolNames(reg); !slices.Equal(got, want) {
 		t.Errorf("registry holds %v, want %v", got, want)
 	}
 
-	// The server lists "a.b" before "a_b"; the first to come takes the plain
-	// name. Each tool answers with its own original name.
-	for name, original := range map[string]string{"custom__a_b": "a.b", "custom__a_b_2": "a_b", capped: longName} {
+	// The server lists "a.b" before "a_b"; the one whose name needs no
+	// change takes the plain name, whatever the order. Each tool answers
+	// with its own original name.
+	for name, original := range map[string]string{"custom__a_b": "a_b", dotted: "a.b", capped: longName} {
 		if res := call(t, ex, name, `{}`); res.IsError || res.Text() != original {
 			t.Errorf("%s answered %+v, want the server's %q", name, res, original)
 		}
@@ -821,8 +823,11 @@ func TestStdioWarningsAreLogged(t *testing.T) {
 	}
 }
 
-// Two servers in one registry: the second's colliding names get suffixes,
-// each name reaches its own server, and closing one leaves the other's tools.
+// Two servers in one registry with one prefix: a name the first holds is
+// never given to the second's tool (nor moved to it when the first goes),
+// the second's clashing tools are left out and say who holds their names,
+// each name reaches its own server, and closing one leaves the other's
+// tools.
 func TestStdioTwoServersShareARegistry(t *testing.T) {
 	t.Parallel()
 	reg := confirmingRegistry()
@@ -831,42 +836,48 @@ func TestStdioTwoServersShareARegistry(t *testing.T) {
 	cfg.OnlyTools = []string{"echo", "stats"}
 	first := connect(t, cfg, reg, nil)
 	cfg.Name = "second"
+	cfg.OnlyTools = []string{"echo", "stats", "add"}
 	second := connect(t, cfg, reg, nil)
 
-	if got, want := toolNames(reg), []string{"shared__echo", "shared__echo_2", "shared__stats", "shared__stats_2"}; !slices.Equal(got, want) {
+	if got, want := toolNames(reg), []string{"shared__add", "shared__echo", "shared__stats"}; !slices.Equal(got, want) {
 		t.Fatalf("registry holds %v, want %v", got, want)
 	}
-	if got := slices.Sorted(slices.Values(second.Tools())); !slices.Equal(got, []string{"shared__echo_2", "shared__stats_2"}) {
-		t.Errorf("second.Tools() = %v", got)
+	if got := second.Tools(); !slices.Equal(got, []string{"shared__add"}) {
+		t.Errorf("second.Tools() = %v, want [shared__add]", got)
 	}
-	if tl, _ := reg.Lookup("shared__echo_2"); tl.Origin != (tool.Origin{Source: "second", Name: "echo"}) {
-		t.Errorf("shared__echo_2 origin = %+v", tl.Origin)
+	if tl, _ := reg.Lookup("shared__echo"); tl.Origin != (tool.Origin{Source: "first", Name: "echo"}) {
+		t.Errorf("shared__echo origin = %+v, want the first server's", tl.Origin)
+	}
+	var left []string
+	for _, sk := range second.Skipped() {
+		if !strings.Contains(sk.Reason, `held by tool "`+sk.Name+`" of server "first"`) {
+			t.Errorf("second left out %s because %q; want the reason to name the holder", sk.Name, sk.Reason)
+		}
+		left = append(left, sk.Name)
+	}
+	if slices.Sort(left); !slices.Equal(left, []string{"echo", "stats"}) {
+		t.Errorf("second left out %v, want [echo stats]", left)
 	}
 
 	ex := tool.NewExecutor(reg, nil)
 	for range 3 {
-		call(t, ex, "shared__echo_2", `{"text":"x"}`)
+		call(t, ex, "shared__echo", `{"text":"x"}`)
 	}
-	// Each server has seen only its own calls: the second its 3 echoes and
-	// this stats call, the first only its stats call.
-	if got := stats(t, ex, "shared", 0).Calls; got != 1 {
-		t.Errorf("first server saw %d calls, want 1", got)
-	}
-	res := call(t, ex, "shared__stats_2", `{}`)
-	raw, _ := json.Marshal(res.Structured)
-	var st demoStats
-	if err := json.Unmarshal(raw, &st); err != nil || st.Calls != 4 {
-		t.Errorf("second server stats = %s (%v), want 4 calls", raw, err)
+	call(t, ex, "shared__add", `{"a":1,"b":2}`)
+	// Each server has seen only its own calls: the first its 3 echoes and
+	// this stats call.
+	if got := stats(t, ex, "shared", 0).Calls; got != 4 {
+		t.Errorf("first server saw %d calls, want 4", got)
 	}
 
 	if err := first.Close(); err != nil {
 		t.Errorf("first.Close() = %v", err)
 	}
-	if got, want := toolNames(reg), []string{"shared__echo_2", "shared__stats_2"}; !slices.Equal(got, want) {
+	if got, want := toolNames(reg), []string{"shared__add"}; !slices.Equal(got, want) {
 		t.Errorf("after closing the first server the registry holds %v, want %v", got, want)
 	}
-	if res := call(t, ex, "shared__echo_2", `{"text":"still here"}`); res.Text() != "still here" {
-		t.Errorf("the second server's echo after closing the first = %+v", res)
+	if res := call(t, ex, "shared__add", `{"a":2,"b":2}`); res.IsError {
+		t.Errorf("the second server's add after closing the first = %+v", res)
 	}
 }
 

@@ -130,19 +130,28 @@ func (s *Server) refresh(c *conn) {
 		s.mu.Unlock()
 		return
 	}
-	if err := s.install(tools); err != nil {
+	left, err := s.install(tools)
+	if err != nil {
 		if errors.Is(err, errClosed) {
 			return
 		}
 		s.logger.Warn("tools changed, but the new tools could not be registered; keeping the current ones", "server", s.cfg.Name, "error", s.secrets.String(err.Error()))
 		// Taking tools away cannot clash with another server's names.
-		if tools = s.withoutQuarantined(before); len(tools) == len(before) || s.install(tools) != nil {
+		if tools = s.withoutQuarantined(before); len(tools) == len(before) {
+			return
+		}
+		if _, err := s.install(tools); err != nil {
 			return
 		}
 		added, removed, changed = diffTools(before, tools)
 	} else {
+		for _, sk := range left {
+			s.logger.Warn("tool left out", "server", s.cfg.Name, "tool", sk.Name, "reason", sk.Reason)
+		}
+		tools = s.registered()
+		added, removed, changed = diffTools(before, tools)
 		s.mu.Lock()
-		s.skipped, s.warnings = skipped, warnings
+		s.skipped, s.warnings = append(skipped, left...), warnings
 		s.mu.Unlock()
 	}
 	s.logger.Info("tools changed", "server", s.cfg.Name, "added", len(added), "removed", len(removed), "changed", len(changed))

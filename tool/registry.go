@@ -32,8 +32,9 @@ type RegistryOptions struct {
 type Registry struct {
 	confirmer Confirmer
 
-	mu    sync.RWMutex
-	tools map[string]*Tool
+	mu     sync.RWMutex
+	tools  map[string]*Tool
+	owners map[string]*Source // the source holding each name; absent for tools registered directly
 
 	watchMu  sync.Mutex
 	watchers map[int]func()
@@ -42,7 +43,7 @@ type Registry struct {
 
 // NewRegistry returns an empty registry. A nil opts means no confirmer.
 func NewRegistry(opts *RegistryOptions) *Registry {
-	r := &Registry{tools: make(map[string]*Tool)}
+	r := &Registry{tools: make(map[string]*Tool), owners: make(map[string]*Source)}
 	if opts != nil {
 		r.confirmer = opts.Confirmer
 	}
@@ -73,6 +74,22 @@ func (r *Registry) RegisterAll(tools []*Tool) error {
 // be reused. Names in remove that are not registered are ignored. Sources use
 // it to apply a changed tool listing in one step.
 func (r *Registry) Replace(remove []string, add []*Tool) error {
+	if err := r.check(add); err != nil {
+		return err
+	}
+	leaving := make(map[string]bool, len(remove))
+	for _, n := range remove {
+		leaving[n] = true
+	}
+	if err := r.swap(remove, add, leaving); err != nil {
+		return err
+	}
+	r.notify()
+	return nil
+}
+
+// check applies RegisterAll's checks to a batch, without the lock.
+func (r *Registry) check(add []*Tool) error {
 	var errs []error
 	batch := make(map[string]bool, len(add))
 	for i, t := range add {
@@ -92,18 +109,7 @@ func (r *Registry) Replace(remove []string, add []*Tool) error {
 		}
 		batch[t.Name] = true
 	}
-	if len(errs) > 0 {
-		return errors.Join(errs...)
-	}
-	leaving := make(map[string]bool, len(remove))
-	for _, n := range remove {
-		leaving[n] = true
-	}
-	if err := r.swap(remove, add, leaving); err != nil {
-		return err
-	}
-	r.notify()
-	return nil
+	return errors.Join(errs...)
 }
 
 // swap applies a checked Replace under the lock.
@@ -120,7 +126,7 @@ func (r *Registry) swap(remove []string, add []*Tool, leaving map[string]bool) e
 		return errors.Join(errs...)
 	}
 	for _, n := range remove {
-		delete(r.tools, n)
+		r.deleteLocked(n)
 	}
 	for _, t := range add {
 		r.tools[t.Name] = t
@@ -128,11 +134,27 @@ func (r *Registry) swap(remove []string, add []*Tool, leaving map[string]bool) e
 	return nil
 }
 
+// deleteLocked removes the named tool, and its name from the source that
+// held it, and reports whether it was registered.
+func (r *Registry) deleteLocked(name string) bool {
+	if _, ok := r.tools[name]; !ok {
+		return false
+	}
+	delete(r.tools, name)
+	if src := r.owners[name]; src != nil {
+		delete(src.names, name)
+		delete(r.owners, name)
+	}
+	return true
+}
+
 // Watch makes fn run after every change to the registry (tools registered,
-// replaced or deregistered), on the goroutine that made the change and
-// after the change is visible. A sink such as the gateway uses it to tell
-// its clients that the tool list changed. fn must not block for long. The
-// returned function stops the watching.
+// replaced or deregistered), on the goroutine that made the change, after
+// the change is visible and with none of the registry's locks held, so fn
+// may call back into the registry (and into the source that made the
+// change, see [Source]). A sink such as the gateway uses it to tell its
+// clients that the tool list changed. fn must not block for long. The
+// returned function stops the watching; it too may be called from fn.
 func (r *Registry) Watch(fn func()) (stop func()) {
 	r.watchMu.Lock()
 	defer r.watchMu.Unlock()
@@ -167,8 +189,7 @@ func (r *Registry) Deregister(names ...string) int {
 	r.mu.Lock()
 	n := 0
 	for _, name := range names {
-		if _, ok := r.tools[name]; ok {
-			delete(r.tools, name)
+		if r.deleteLocked(name) {
 			n++
 		}
 	}

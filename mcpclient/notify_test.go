@@ -1,0 +1,153 @@
+package mcpclient
+
+import (
+	"encoding/json"
+	"maps"
+	"net/http"
+	"slices"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+	"github.com/toolwire/toolwire/tool"
+)
+
+// Issue 12.10: the registry's watchers and the catalog's run with none of
+// the server's locks held, so a watcher that calls back into the server
+// (Status, Session, Tools, as the docs invite) neither deadlocks a
+// re-listing nor Close.
+func TestWatchersMayCallBackIntoTheServer(t *testing.T) {
+	t.Parallel()
+	ctx := boundedCtx(t, waitTime)
+	srv, url := notifyingServer(t)
+	reg := confirmingRegistry()
+	var server atomic.Pointer[Server]
+	var mu sync.Mutex
+	var seen []State // what the watchers saw, through the server
+	look := func() {
+		if s := server.Load(); s != nil {
+			st := s.Status()
+			_ = s.Session()
+			_ = s.Tools()
+			mu.Lock()
+			seen = append(seen, st.State)
+			mu.Unlock()
+		}
+	}
+	stopReg := reg.Watch(look)
+	defer stopReg()
+	// Not connect(): its cleanup would Close again and, were Close
+	// deadlocked, hang the test run instead of failing this test.
+	s, err := Connect(ctx, httpConfig("srv", url), reg, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	server.Store(s)
+	stopCat := s.Watch(look, nil)
+	defer stopCat()
+
+	// A re-listing changes the registry from the supervisor goroutine.
+	srv.AddTool(&mcp.Tool{Name: "gamma", InputSchema: json.RawMessage(`{"type":"object"}`)}, answer("gamma"))
+	waitFor(t, "srv__gamma registered", func() bool { return reg.Has("srv__gamma") })
+
+	closed := make(chan error, 1)
+	go func() { closed <- s.Close() }()
+	select {
+	case <-closed:
+	case <-ctx.Done():
+		t.Fatal("Close did not return: a watcher calling back into the server deadlocked it")
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	// The re-listing's change, the registry's change at Close and the
+	// catalog's at Close all reached a watcher that called back.
+	if len(seen) < 3 || seen[len(seen)-1] != Stopped {
+		t.Errorf("watchers saw states %v; want at least three calls, the last once stopped", seen)
+	}
+	if reg.Len() != 0 {
+		t.Errorf("registry holds %v after Close", toolNames(reg))
+	}
+}
+
+// A catalog watcher may stop itself from inside its call.
+func TestCatalogWatcherMayStopItself(t *testing.T) {
+	t.Parallel()
+	var w watchers
+	calls := 0
+	var stop func()
+	stop = w.add(watcher{changed: func() { calls++; stop() }})
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		w.each(func(x watcher) { x.changed() })
+		w.each(func(x watcher) { x.changed() })
+	}()
+	select {
+	case <-done:
+	case <-time.After(waitTime):
+		t.Fatal("a watcher stopping itself deadlocked")
+	}
+	if calls != 1 {
+		t.Errorf("the watcher ran %d times, want once (it stopped itself)", calls)
+	}
+}
+
+// Issue 12.1: a running server that sees a look-alike tool appear gives
+// every tool the name a fresh start with the same listing gives it, so
+// approvals and role globs that name a tool reach that tool in every run.
+func TestNamesAgreeBetweenARelistingAndAFreshStart(t *testing.T) {
+	t.Parallel()
+	obj := json.RawMessage(`{"type":"object"}`)
+	srv := mcp.NewServer(&mcp.Implementation{Name: "lookalike", Version: "0"}, nil)
+	srv.AddTool(&mcp.Tool{Name: "a_b", InputSchema: obj}, answer("a_b"))
+	url := serveHTTP(t, mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return srv }, nil))
+	running := confirmingRegistry()
+	connect(t, httpConfig("h", url), running, nil)
+	holder := func() string {
+		tl, _ := running.Lookup("h__a_b")
+		if tl == nil {
+			return ""
+		}
+		return tl.Origin.Name
+	}
+	if got := holder(); got != "a_b" {
+		t.Fatalf("h__a_b is %q, want a_b", got)
+	}
+
+	srv.AddTool(&mcp.Tool{Name: "a.b", InputSchema: obj}, answer("a.b"))
+	waitFor(t, "a.b registered", func() bool { return running.Len() == 2 })
+	if got := holder(); got != "a_b" {
+		t.Errorf("after the relisting h__a_b is %q: the name moved from a_b to another tool", got)
+	}
+
+	fresh := confirmingRegistry()
+	connect(t, httpConfig("h", url), fresh, nil)
+	origins := func(reg *tool.Registry) map[string]string {
+		m := map[string]string{}
+		for _, tl := range reg.List() {
+			m[tl.Name] = tl.Origin.Name
+		}
+		return m
+	}
+	a, b := origins(running), origins(fresh)
+	if len(a) != 2 || len(b) != 2 {
+		t.Fatalf("running holds %v, fresh holds %v; want two tools each", a, b)
+	}
+	for name, orig := range a {
+		if b[name] != orig {
+			t.Errorf("%s is %q in the running server and %q after a fresh start", name, orig, b[name])
+		}
+	}
+	if a["h__a_b"] != "a_b" {
+		t.Errorf("h__a_b is %q, want a_b (the exact name keeps the plain name)", a["h__a_b"])
+	}
+	ex := tool.NewExecutor(running, nil)
+	names := slices.Sorted(maps.Keys(a))
+	for _, name := range names {
+		if res := call(t, ex, name, `{}`); res.Text() != a[name] {
+			t.Errorf("%s answered %q, want %q", name, res.Text(), a[name])
+		}
+	}
+}

@@ -1,10 +1,14 @@
 package mcpclient
 
 import (
+	"context"
 	"encoding/json"
+	"errors"
+	"log/slog"
 	"maps"
 	"net/http"
 	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -148,6 +152,51 @@ func TestNamesAgreeBetweenARelistingAndAFreshStart(t *testing.T) {
 	for _, name := range names {
 		if res := call(t, ex, name, `{}`); res.Text() != a[name] {
 			t.Errorf("%s answered %q, want %q", name, res.Text(), a[name])
+		}
+	}
+}
+
+// Issue 12.14: a re-listing that Close cuts short, because toolwire is
+// exiting, says nothing.
+func TestRelistingCutShortByCloseSaysNothing(t *testing.T) {
+	t.Parallel()
+	ctx := boundedCtx(t, waitTime)
+	srv := mcp.NewServer(&mcp.Implementation{Name: "slowlist", Version: "0"}, nil)
+	srv.AddTool(&mcp.Tool{Name: "alpha", InputSchema: json.RawMessage(`{"type":"object"}`)}, answer("alpha"))
+	var lists atomic.Int32
+	listing := make(chan struct{}) // closed when the second tools/list arrives
+	release := make(chan struct{})
+	srv.AddReceivingMiddleware(func(next mcp.MethodHandler) mcp.MethodHandler {
+		return func(ctx context.Context, method string, req mcp.Request) (mcp.Result, error) {
+			if method == "tools/list" && lists.Add(1) == 2 {
+				close(listing)
+				<-release // answers only once Close has begun
+				return nil, errors.New("too late")
+			}
+			return next(ctx, method, req)
+		}
+	})
+	url := serveHTTP(t, mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return srv }, nil))
+	logs := &logRecords{}
+	s, err := Connect(ctx, httpConfig("srv", url), confirmingRegistry(), &Options{Logger: slog.New(logs)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The server's DELETE handling waits for the listing's handler, so it
+	// must end: once Close has cancelled the re-listing.
+	context.AfterFunc(s.stopCtx, func() { close(release) })
+	srv.AddTool(&mcp.Tool{Name: "beta", InputSchema: json.RawMessage(`{"type":"object"}`)}, answer("beta"))
+	select {
+	case <-listing:
+	case <-ctx.Done():
+		t.Fatal("the server never saw the re-listing")
+	}
+	if err := s.Close(); err != nil {
+		t.Errorf("Close() = %v", err)
+	}
+	for _, l := range logs.lines() {
+		if strings.HasPrefix(l, "WARN") || strings.HasPrefix(l, "ERROR") {
+			t.Errorf("logged %q while closing; want nothing above info", l)
 		}
 	}
 }

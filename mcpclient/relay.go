@@ -340,7 +340,7 @@ func (s *Server) applyLogLevel(ctx context.Context) error {
 // session and tells the watchers. Failures are logged: the session serves
 // tools without them.
 func (s *Server) restoreSession(ctx context.Context) {
-	if err := s.applyLogLevel(ctx); err != nil {
+	if err := s.applyLogLevel(ctx); err != nil && ctx.Err() == nil {
 		s.logger.Warn("could not set the log level", "server", s.cfg.Name, "error", err)
 	}
 	s.mu.Lock()
@@ -350,7 +350,7 @@ func (s *Server) restoreSession(ctx context.Context) {
 	}
 	s.mu.Unlock()
 	for _, uri := range uris {
-		if err := s.Subscribe(ctx, uri); err != nil {
+		if err := s.Subscribe(ctx, uri); err != nil && ctx.Err() == nil {
 			s.logger.Warn("could not subscribe to a resource", "server", s.cfg.Name, "uri", uri, "error", err)
 		}
 	}

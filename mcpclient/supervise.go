@@ -113,6 +113,11 @@ func (s *Server) refresh(c *conn) {
 	s.mu.Unlock()
 	var tools []*tool.Tool
 	d, err := s.discover(s.stopCtx, c)
+	if s.stopCtx.Err() != nil {
+		// Close cut the re-listing short: toolwire is exiting, the
+		// tools are about to go, and nothing failed worth a word.
+		return
+	}
 	switch {
 	case errors.Is(err, ErrPinsUnavailable):
 		s.logger.Error("tools changed, but they cannot be checked against their pins; withdrawing every tool of the server until they can",

@@ -95,8 +95,8 @@ func TestLogFillsTimeOnlyWhenMissing(t *testing.T) {
 
 func TestLogRedactsBeforeTheSink(t *testing.T) {
 	mem := &audit.Memory{}
-	l := audit.NewLog(mem, &audit.LogOptions{Redactor: audit.NewSecrets("hunter2")})
-	l.Record(audit.Event{Kind: audit.CallErrored, Error: "bad password hunter2", Batch: "b", Index: 4})
+	l := audit.NewLog(mem, &audit.LogOptions{Redactor: audit.NewSecrets("hunter22")})
+	l.Record(audit.Event{Kind: audit.CallErrored, Error: "bad password hunter22", Batch: "b", Index: 4})
 	evs := mem.Events()
 	if len(evs) != 1 || evs[0].Error != "bad password [REDACTED]" || evs[0].Kind != audit.CallErrored || evs[0].Index != 4 {
 		t.Errorf("sink got %+v", evs)
@@ -163,14 +163,14 @@ func TestLogDoesNotLogPanicValueQuotingTheSecret(t *testing.T) {
 
 func TestLogIsSafeForConcurrentRecord(t *testing.T) {
 	mem := &audit.Memory{}
-	l := audit.NewLog(mem, &audit.LogOptions{Redactor: audit.NewSecrets("s")})
+	l := audit.NewLog(mem, &audit.LogOptions{Redactor: audit.NewSecrets("s3cr3t-value")})
 	var wg sync.WaitGroup
 	for range 8 {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
 			for range 50 {
-				l.Record(audit.Event{Kind: audit.CallRequested, Error: "s"})
+				l.Record(audit.Event{Kind: audit.CallRequested, Error: "s3cr3t-value"})
 			}
 		}()
 	}

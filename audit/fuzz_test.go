@@ -56,11 +56,11 @@ func FuzzSecretsRedact(f *testing.F) {
 		{"ü-ñ-秘密-äö", "«", "»"},
 		{"call.requested", "", ""},
 		{"12345678", "x", "y"},
-		{"ED]ED]ED]", "", ""},          // overlaps the mask: skipped
-		{"p&ssword", "", ""},           // escapes that byte matching would miss
-		{`password\`, "", ""},          // an escape that byte matching would split
+		{"ED]ED]ED]", "", ""},           // overlaps the mask: skipped
+		{"p&ssword", "", ""},            // escapes that byte matching would miss
+		{`password\`, "", ""},           // an escape that byte matching would split
 		{"tokenabc", "a\tokenabc ", ""}, // an escape that byte matching would split
-		{"e", "s", "rv"},               // too short to mask: skipped
+		{"e", "s", "rv"},                // too short to mask: skipped
 	} {
 		f.Add(seed[0], seed[1], seed[2])
 	}

@@ -48,24 +48,25 @@ func jsonString(s string) (string, map[int]bool) {
 // secret is plain text) not in the raw bytes either.
 func FuzzSecretsRedact(f *testing.F) {
 	for _, seed := range [][3]string{
-		{"sk-123", "token ", " end"},
-		{"abc", "", ""},
-		{`pa"ss`, `x `, ` y`},
+		{"sk-12345", "token ", " end"},
+		{"abcdefgh", "", ""},
+		{`pass"word`, `x `, ` y`},
 		{"multi\nline", "a", "b"},
 		{"tab\there", "", "!"},
-		{"ü-ñ-秘密", "«", "»"},
-		{"kind", "", ""},
-		{"12", "x", "y"},
-		{"ED]", "", ""},       // overlaps the mask: skipped
-		{"p&ss", "", ""},      // escapes that byte matching would miss
-		{`pa\`, "", ""},       // an escape that byte matching would split
-		{"tok", "a\tok ", ""}, // an escape that byte matching would split
+		{"ü-ñ-秘密-äö", "«", "»"},
+		{"call.requested", "", ""},
+		{"12345678", "x", "y"},
+		{"ED]ED]ED]", "", ""},           // overlaps the mask: skipped
+		{"p&ssword", "", ""},            // escapes that byte matching would miss
+		{`password\`, "", ""},           // an escape that byte matching would split
+		{"tokenabc", "a\tokenabc ", ""}, // an escape that byte matching would split
+		{"e", "s", "rv"},                // too short to mask: skipped
 	} {
 		f.Add(seed[0], seed[1], seed[2])
 	}
 	f.Fuzz(func(t *testing.T, secret, before, after string) {
 		text := before + secret + after
-		if secret == "" || !utf8.ValidString(text) || !utf8.ValidString(secret) || overlapsMask(secret) {
+		if !audit.Maskable(secret) || !utf8.ValidString(text) || !utf8.ValidString(secret) || overlapsMask(secret) {
 			t.Skip("not a fair input")
 		}
 		at := time.Date(2025, 6, 7, 8, 9, 10, 0, time.UTC)
@@ -132,4 +133,72 @@ func FuzzSecretsRedact(f *testing.F) {
 			t.Fatalf("marshalled event contains secret %q:\n%s", secret, out)
 		}
 	})
+}
+
+// FuzzSecretsChangeNothingElse checks that masking changes only whole
+// occurrences of a maskable secret: text and JSON holding none come back
+// byte for byte (key order, spacing, escapes and number forms included),
+// and a secret too short to mask changes nothing at all.
+func FuzzSecretsChangeNothingElse(f *testing.F) {
+	for _, seed := range [][2]string{
+		{"sk-12345", `{"b": 1,  "a":"\u0026 x", "c":[1.50e3, true, null]}`},
+		{"e", `{"server":"e","url":"https://e.example/e"}`},
+		{"x", "s x rv x r"},
+		{"hunter22", `"hunter2 hunter 22"`},
+		{"12345678", `[1234567, 123456789e0]`},
+		{"secret-value", "not json at all {"},
+	} {
+		f.Add(seed[0], seed[1])
+	}
+	f.Fuzz(func(t *testing.T, secret, text string) {
+		s := audit.NewSecrets(secret)
+		if !audit.Maskable(secret) {
+			if got := s.String(text); got != text {
+				t.Fatalf("secret %q is too short to mask, yet String(%q) = %q", secret, text, got)
+			}
+			if json.Valid([]byte(text)) {
+				if got, err := s.JSON(json.RawMessage(text)); err != nil || string(got) != text {
+					t.Fatalf("secret %q is too short to mask, yet JSON(%s) = %s, %v", secret, text, got, err)
+				}
+			}
+			return
+		}
+		if !strings.Contains(text, secret) {
+			if got := s.String(text); got != text {
+				t.Fatalf("String(%q) = %q, though it holds no %q", text, got, secret)
+			}
+		}
+		// A secret in the raw bytes (even one a decoder would read
+		// otherwise, as in invalid UTF-8) is masked; the rest must not be.
+		if !json.Valid([]byte(text)) || strings.Contains(text, secret) || holdsSecret(text, secret) {
+			return
+		}
+		got, err := s.JSON(json.RawMessage(text))
+		if err != nil || string(got) != text {
+			t.Fatalf("JSON(%s) = %s, %v, though no string or number in it holds %q", text, got, err, secret)
+		}
+	})
+}
+
+// holdsSecret reports whether any string, key or number of the JSON
+// document doc, once decoded, contains secret.
+func holdsSecret(doc, secret string) bool {
+	dec := json.NewDecoder(strings.NewReader(doc))
+	dec.UseNumber()
+	for {
+		tok, err := dec.Token()
+		if err != nil {
+			return false // the end, as doc is valid
+		}
+		switch v := tok.(type) {
+		case string:
+			if strings.Contains(v, secret) {
+				return true
+			}
+		case json.Number:
+			if strings.Contains(string(v), secret) {
+				return true
+			}
+		}
+	}
 }

@@ -1,7 +1,15 @@
 package audit
 
 import (
+	"cmp"
+	"context"
+	"errors"
+	"fmt"
+	"io"
 	"log/slog"
+	"maps"
+	"slices"
+	"strings"
 	"sync"
 	"time"
 )
@@ -30,7 +38,28 @@ type LogOptions struct {
 	Redactor Redactor
 	// Logger reports sink failures. Nil means slog.Default().
 	Logger *slog.Logger
+	// Required makes the audit a condition of every call: an executor
+	// refuses a call whose events before it runs cannot be written (see
+	// [Log.Required]), rather than running it unrecorded.
+	Required bool
 }
+
+// ErrClosed is returned by [Log.Record] after [Log.Close].
+var ErrClosed = errors.New("audit log closed")
+
+// Ends reports whether an event of kind k is a call's outcome, the last
+// event of that call: its refusal, its result or its failure.
+func (k Kind) Ends() bool {
+	switch k {
+	case ValidationFailed, ConfirmationRejected, CallExecuted, CallErrored:
+		return true
+	}
+	return false
+}
+
+// ReasonShutdown is the Reason of the outcome [Log.Close] writes for a call
+// that had not ended when the log was closed.
+const ReasonShutdown = "shutdown"
 
 // Log records events: it redacts each one, then writes it to its sink. It is
 // safe for concurrent use. A nil *Log records nothing, so callers need not
@@ -40,7 +69,13 @@ type Log struct {
 	sink     Sink
 	redactor Redactor
 	logger   *slog.Logger
+	required bool
 	failures int
+	closed   bool
+	// open holds the call.requested event of every call without an
+	// outcome yet, so that Close can give each one.
+	open  map[callKey]Event
+	ended chan struct{} // signalled (without blocking) when a call ends
 	// buf is the event being redacted and written. Handing the sink and
 	// the redactor a pointer to a field of the (already heap-allocated)
 	// Log, under mu, spares every event its own heap copy.
@@ -53,9 +88,10 @@ func NewLog(sink Sink, opts *LogOptions) *Log {
 	if sink == nil {
 		return nil
 	}
-	l := &Log{sink: sink, logger: slog.Default()}
+	l := &Log{sink: sink, logger: slog.Default(), open: map[callKey]Event{}, ended: make(chan struct{}, 1)}
 	if opts != nil {
 		l.redactor = opts.Redactor
+		l.required = opts.Required
 		if opts.Logger != nil {
 			l.logger = opts.Logger
 		}
@@ -63,26 +99,114 @@ func NewLog(sink Sink, opts *LogOptions) *Log {
 	return l
 }
 
-// Record redacts ev and writes it. A sink error is reported to the logger and
-// counted (see [Log.Failures]); it does not stop the call being audited.
-func (l *Log) Record(ev Event) {
+// callKey identifies a call in the log.
+type callKey struct {
+	batch string
+	index int
+}
+
+// Record redacts ev and writes it, and returns the sink's error. A sink
+// error is also reported to the logger and counted (see [Log.Failures]);
+// whether it stops the call being audited is the caller's decision (see
+// [Log.Required]). A nil Log records nothing and returns nil.
+func (l *Log) Record(ev Event) error {
 	if l == nil {
-		return
+		return nil
 	}
 	if ev.Time.IsZero() {
 		ev.Time = time.Now()
 	}
 	l.mu.Lock()
 	defer l.mu.Unlock()
+	if l.closed {
+		l.failures++
+		l.logger.Error("audit: write after close", "kind", string(ev.Kind))
+		return ErrClosed
+	}
+	return l.write(ev)
+}
+
+// write is Record under l.mu.
+func (l *Log) write(ev Event) error {
+	key, kind := callKey{ev.Batch, ev.Index}, ev.Kind
 	l.buf = ev
 	if l.redactor != nil {
 		l.redact(&l.buf)
 	}
-	if err := l.sink.Write(&l.buf); err != nil {
-		l.failures++
-		l.logger.Error("audit: write failed", "kind", string(l.buf.Kind), "err", err)
-	}
+	err := l.sink.Write(&l.buf)
 	l.buf = Event{} // drop references to the event's data
+	if err != nil {
+		l.failures++
+		l.logger.Error("audit: write failed", "kind", string(kind), "err", err)
+	}
+	// Tracked by the kind before redaction, which may replace it.
+	switch {
+	case ev.Batch == "":
+	case kind == CallRequested && err == nil:
+		l.open[key] = Event{Kind: CallErrored, Batch: ev.Batch, Index: ev.Index, CallID: ev.CallID, Caller: ev.Caller,
+			Tool: ev.Tool, Source: ev.Source, Original: ev.Original, Tier: ev.Tier}
+	case kind.Ends():
+		delete(l.open, key)
+		select {
+		case l.ended <- struct{}{}:
+		default:
+		}
+	}
+	return err
+}
+
+// Required reports whether the log was opened with
+// [LogOptions].Required: a call whose events cannot be written must not
+// run. A nil Log is not required.
+func (l *Log) Required() bool { return l != nil && l.required }
+
+// Close ends the log: it waits, until ctx is done, for every call recorded
+// as requested to record its outcome; writes for each call still open a
+// call.errored event with Reason [ReasonShutdown], so that every
+// call.requested in the log has an outcome; and closes the sink if it is an
+// [io.Closer]. Later Records fail with [ErrClosed]. A nil Log closes
+// nothing.
+func (l *Log) Close(ctx context.Context) error {
+	if l == nil {
+		return nil
+	}
+wait:
+	for {
+		l.mu.Lock()
+		n := len(l.open)
+		l.mu.Unlock()
+		if n == 0 {
+			break
+		}
+		select {
+		case <-l.ended:
+		case <-ctx.Done():
+			break wait
+		}
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.closed {
+		return ErrClosed
+	}
+	var errs []error
+	keys := slices.SortedFunc(maps.Keys(l.open), func(a, b callKey) int {
+		return cmp.Or(strings.Compare(a.batch, b.batch), a.index-b.index)
+	})
+	for _, k := range keys {
+		ev := l.open[k]
+		ev.Time = time.Now()
+		ev.Reason = ReasonShutdown
+		ev.Error = "toolwire shut down before the call ended; its outcome is not known"
+		if err := l.write(ev); err != nil {
+			errs = append(errs, fmt.Errorf("call %d of batch %s: %w", ev.Index, ev.Batch, err))
+		}
+	}
+	l.closed = true
+	if c, ok := l.sink.(io.Closer); ok {
+		errs = append(errs, c.Close())
+	}
+	return errors.Join(errs...)
 }
 
 // Failures returns how many events the sink failed to store.

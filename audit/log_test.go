@@ -2,7 +2,9 @@ package audit_test
 
 import (
 	"bytes"
+	"context"
 	"errors"
+	"fmt"
 	"log/slog"
 	"strings"
 	"sync"
@@ -95,8 +97,8 @@ func TestLogFillsTimeOnlyWhenMissing(t *testing.T) {
 
 func TestLogRedactsBeforeTheSink(t *testing.T) {
 	mem := &audit.Memory{}
-	l := audit.NewLog(mem, &audit.LogOptions{Redactor: audit.NewSecrets("hunter2")})
-	l.Record(audit.Event{Kind: audit.CallErrored, Error: "bad password hunter2", Batch: "b", Index: 4})
+	l := audit.NewLog(mem, &audit.LogOptions{Redactor: audit.NewSecrets("hunter22")})
+	l.Record(audit.Event{Kind: audit.CallErrored, Error: "bad password hunter22", Batch: "b", Index: 4})
 	evs := mem.Events()
 	if len(evs) != 1 || evs[0].Error != "bad password [REDACTED]" || evs[0].Kind != audit.CallErrored || evs[0].Index != 4 {
 		t.Errorf("sink got %+v", evs)
@@ -163,14 +165,14 @@ func TestLogDoesNotLogPanicValueQuotingTheSecret(t *testing.T) {
 
 func TestLogIsSafeForConcurrentRecord(t *testing.T) {
 	mem := &audit.Memory{}
-	l := audit.NewLog(mem, &audit.LogOptions{Redactor: audit.NewSecrets("s")})
+	l := audit.NewLog(mem, &audit.LogOptions{Redactor: audit.NewSecrets("s3cr3t-value")})
 	var wg sync.WaitGroup
 	for range 8 {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
 			for range 50 {
-				l.Record(audit.Event{Kind: audit.CallRequested, Error: "s"})
+				l.Record(audit.Event{Kind: audit.CallRequested, Error: "s3cr3t-value"})
 			}
 		}()
 	}
@@ -184,4 +186,99 @@ func TestLogIsSafeForConcurrentRecord(t *testing.T) {
 			t.Fatalf("event not redacted: %+v", ev)
 		}
 	}
+}
+
+// closableSink is a Memory that records being closed.
+type closableSink struct {
+	audit.Memory
+	closed bool
+}
+
+func (c *closableSink) Close() error { c.closed = true; return nil }
+
+func TestLogRecordReturnsTheSinkError(t *testing.T) {
+	logger, _ := bufLogger()
+	f := &flakySink{fail: map[int]bool{2: true}}
+	l := audit.NewLog(f, &audit.LogOptions{Logger: logger, Required: true})
+	if err := l.Record(audit.Event{Kind: audit.ServerStarted}); err != nil {
+		t.Errorf("first Record = %v, want nil", err)
+	}
+	if err := l.Record(audit.Event{Kind: audit.ServerStopped}); err == nil || !strings.Contains(err.Error(), "disk full") {
+		t.Errorf("second Record = %v, want the sink's error", err)
+	}
+	if !l.Required() {
+		t.Error("Required() = false for a log opened with Required")
+	}
+	if audit.NewLog(f, nil).Required() || (*audit.Log)(nil).Required() {
+		t.Error("Required() = true for a log opened without it")
+	}
+}
+
+// TestLogCloseGivesEveryRequestedCallAnOutcome: a call still running when
+// the log closes gets a call.errored "shutdown" outcome, one that ended
+// gets none more, and the sink is closed.
+func TestLogCloseGivesEveryRequestedCallAnOutcome(t *testing.T) {
+	sink := &closableSink{}
+	l := audit.NewLog(sink, nil)
+	for i := range 3 {
+		l.Record(audit.Event{Kind: audit.CallRequested, Batch: "b1", Index: i, Tool: fmt.Sprintf("t%d", i), CallID: fmt.Sprintf("id%d", i), Caller: "alice"})
+	}
+	l.Record(audit.Event{Kind: audit.ValidationFailed, Batch: "b1", Index: 0})
+	l.Record(audit.Event{Kind: audit.ValidationPassed, Batch: "b1", Index: 2})
+	l.Record(audit.Event{Kind: audit.ServerStopped, Source: "demo"})
+
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel() // calls 1 and 2 never end
+	if err := l.Close(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if !sink.closed {
+		t.Error("Close left the sink open")
+	}
+	var outcomes []string
+	for _, ev := range sink.Events()[6:] {
+		if ev.Kind != audit.CallErrored || ev.Reason != audit.ReasonShutdown || ev.Batch != "b1" || ev.Caller != "alice" ||
+			ev.Tool != fmt.Sprintf("t%d", ev.Index) || ev.CallID != fmt.Sprintf("id%d", ev.Index) || ev.Time.IsZero() {
+			t.Errorf("event written at close: %+v", ev)
+		}
+		outcomes = append(outcomes, fmt.Sprint(ev.Index))
+	}
+	if got := strings.Join(outcomes, ","); got != "1,2" {
+		t.Errorf("Close wrote outcomes for calls %q, want 1,2", got)
+	}
+	if err := l.Record(audit.Event{Kind: audit.CallExecuted, Batch: "b1", Index: 1}); !errors.Is(err, audit.ErrClosed) {
+		t.Errorf("Record after Close = %v, want ErrClosed", err)
+	}
+	if n := len(sink.Events()); n != 8 {
+		t.Errorf("%d events after a Record past Close, want 8", n)
+	}
+}
+
+// TestLogCloseWaitsForOpenCallsToEnd: the outcome a call records while
+// Close waits is the one kept.
+func TestLogCloseWaitsForOpenCallsToEnd(t *testing.T) {
+	sink := &closableSink{}
+	l := audit.NewLog(sink, nil)
+	l.Record(audit.Event{Kind: audit.CallRequested, Batch: "b", Index: 0})
+	closed := make(chan error, 1)
+	go func() {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		defer cancel()
+		closed <- l.Close(ctx)
+	}()
+	l.Record(audit.Event{Kind: audit.CallExecuted, Batch: "b", Index: 0})
+	if err := <-closed; err != nil {
+		t.Fatal(err)
+	}
+	if got := kindsOf(sink.Events()); got != "call.requested call.executed" {
+		t.Errorf("events = %s, want the call's own outcome only", got)
+	}
+}
+
+func kindsOf(evs []audit.Event) string {
+	var ks []string
+	for _, ev := range evs {
+		ks = append(ks, string(ev.Kind))
+	}
+	return strings.Join(ks, " ")
 }

@@ -49,8 +49,11 @@ type Options struct {
 	// HTTPClient carries Streamable HTTP and SSE requests. Nil means a
 	// plain client.
 	HTTPClient *http.Client
-	// Secrets, when set, learns every value expanded from a placeholder, so
-	// that the audit log and error messages mask them.
+	// Secrets, when set, learns the server's configured secrets (every
+	// value expanded from a placeholder, the bearer token, and env and
+	// header values named as credentials; see docs/security.md), so that
+	// the audit log, error messages and whatever else masks with it mask
+	// them. A credential too short to mask is reported as a warning.
 	Secrets *audit.Secrets
 	// Audit receives lifecycle events: server started, failed, degraded,
 	// reconnected, stopped, tools changed. Nil means none.
@@ -353,7 +356,11 @@ func (s *Server) expand() (config.Server, error) {
 	if err != nil {
 		return config.Server{}, err
 	}
+	secretValues, warnings := configuredSecrets(s.cfg, expanded, secretValues)
 	s.secrets.Add(secretValues...)
+	for _, w := range warnings {
+		s.logger.Warn(w)
+	}
 	s.expanded = &expanded
 	return expanded, nil
 }

@@ -892,3 +892,62 @@ func TestConnectUnknownTransport(t *testing.T) {
 		t.Errorf("registry holds %v", toolNames(reg))
 	}
 }
+
+// A server's configured secrets are its placeholders' values, its bearer
+// token, and the env and header values named as credentials, literal ones
+// too; other literal values are not, and a credential too short to mask
+// is a warning naming the server and the field, never the value.
+func TestConfiguredSecretsAndShortCredentialWarnings(t *testing.T) {
+	t.Parallel()
+	logs := &logRecords{}
+	secrets := audit.NewSecrets()
+	cfg := stdioConfig("crashy", "crash")
+	cfg.Env["API_TOKEN"] = "tw-literal-secret-77"
+	cfg.Env["LOG_DIR"] = "/var/tmp/crashy-logs"
+	cfg.Env["SHORT_KEY"] = "q7z"
+	cfg.Env["DB_PIN"] = "${PIN}"
+	cfg.Env["TOKEN"] = "${TOKEN}"
+	lookup := func(k string) (string, bool) {
+		switch k {
+		case "PIN":
+			return "4096", true
+		case "TOKEN":
+			return "tw-placeholder-secret-9", true
+		}
+		return "", false
+	}
+	_, _ = Connect(boundedCtx(t, waitTime), cfg, confirmingRegistry(), &Options{Logger: slog.New(logs), LookupEnv: lookup, Secrets: secrets})
+
+	const text = "tw-literal-secret-77 tw-placeholder-secret-9 /var/tmp/crashy-logs q7z 4096"
+	if got, want := secrets.String(text), "[REDACTED] [REDACTED] /var/tmp/crashy-logs q7z 4096"; got != want {
+		t.Errorf("masked %q as %q, want %q", text, got, want)
+	}
+	var warned []string
+	for _, l := range logs.lines() {
+		if strings.HasPrefix(l, "WARN ") && strings.Contains(l, "too short to mask") {
+			warned = append(warned, l)
+			if strings.Contains(l, "q7z") || strings.Contains(l, "4096") {
+				t.Errorf("warning %q shows the value", l)
+			}
+		}
+	}
+	want := []string{
+		`WARN server "crashy": env.DB_PIN (set by ${PIN}): the value is shorter than 8 characters, too short to mask; it is shown in clear wherever the server echoes it`,
+		`WARN server "crashy": env.SHORT_KEY: the value is shorter than 8 characters, too short to mask; it is shown in clear wherever the server echoes it`,
+	}
+	if !slices.Equal(warned, want) {
+		t.Errorf("warnings = %q, want %q", warned, want)
+	}
+}
+
+func TestCredentialName(t *testing.T) {
+	for name, want := range map[string]bool{
+		"API_KEY": true, "GITHUB_TOKEN": true, "X-Api-Key": true, "Authorization": true, "DB_PASSWORD": true,
+		"CLIENT_SECRET": true, "GITHUB_PAT": true, "DB_PASS": true, "Cookie": true,
+		"PATH": false, "LOG_LEVEL": false, "HOME": false, "ROOT_DIR": false, "PINNED": false, "Accept": false,
+	} {
+		if got := credentialName(name); got != want {
+			t.Errorf("credentialName(%q) = %v, want %v", name, got, want)
+		}
+	}
+}

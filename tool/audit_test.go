@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"reflect"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -107,80 +108,69 @@ func TestAuditCancelledBeforeRunIsOneErroredEvent(t *testing.T) {
 	}
 }
 
-// marshalSignal is a structured value that closes a channel when the
-// executor marshals the result holding it, which it does right after the
-// handler has returned, to size the result for the audit log.
-type marshalSignal struct {
-	once sync.Once
-	ch   chan struct{}
+// outcomeSink is a Memory that closes done once it holds the outcome of
+// every call in want.
+type outcomeSink struct {
+	audit.Memory
+	mu   sync.Mutex
+	want map[int]bool
+	done chan struct{}
 }
 
-func newMarshalSignal() *marshalSignal { return &marshalSignal{ch: make(chan struct{})} }
-
-func (m *marshalSignal) MarshalJSON() ([]byte, error) {
-	m.once.Do(func() { close(m.ch) })
-	return []byte(`"signal"`), nil
-}
-
-func TestAuditEventsStayInInputOrderWhenLaterCallsFinishFirst(t *testing.T) {
-	ctx := testContext(t)
-	// Call 2 finishes first, then 1, then 0: each waits until the next
-	// call's result has been produced and is being audited.
-	sig1, sig2 := newMarshalSignal(), newMarshalSignal()
-	var sinkWhileCall0Ran []audit.Event
-	var mem *audit.Memory
-	reg := newRegistry(t, &confirmRecorder{answer: true},
-		&tool.Tool{Name: "c0", Tier: tool.Write, Handler: func(ctx context.Context, _ json.RawMessage) (*tool.Result, error) {
-			if !wait(ctx, sig1.ch) {
-				return nil, ctx.Err()
-			}
-			sinkWhileCall0Ran = mem.Events()
-			spin()
-			return tool.TextResult("zero"), nil
-		}},
-		&tool.Tool{Name: "c1", Tier: tool.Read, Handler: func(ctx context.Context, _ json.RawMessage) (*tool.Result, error) {
-			if !wait(ctx, sig2.ch) {
-				return nil, ctx.Err()
-			}
-			return &tool.Result{Structured: sig1}, nil
-		}},
-		&tool.Tool{Name: "c2", Tier: tool.Read, Handler: func(context.Context, json.RawMessage) (*tool.Result, error) {
-			return &tool.Result{Structured: sig2, IsError: true, Content: []tool.Content{&tool.Text{Text: "two failed"}}}, nil
-		}},
-	)
-	ex, m := newAuditedExecutor(reg, false)
-	mem = m
-	results := ex.Run(ctx, []tool.Call{{Name: "c0", ID: "id0"}, {Name: "c1", ID: "id1"}, {Name: "c2", ID: "id2"}})
-	wantText(t, results[0], "zero")
-	if results[1].IsError || results[1].Structured != sig1 {
-		t.Errorf("result 1 = %+v", results[1])
+func (o *outcomeSink) Write(ev *audit.Event) error {
+	if err := o.Memory.Write(ev); err != nil {
+		return err
 	}
-	wantError(t, results[2], tool.ReasonTool)
-
-	// While call 0 ran, calls 1 and 2 had passed validation and produced
-	// their results, yet nothing of theirs may have reached the sink.
-	for _, ev := range sinkWhileCall0Ran {
-		if ev.Index != 0 {
-			t.Errorf("event %s of call %d reached the sink while call 0 was running", ev.Kind, ev.Index)
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	if ev.Kind.Ends() && o.want[ev.Index] {
+		delete(o.want, ev.Index)
+		if len(o.want) == 0 {
+			close(o.done)
 		}
 	}
-	if got, want := kinds(sinkWhileCall0Ran), []audit.Kind{audit.CallRequested, audit.ValidationPassed, audit.ConfirmationRequested, audit.ConfirmationAccepted}; !reflect.DeepEqual(got, want) {
-		t.Errorf("sink while call 0 ran = %v, want %v", got, want)
-	}
+	return nil
+}
 
-	evs := mem.Events()
+// TestAuditEventIsWrittenWhenItsStepHappens: call 0 of a batch runs until
+// the outcomes of calls 1 and 2 are in the sink, which a log holding later
+// calls' events until earlier calls end would never let happen. The batch's
+// order stays in the events: one batch id, each call's index and id, and
+// each call's steps in order.
+func TestAuditEventIsWrittenWhenItsStepHappens(t *testing.T) {
+	ctx := testContext(t)
+	sink := &outcomeSink{want: map[int]bool{1: true, 2: true}, done: make(chan struct{})}
+	reg := newRegistry(t, &confirmRecorder{answer: true},
+		&tool.Tool{Name: "c0", Tier: tool.Write, Handler: func(ctx context.Context, _ json.RawMessage) (*tool.Result, error) {
+			if !wait(ctx, sink.done) {
+				return nil, errors.New("the outcomes of calls 1 and 2 never reached the sink while call 0 ran")
+			}
+			return tool.TextResult("zero"), nil
+		}},
+		readTool("c1"),
+		&tool.Tool{Name: "c2", Tier: tool.Read, Handler: func(context.Context, json.RawMessage) (*tool.Result, error) {
+			return &tool.Result{IsError: true, Content: []tool.Content{&tool.Text{Text: "two failed"}}}, nil
+		}},
+	)
+	logger, _ := quietLogger()
+	ex := tool.NewExecutor(reg, &tool.ExecutorOptions{Audit: audit.NewLog(sink, &audit.LogOptions{Logger: logger}), Logger: logger})
+	results := ex.Run(ctx, []tool.Call{{Name: "c0", ID: "id0"}, {Name: "c1", ID: "id1"}, {Name: "c2", ID: "id2"}})
+	wantText(t, results[0], "zero")
+	wantError(t, results[2], tool.ReasonTool)
+
+	evs := sink.Events()
+	if last := evs[len(evs)-1]; last.Index != 0 || last.Kind != audit.CallExecuted {
+		t.Errorf("last event = %s of call %d, want call 0's call.executed", last.Kind, last.Index)
+	}
 	wantPerCall := [][]audit.Kind{
 		{audit.CallRequested, audit.ValidationPassed, audit.ConfirmationRequested, audit.ConfirmationAccepted, audit.CallExecuted},
 		{audit.CallRequested, audit.ValidationPassed, audit.CallExecuted},
 		{audit.CallRequested, audit.ValidationPassed, audit.CallErrored},
 	}
 	perCall := make([][]audit.Kind, 3)
-	for i, ev := range evs {
-		if i > 0 && ev.Index < evs[i-1].Index {
-			t.Errorf("event %d (%s of call %d) follows an event of call %d", i, ev.Kind, ev.Index, evs[i-1].Index)
-		}
-		if want := fmt.Sprintf("id%d", ev.Index); ev.CallID != want || ev.Tool != fmt.Sprintf("c%d", ev.Index) {
-			t.Errorf("event %s of call %d: CallID=%q Tool=%q", ev.Kind, ev.Index, ev.CallID, ev.Tool)
+	for _, ev := range evs {
+		if want := fmt.Sprintf("id%d", ev.Index); ev.Batch != evs[0].Batch || ev.CallID != want || ev.Tool != fmt.Sprintf("c%d", ev.Index) {
+			t.Errorf("event %s of call %d: Batch=%q CallID=%q Tool=%q", ev.Kind, ev.Index, ev.Batch, ev.CallID, ev.Tool)
 		}
 		perCall[ev.Index] = append(perCall[ev.Index], ev.Kind)
 	}
@@ -239,19 +229,38 @@ func TestAuditRecordsSizesButNotContentByDefault(t *testing.T) {
 	}
 }
 
+// TestAuditWithLogArgumentsCarriesArgsAndResult: the arguments audited
+// are the validated bytes the tool was given, not the caller's; refused
+// arguments are audited as they came, since nothing ran.
 func TestAuditWithLogArgumentsCarriesArgsAndResult(t *testing.T) {
-	args := `{"q": "x"}`
+	args := `{"q": "x", "q": "y"}` // the last duplicate wins, as the tool sees it
+	var ran json.RawMessage
+	echo := func(_ context.Context, a json.RawMessage) (*tool.Result, error) {
+		ran = a
+		return tool.TextResult("ok"), nil
+	}
 	failing := func(context.Context, json.RawMessage) (*tool.Result, error) { return nil, errors.New("nope") }
-	ex, mem := newAuditedExecutor(newRegistry(t, nil, readTool("r"), &tool.Tool{Name: "f", Tier: tool.Read, Handler: failing}), true)
-	results := ex.Run(context.Background(), []tool.Call{{Name: "r", Args: json.RawMessage(args)}, {Name: "f"}})
-	evs := mem.Events()
-	if got := kinds(evs); len(got) != 6 {
-		t.Fatalf("kinds = %v", got)
+	ex, mem := newAuditedExecutor(newRegistry(t, nil, &tool.Tool{Name: "r", Tier: tool.Read, Handler: echo},
+		&tool.Tool{Name: "f", Tier: tool.Read, Handler: failing}), true)
+	results := ex.Run(context.Background(), []tool.Call{{Name: "r", Args: json.RawMessage(args)}, {Name: "f"}, {Name: "r", Args: json.RawMessage(`[1]`)}})
+	evs := byCall(mem.Events())
+	if got := len(evs[0]) + len(evs[1]) + len(evs[2]); got != 8 {
+		t.Fatalf("got %d events, want 8: %v", got, evs)
 	}
-	if string(evs[0].Args) != args || evs[0].ArgsBytes != len(args) {
-		t.Errorf("requested event Args=%s ArgsBytes=%d, want the caller's bytes %s", evs[0].Args, evs[0].ArgsBytes, args)
+	if string(ran) != `{"q":"y"}` {
+		t.Fatalf("the tool ran with %s", ran)
 	}
-	for i, ev := range []audit.Event{evs[2], evs[5]} {
+	requested, passed := evs[0][0], evs[0][1]
+	if requested.Kind != audit.CallRequested || requested.Args != nil || requested.ArgsBytes != len(args) {
+		t.Errorf("call.requested Args=%s ArgsBytes=%d, want no Args and the caller's size %d", requested.Args, requested.ArgsBytes, len(args))
+	}
+	if passed.Kind != audit.ValidationPassed || string(passed.Args) != string(ran) || passed.ArgsBytes != len(ran) {
+		t.Errorf("validation.passed Args=%s ArgsBytes=%d, want the bytes that ran, %s", passed.Args, passed.ArgsBytes, ran)
+	}
+	if refused := evs[2][1]; refused.Kind != audit.ValidationFailed || string(refused.Args) != `[1]` {
+		t.Errorf("validation.failed event %s Args=%s, want the refused bytes [1]", refused.Kind, refused.Args)
+	}
+	for i, ev := range []audit.Event{evs[0][2], evs[1][2]} {
 		want, _ := json.Marshal(results[i])
 		if ev.Kind != audit.CallExecuted && ev.Kind != audit.CallErrored {
 			t.Fatalf("event %d is %s", i, ev.Kind)
@@ -260,9 +269,15 @@ func TestAuditWithLogArgumentsCarriesArgsAndResult(t *testing.T) {
 			t.Errorf("%s event Result=%s ResultBytes=%d, want %s", ev.Kind, ev.Result, ev.ResultBytes, want)
 		}
 	}
-	if evs[1].Args != nil {
-		t.Errorf("validation.passed carries Args %s; only call.requested should", evs[1].Args)
+}
+
+// byCall groups a batch's events by call index, in the order written.
+func byCall(evs []audit.Event) map[int][]audit.Event {
+	out := map[int][]audit.Event{}
+	for _, ev := range evs {
+		out[ev.Index] = append(out[ev.Index], ev)
 	}
+	return out
 }
 
 func TestAuditDurationsAndToolOrigin(t *testing.T) {
@@ -361,6 +376,7 @@ func TestAuditFailedRedactionStoresOnlyOpaqueEvents(t *testing.T) {
 			for _, ev := range evs {
 				idx = append(idx, ev.Index)
 			}
+			slices.Sort(idx)
 			if fmt.Sprint(idx) != "[0 0 0 1 1 1 1 2 2]" {
 				t.Errorf("opaque event indexes = %v, want [0 0 0 1 1 1 1 2 2]", idx)
 			}

@@ -37,6 +37,14 @@ type ExecutorOptions struct {
 	LogArguments bool
 	// Logger reports handler panics. Nil means slog.Default().
 	Logger *slog.Logger
+	// Mask, when set, masks the secrets it knows in every result Run
+	// returns (see [Result.Masked]) and in what a tool's source passes to
+	// the caller during a call (progress messages, log lines, requests):
+	// set it for an executor whose results go anywhere a secret must not
+	// (a terminal, a model, a gateway's clients). Nil returns results as
+	// the tools produced them; a caller can still mask one with
+	// [Result.Masked]. The audit log masks with its own redactor either way.
+	Mask *audit.Secrets
 }
 
 // Executor runs calls against a registry: validate, confirm, run, audit.
@@ -46,6 +54,7 @@ type Executor struct {
 	audit   *audit.Log
 	logArgs bool
 	logger  *slog.Logger
+	mask    *audit.Secrets
 }
 
 // NewExecutor returns an executor for reg. A nil opts means defaults.
@@ -54,6 +63,7 @@ func NewExecutor(reg *Registry, opts *ExecutorOptions) *Executor {
 	if opts != nil {
 		e.audit = opts.Audit
 		e.logArgs = opts.LogArguments
+		e.mask = opts.Mask
 		if opts.Logger != nil {
 			e.logger = opts.Logger
 		}
@@ -80,21 +90,35 @@ func (e *Executor) Call(ctx context.Context, name string, args json.RawMessage) 
 // needs confirmation is first shown to the registry's confirmer (with the
 // validated arguments only), and runs only if approved.
 //
-// Audit events are written in input order: all of one call's events come
-// before the next call's, even though calls run concurrently.
+// Each audit event is written when the step it records happens, so the
+// events of concurrent calls interleave; each carries the batch's id and
+// the call's index in it, which keep the batch's order. The arguments
+// audited (with argument logging on) are the validated bytes the tool was
+// given, on validation.passed. With a required audit log
+// ([audit.LogOptions].Required), a call whose events up to its start
+// cannot be written is refused ([ReasonAuditFailed]) instead of run.
 func (e *Executor) Run(ctx context.Context, calls []Call) []*Result {
 	results := make([]*Result, len(calls))
 	if len(calls) == 0 {
 		return results
 	}
-	b := &batch{ex: e, id: newBatchID(), calls: calls, caller: IdentityFrom(ctx), log: newOrderedLog(e.audit, len(calls))}
+	b := &batch{ex: e, id: newBatchID(), calls: calls, caller: IdentityFrom(ctx)}
+	if e.mask != nil {
+		if c := CallerFrom(ctx); c != nil {
+			ctx = WithCaller(ctx, maskCaller(c, e.mask))
+		}
+		defer func() {
+			for i, res := range results {
+				results[i] = res.Masked(e.mask)
+			}
+		}()
+	}
 
 	// Phase 1: look up and validate, in order.
 	var valid []*pending
 	for i := range calls {
 		if p, res := b.prepare(i); res != nil {
 			results[i] = res
-			b.log.finish(i)
 		} else {
 			valid = append(valid, p)
 		}
@@ -124,7 +148,6 @@ type batch struct {
 	id     string
 	calls  []Call
 	caller string // who made the calls, when known
-	log    *orderedLog
 }
 
 // pending is a call that passed phase 1.
@@ -149,12 +172,13 @@ func (b *batch) prepare(i int) (*pending, *Result) {
 	c := b.calls[i]
 	t, ok := b.ex.reg.Lookup(c.Name)
 
+	// The arguments themselves are audited once validated, as the bytes
+	// the tool is given (or, refused, as they came).
 	ev := b.event(i, audit.CallRequested, t)
 	ev.ArgsBytes = len(c.Args)
-	if b.ex.logArgs {
-		ev.Args = loggable(c.Args)
+	if err := b.record(ev); err != nil {
+		return nil, auditFailed(c.Name, err)
 	}
-	b.log.record(i, ev)
 
 	if !ok {
 		res := ErrorResult(ReasonUnknownTool, fmt.Sprintf("unknown tool %q", c.Name))
@@ -182,8 +206,15 @@ func (b *batch) prepare(i int) (*pending, *Result) {
 	}
 	ev = b.event(i, audit.ValidationPassed, t)
 	ev.Duration = time.Since(start)
-	b.log.record(i, ev)
-	return &pending{index: i, tool: t, args: encoded}, nil
+	ev.ArgsBytes = len(encoded)
+	if b.ex.logArgs {
+		ev.Args = encoded
+	}
+	p := &pending{index: i, tool: t, args: encoded}
+	if err := b.record(ev); err != nil {
+		return nil, b.errored(p, auditFailed(c.Name, err), 0)
+	}
+	return p, nil
 }
 
 func (b *batch) rejectArgs(i int, t *Tool, res *Result, d time.Duration) {
@@ -191,12 +222,33 @@ func (b *batch) rejectArgs(i int, t *Tool, res *Result, d time.Duration) {
 	ev.Duration = d
 	ev.Reason = string(res.Reason)
 	ev.Error = res.Message
-	b.log.record(i, ev)
+	if b.ex.logArgs {
+		ev.Args = loggable(b.calls[i].Args)
+	}
+	_ = b.record(ev) // the call ends here either way
+}
+
+// record writes ev now. Its error is returned only when the audit is
+// required, so that the call it records is refused; otherwise the log
+// has reported it and the call goes on.
+func (b *batch) record(ev audit.Event) error {
+	if b.ex.audit == nil {
+		return nil
+	}
+	ev.Time = time.Now()
+	if err := b.ex.audit.Record(ev); err != nil && b.ex.audit.Required() {
+		return err
+	}
+	return nil
+}
+
+// auditFailed is the refusal of a call the required audit could not record.
+func auditFailed(name string, err error) *Result {
+	return ErrorResult(ReasonAuditFailed, fmt.Sprintf("call to %q was refused: the audit log is required and could not record it: %v", name, err))
 }
 
 // execute is phase 2 for one call: confirm if needed, then run.
 func (b *batch) execute(ctx context.Context, p *pending) *Result {
-	defer b.log.finish(p.index)
 	t := p.tool
 	if err := ctx.Err(); err != nil {
 		return b.errored(p, contextResult(err, t.Name), 0)
@@ -221,7 +273,7 @@ func (b *batch) execute(ctx context.Context, p *pending) *Result {
 	ev := b.event(p.index, audit.CallExecuted, t)
 	ev.Duration = d
 	b.sizeResult(&ev, res)
-	b.log.record(p.index, ev)
+	_ = b.record(ev) // the call has run; only the log can report this
 	return res
 }
 
@@ -229,13 +281,17 @@ func (b *batch) execute(ctx context.Context, p *pending) *Result {
 // nil when the call may run.
 func (b *batch) confirm(ctx context.Context, p *pending) *Result {
 	t := p.tool
-	b.log.record(p.index, b.event(p.index, audit.ConfirmationRequested, t))
+	if err := b.record(b.event(p.index, audit.ConfirmationRequested, t)); err != nil {
+		return b.errored(p, auditFailed(t.Name, err), 0)
+	}
 	start := time.Now()
 	ok, err := b.ask(ctx, p)
 	ev := b.event(p.index, audit.ConfirmationAccepted, t)
 	ev.Duration = time.Since(start)
 	if ok && err == nil {
-		b.log.record(p.index, ev)
+		if err := b.record(ev); err != nil {
+			return b.errored(p, auditFailed(t.Name, err), 0)
+		}
 		return nil
 	}
 	msg := fmt.Sprintf("call to %q was declined; do not retry it", t.Name)
@@ -246,7 +302,7 @@ func (b *batch) confirm(ctx context.Context, p *pending) *Result {
 	ev.Kind = audit.ConfirmationRejected
 	ev.Reason = string(ReasonDeclined)
 	ev.Error = msg
-	b.log.record(p.index, ev)
+	_ = b.record(ev)
 	return res
 }
 
@@ -287,7 +343,7 @@ func (b *batch) errored(p *pending, res *Result, d time.Duration) *Result {
 	ev.Reason = string(res.Reason)
 	ev.Error = res.Message
 	b.sizeResult(&ev, res)
-	b.log.record(p.index, ev)
+	_ = b.record(ev)
 	return res
 }
 
@@ -357,57 +413,4 @@ func newBatchID() string {
 	var b [8]byte
 	_, _ = rand.Read(b[:])
 	return hex.EncodeToString(b[:])
-}
-
-// orderedLog writes audit events in input order while calls run
-// concurrently. Events of the call at the cursor (every call before it has
-// finished) are written at once; a later call's events wait in its buffer
-// until the cursor reaches it.
-type orderedLog struct {
-	log *audit.Log
-
-	mu     sync.Mutex
-	cursor int
-	done   []bool
-	held   [][]audit.Event
-}
-
-func newOrderedLog(log *audit.Log, n int) *orderedLog {
-	if log == nil {
-		return &orderedLog{}
-	}
-	return &orderedLog{log: log, done: make([]bool, n), held: make([][]audit.Event, n)}
-}
-
-func (o *orderedLog) record(i int, ev audit.Event) {
-	if o.log == nil {
-		return
-	}
-	ev.Time = time.Now()
-	o.mu.Lock()
-	defer o.mu.Unlock()
-	if i == o.cursor {
-		o.log.Record(ev)
-		return
-	}
-	o.held[i] = append(o.held[i], ev)
-}
-
-// finish marks call i as done and writes whatever the cursor passes.
-func (o *orderedLog) finish(i int) {
-	if o.log == nil {
-		return
-	}
-	o.mu.Lock()
-	defer o.mu.Unlock()
-	o.done[i] = true
-	for o.cursor < len(o.done) && o.done[o.cursor] {
-		o.cursor++
-		if o.cursor < len(o.done) {
-			for _, ev := range o.held[o.cursor] {
-				o.log.Record(ev)
-			}
-			o.held[o.cursor] = nil
-		}
-	}
 }

@@ -50,6 +50,9 @@ const (
 	ReasonCancelled Reason = "cancelled"
 	// ReasonTimeout means the call ran out of time.
 	ReasonTimeout Reason = "timeout"
+	// ReasonAuditFailed means the audit log is required and could not
+	// record the call, so it was refused before it ran.
+	ReasonAuditFailed Reason = "audit_failed"
 )
 
 // Violation is one way the arguments failed the input schema.

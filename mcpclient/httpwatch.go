@@ -119,7 +119,11 @@ type reportCounter struct {
 func (r *reportCounter) Read(p []byte) (int, error) {
 	n, err := r.body.Read(p)
 	r.scan(p[:n])
-	if err == io.EOF {
+	if err == io.EOF && !r.done {
+		if len(r.line) > 0 {
+			r.endLine(r.line)
+			r.line = r.line[:0]
+		}
 		r.endEvent()
 	}
 	return n, err

@@ -35,6 +35,7 @@ type conn struct {
 	// to it).
 	end      context.CancelFunc
 	failures atomic.Int32 // consecutive transport failures of calls
+	cancels  cancellations
 }
 
 // protocolVersion is the MCP version toolwire offers servers. From
@@ -125,8 +126,16 @@ func (s *Server) transport(ctx context.Context, c *conn, cfg config.Server, conn
 		if err != nil {
 			return nil, fmt.Errorf("server %q: %w", cfg.Name, err)
 		}
+		if cfg.Transport == "sse" {
+			return &startedTransport{ctx: ctx, arrivals: &s.arrivals, started: connected,
+				inner: &mcp.SSEClientTransport{Endpoint: cfg.URL, HTTPClient: httpClient}}, nil
+		}
+		// Not the Streamable HTTP connection: the SDK updates it through an
+		// unexported method, which a wrapper would hide. Its HTTP
+		// exchanges are watched instead.
+		httpClient.Transport = &httpWatch{next: httpClient.Transport, arrivals: &s.arrivals}
 		st := &mcp.StreamableClientTransport{Endpoint: cfg.URL, HTTPClient: httpClient, MaxRetries: 2}
-		if s.opts.OAuth != nil && cfg.Transport == "http" {
+		if s.opts.OAuth != nil {
 			h, err := s.oauthHandler(cfg)
 			if err != nil {
 				return nil, fmt.Errorf("server %q: oauth: %w", cfg.Name, err)
@@ -135,17 +144,7 @@ func (s *Server) transport(ctx context.Context, c *conn, cfg config.Server, conn
 				st.OAuthHandler = h
 			}
 		}
-		var inner mcp.Transport = st
-		if cfg.Transport == "sse" {
-			inner = &mcp.SSEClientTransport{Endpoint: cfg.URL, HTTPClient: httpClient}
-		}
-		t := &startedTransport{ctx: ctx, inner: inner, started: connected}
-		if cfg.Transport == "sse" {
-			// Not the Streamable HTTP connection: the SDK updates it through
-			// an unexported method, which a wrapper would hide.
-			t.arrivals = &s.arrivals
-		}
-		return t, nil
+		return &startedTransport{ctx: ctx, inner: st, started: connected}, nil
 	default:
 		return nil, fmt.Errorf("server %q: unknown transport %q (want stdio, http or sse)", cfg.Name, cfg.Transport)
 	}
@@ -212,13 +211,13 @@ func (c *conn) PID() int { return int(c.pid.Load()) }
 // startedTransport starts its inner transport with a context of the
 // connection's lifetime rather than the handshake's (which ends as soon as
 // the connection is up), and reports when it has connected (for stdio: when
-// the child process exists). Its connection counts the log lines and
-// progress reports it reads (see arrivals).
+// the child process exists). With arrivals, its connection is watched (see
+// watchedConn).
 type startedTransport struct {
 	ctx      context.Context
 	inner    mcp.Transport
 	started  func()
-	arrivals *arrivals // counts the reports read; nil: none
+	arrivals *arrivals // counts the reports read; nil: the connection is not wrapped
 }
 
 func (t *startedTransport) Connect(context.Context) (mcp.Connection, error) {
@@ -230,7 +229,7 @@ func (t *startedTransport) Connect(context.Context) (mcp.Connection, error) {
 	if t.arrivals == nil {
 		return conn, nil
 	}
-	return &countingConn{Connection: conn, a: t.arrivals}, nil
+	return &watchedConn{Connection: conn, a: t.arrivals}, nil
 }
 
 // inheritedEnv names the variables a stdio server inherits from toolwire's

@@ -27,6 +27,9 @@ import (
 const (
 	envServer  = "TOOLWIRE_TEST_SERVER"
 	envPIDFile = "TOOLWIRE_TEST_PIDFILE" // when set, the child writes its pid there first
+	// envCancels, when set, names a file to which the custom server
+	// appends the reason of every notifications/cancelled it receives.
+	envCancels = "TOOLWIRE_TEST_CANCELS"
 )
 
 // longName is the 80-character tool name of the custom server.
@@ -64,7 +67,9 @@ func TestMain(m *testing.M) {
 		_, _ = io.Copy(io.Discard, os.Stdin)
 		time.Sleep(time.Hour)
 	case "custom":
-		err = newCustomServer().Run(context.Background(), &mcp.StdioTransport{})
+		srv := newCustomServer()
+		srv.AddReceivingMiddleware(recordCancels)
+		err = srv.Run(context.Background(), &mcp.StdioTransport{})
 	case "slowstart":
 		// A server that needs a while before it answers, as a server
 		// started through npx or reaching a network service does; the
@@ -88,7 +93,13 @@ func TestMain(m *testing.M) {
 // newCustomServer builds the server behind TOOLWIRE_TEST_SERVER=custom. Each
 // plain tool answers with its own name, so a test can tell which original
 // tool a registered name reaches.
-func newCustomServer() *mcp.Server {
+func newCustomServer() *mcp.Server { return customServer(nil) }
+
+// customServer is newCustomServer whose blocking burst also returns when
+// release is closed: an in-process Streamable HTTP server waits for its
+// calls to return before it deletes a session, and a test's cleanup must
+// not wait forever on a call that was never cancelled.
+func customServer(release <-chan struct{}) *mcp.Server {
 	srv := mcp.NewServer(&mcp.Implementation{Name: "custom", Version: "0.0.1"}, nil)
 	obj := json.RawMessage(`{"type":"object"}`)
 	named := func(name string) mcp.ToolHandler {
@@ -111,15 +122,18 @@ func newCustomServer() *mcp.Server {
 		Annotations: &mcp.ToolAnnotations{ReadOnlyHint: true},
 	}, named("guarded"))
 
-	// burst sends n progress reports (1..n of n) and then returns when
-	// "return" is true, or else blocks until the call is cancelled.
+	// burst sends n progress reports (1..n of n), each followed by a log
+	// line when "logs" is true (and the client set a log level), and then
+	// returns when "return" is true, or else blocks until the call is
+	// cancelled.
 	srv.AddTool(&mcp.Tool{
 		Name:        "burst",
-		InputSchema: json.RawMessage(`{"type":"object","properties":{"n":{"type":"integer"},"return":{"type":"boolean"}},"required":["n"]}`),
+		InputSchema: json.RawMessage(`{"type":"object","properties":{"n":{"type":"integer"},"return":{"type":"boolean"},"logs":{"type":"boolean"}},"required":["n"]}`),
 	}, func(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
 		var args struct {
 			N      int  `json:"n"`
 			Return bool `json:"return"`
+			Logs   bool `json:"logs"`
 		}
 		if err := json.Unmarshal(req.Params.Arguments, &args); err != nil {
 			return nil, err
@@ -129,6 +143,9 @@ func newCustomServer() *mcp.Server {
 			err := req.Session.NotifyProgress(ctx, &mcp.ProgressNotificationParams{
 				ProgressToken: token, Progress: float64(i), Total: float64(args.N), Message: fmt.Sprintf("report %d", i),
 			})
+			if err == nil && args.Logs {
+				err = req.Session.Log(ctx, &mcp.LoggingMessageParams{Level: "info", Data: fmt.Sprintf("line %d", i)})
+			}
 			if err != nil {
 				return nil, err
 			}
@@ -136,7 +153,11 @@ func newCustomServer() *mcp.Server {
 		if args.Return {
 			return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: "done"}}}, nil
 		}
-		<-ctx.Done()
+		select {
+		case <-ctx.Done():
+		case <-release:
+			return nil, errors.New("released by the test")
+		}
 		return nil, ctx.Err()
 	})
 	return srv
@@ -292,4 +313,27 @@ func toolNames(reg *tool.Registry) []string {
 		names = append(names, t.Name)
 	}
 	return names
+}
+
+// recordCancels is a receiving middleware that appends the reason of
+// every notifications/cancelled to the file named by envCancels, if set.
+// It runs after the SDK has read the notification, before the session can
+// end: the SDK finishes handling what it read before a session closes.
+func recordCancels(next mcp.MethodHandler) mcp.MethodHandler {
+	path := os.Getenv(envCancels)
+	if path == "" {
+		return next
+	}
+	return func(ctx context.Context, method string, req mcp.Request) (mcp.Result, error) {
+		if p, ok := req.GetParams().(*mcp.CancelledParams); ok && method == "notifications/cancelled" {
+			f, err := os.OpenFile(path, os.O_APPEND|os.O_CREATE|os.O_WRONLY, 0o600)
+			if err != nil {
+				fmt.Fprintf(os.Stderr, "recording a cancellation: %v\n", err)
+			} else {
+				fmt.Fprintln(f, p.Reason)
+				_ = f.Close()
+			}
+		}
+		return next(ctx, method, req)
+	}
 }

@@ -387,9 +387,8 @@ func (a *arrivals) noteRead() {
 func (a *arrivals) noteHandled() {
 	a.mu.Lock()
 	// Never count past what was read: a report written off after the grace
-	// may still be handled late, and a connection that does not count
-	// (Streamable HTTP) hands reports over unread. Counted, either would
-	// let a later report overtake its call's result.
+	// may still be handled late. Counted, it would let a later report
+	// overtake its call's result.
 	if a.handled >= a.read {
 		a.mu.Unlock()
 		return
@@ -443,18 +442,26 @@ func (a *arrivals) catchUp(ctx context.Context) {
 	}
 }
 
-// countingConn counts the reports it reads for [arrivals].
-type countingConn struct {
+// watchedConn counts the reports it reads for [arrivals] and tells the
+// calls' cancel probes of its writes (see noteWrite). Streamable HTTP is
+// watched at the HTTP level instead (see httpWatch).
+type watchedConn struct {
 	mcp.Connection
 	a *arrivals
 }
 
-func (c *countingConn) Read(ctx context.Context) (jsonrpc.Message, error) {
+func (c *watchedConn) Read(ctx context.Context) (jsonrpc.Message, error) {
 	m, err := c.Connection.Read(ctx)
 	if err == nil && relayedNotification(m) {
 		c.a.noteRead()
 	}
 	return m, err
+}
+
+func (c *watchedConn) Write(ctx context.Context, m jsonrpc.Message) error {
+	err := c.Connection.Write(ctx, m)
+	noteWrite(ctx, m, err)
+	return err
 }
 
 // Mask returns err with every secret of the server's configuration (values

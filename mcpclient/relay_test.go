@@ -4,12 +4,15 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
+	"net/http"
 	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"github.com/toolwire/toolwire/config"
 	"github.com/toolwire/toolwire/tool"
 )
@@ -221,25 +224,68 @@ func TestAskSaysWhyARequestIsDeclined(t *testing.T) {
 	}
 }
 
-// The server sends every report of a burst just before its result: the
-// call returns only once all of them reached the caller (the SDK hands the
-// result over before its queued notifications; arrivals holds it back).
-func TestStdioReportsSentBeforeTheResultReachTheCallerFirst(t *testing.T) {
+// The server sends every report of a burst (progress and log lines) just
+// before its result: the call returns only once all of them reached the
+// caller, over every transport (the SDK hands the result over before its
+// queued notifications; arrivals holds it back).
+func TestReportsSentBeforeTheResultReachTheCallerFirst(t *testing.T) {
 	t.Parallel()
-	reg := confirmingRegistry()
-	connect(t, stdioConfig("custom", "custom"), reg, nil)
-	ex := tool.NewExecutor(reg, nil)
-	const n = 20
-	for i := range 20 {
-		rec := &recorder{}
-		res := ex.Call(tool.WithCaller(boundedCtx(t, waitTime), rec), "custom__burst", json.RawMessage(`{"n":20,"return":true}`))
-		if res.IsError || res.Text() != "done" {
-			t.Fatalf("burst = %+v", res)
-		}
-		if got := rec.got(); len(got) != n {
-			t.Fatalf("call %d returned with %d of its %d reports relayed: %+v", i, len(got), n, got)
-		}
+	for _, transport := range []string{"stdio", "sse", "http"} {
+		t.Run(transport, func(t *testing.T) {
+			t.Parallel()
+			cfg := stdioConfig("custom", "custom")
+			switch transport {
+			case "sse":
+				srv := newCustomServer()
+				cfg = config.Server{Name: "custom", Transport: "sse", DefaultTier: "read",
+					URL: serveHTTP(t, mcp.NewSSEHandler(func(*http.Request) *mcp.Server { return srv }, nil))}
+			case "http":
+				srv := newCustomServer()
+				cfg = httpConfig("custom", serveHTTP(t, mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return srv }, nil)))
+			}
+			reg := confirmingRegistry()
+			s := connect(t, cfg, reg, nil)
+			if err := s.SetLogLevel(boundedCtx(t, waitTime), "debug"); err != nil {
+				t.Fatalf("SetLogLevel: %v", err)
+			}
+			ex := tool.NewExecutor(reg, nil)
+			const n = 10
+			for i := range 30 {
+				rec := &logRecorder{}
+				res := ex.Call(tool.WithCaller(boundedCtx(t, waitTime), rec), "custom__burst", json.RawMessage(fmt.Sprintf(`{"n":%d,"return":true,"logs":true}`, n)))
+				if res.IsError || res.Text() != "done" {
+					t.Fatalf("burst = %+v", res)
+				}
+				reports, lines := rec.got(), rec.lines()
+				if len(reports) != n || len(lines) != n {
+					t.Fatalf("call %d returned with %d of its %d progress reports and %d of its %d log lines relayed: %+v %q",
+						i, len(reports), n, len(lines), n, reports, lines)
+				}
+				if last := reports[n-1]; last.Progress != n {
+					t.Fatalf("call %d: the last report relayed is %+v, want progress %d", i, last, n)
+				}
+			}
+		})
 	}
+}
+
+// logRecorder is a recorder that also takes log lines.
+type logRecorder struct {
+	recorder
+	mu  sync.Mutex
+	log []string
+}
+
+func (r *logRecorder) Log(_ context.Context, m tool.LogMessage) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.log = append(r.log, string(m.Data))
+}
+
+func (r *logRecorder) lines() []string {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return append([]string(nil), r.log...)
 }
 
 // waitFor polls cond until it holds or the test's bound passes. The

@@ -512,7 +512,13 @@ func (s *Server) call(ctx context.Context, name string, args json.RawMessage) (*
 		defer s.progress.Delete(token)
 		params.SetProgressToken(token)
 	}
+	cctx, probe := withCancelProbe(cctx)
 	r, err := c.session.CallTool(cctx, params)
+	if err != nil && cctx.Err() != nil && !errors.Is(err, mcp.ErrConnectionClosed) {
+		// The SDK announces the cancellation after returning; Close waits
+		// for it (see cancellations).
+		c.cancels.expect(probe)
+	}
 	s.arrivals.catchUp(cctx)
 	if err != nil {
 		c.noteFailure(err, s.policy.FailureThreshold)
@@ -743,13 +749,23 @@ func (s *Server) statusLocked() Status {
 func (s *Server) PID() int { return s.Status().PID }
 
 // Close stops supervising the server, deregisters its tools and ends the
-// session. For a stdio server it closes the child's stdin, waits for it to
-// exit (then signals it, as the MCP spec describes), and ends anything left
-// in its process group: once Close returns, no process of the server's is
-// running. Close is safe to call more than once; later calls return the
-// first call's result.
+// session. It first lets the server hear of the calls cancelled or timed
+// out just before (their notifications/cancelled are written, waiting at
+// most cancelGrace), so that a server never sees its session end under a
+// call it was not told about. For a stdio server it then closes the
+// child's stdin, waits for it to exit (then signals it, as the MCP spec
+// describes), and ends anything left in its process group: once Close
+// returns, no process of the server's is running. Close is safe to call
+// more than once; later calls return the first call's result.
 func (s *Server) Close() error {
 	s.closeOnce.Do(func() {
+		s.mu.Lock()
+		live := s.conn
+		s.mu.Unlock()
+		if live != nil {
+			// Before stop, which ends an SSE connection's event stream.
+			live.cancels.flush(live.lost)
+		}
 		s.stop()
 		s.mu.Lock()
 		supervising := s.supervising

@@ -357,7 +357,7 @@ func TestServeHTTPOptionsFromConfig(t *testing.T) {
 	}
 	defer ln.Close()
 	var stderr syncBuffer
-	announceAuth(&stderr, gwc, "127.0.0.1:0", ln, &opts, false)
+	announceAuth(&stderr, gwc, "127.0.0.1:0", ln, &opts, false, false)
 	if opts.ResourceURL != "https://mcp.example.com/mcp" {
 		t.Errorf("configured resource URL replaced by %q", opts.ResourceURL)
 	}

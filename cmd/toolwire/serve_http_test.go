@@ -362,7 +362,7 @@ func TestServeHTTPOptionsFromConfig(t *testing.T) {
 		t.Errorf("configured resource URL replaced by %q", opts.ResourceURL)
 	}
 	opts.ResourceURL = ""
-	announceAuth(&stderr, gwc, "localhost:0", ln, &opts, false)
+	announceAuth(&stderr, gwc, "localhost:0", ln, &opts, false, false)
 	_, port, _ := net.SplitHostPort(ln.Addr().String())
 	if want := "http://localhost:" + port + "/mcp"; opts.ResourceURL != want {
 		t.Errorf("default resource URL = %q, want %q", opts.ResourceURL, want)

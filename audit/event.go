@@ -44,6 +44,9 @@ const (
 	ServerReconnected Kind = "server.reconnected" // Attempt, Tools
 	ServerStopped     Kind = "server.stopped"
 	ToolsChanged      Kind = "tools.changed" // Added, Removed, Changed
+	// SessionRefused records a new gateway session refused by a limit:
+	// Caller (when authenticated), Reason (the limit) and Error.
+	SessionRefused Kind = "session.refused"
 	// Tool pinning and size limits; Source names the server and Original
 	// the server's own name for the tool.
 	ToolPinned      Kind = "tool.pinned"      // Fingerprint; Reason "first-use" or "approved"

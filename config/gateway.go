@@ -38,6 +38,15 @@ type Gateway struct {
 	// JWT configures callers authenticated by JWTs of an issuer; nil when
 	// absent.
 	JWT *GatewayJWT
+	// Limits bound sessions, calls and connections over HTTP; nil when
+	// absent (see gatewaylimits.go).
+	Limits *GatewayLimits
+	// AllowedOrigins are the browser origins whose requests are served;
+	// nil when absent.
+	AllowedOrigins []string
+	// TLS has the certificate and key "serve --http" terminates TLS with;
+	// nil when absent.
+	TLS *GatewayTLS
 }
 
 // GatewayJWT configures JWT caller authentication: tokens signed by a key
@@ -67,7 +76,7 @@ type GatewayToken struct {
 }
 
 var (
-	gatewayFields   = []string{"approvals", "tokens", "roles", "resourceURL", "authorizationServers", "jwt"}
+	gatewayFields   = []string{"approvals", "tokens", "roles", "resourceURL", "authorizationServers", "jwt", "limits", "allowedOrigins", "tls"}
 	jwtFields       = []string{"jwksURL", "issuer", "audience", "roleClaim"}
 	jwtRequired     = []string{"jwksURL", "issuer", "audience"}
 	approvalsFields = []string{"write", "destructive", "tools"}
@@ -113,6 +122,19 @@ func (d *decoder) gateway(p pair) *Gateway {
 		case "jwt":
 			jwtPair = &f
 			g.JWT = d.gatewayJWT(f.value, fpath)
+		case "limits":
+			g.Limits = d.gatewayLimits(f.value, fpath)
+		case "allowedOrigins":
+			if list, ok := d.strList(f.value, fpath, true); ok {
+				for i, s := range list {
+					if msg := originProblem(s); msg != "" {
+						d.errorf(f.value.items[i].line, indexPath(fpath, i), "%s", msg)
+					}
+				}
+				g.AllowedOrigins = list
+			}
+		case "tls":
+			g.TLS = d.gatewayTLS(f.value, fpath)
 		default:
 			d.unknownField(f, gpath, gatewayFields)
 		}
@@ -419,6 +441,15 @@ func gatewayNode(g *Gateway) *yaml.Node {
 			addPair(jm, "roleClaim", str(j.RoleClaim))
 		}
 		addPair(m, "jwt", jm)
+	}
+	if g.Limits != nil {
+		addPair(m, "limits", limitsNode(g.Limits))
+	}
+	if g.AllowedOrigins != nil {
+		addPair(m, "allowedOrigins", strList(g.AllowedOrigins))
+	}
+	if g.TLS != nil {
+		addPair(m, "tls", tlsNode(g.TLS))
 	}
 	if len(m.Content) == 0 {
 		return &yaml.Node{Kind: yaml.MappingNode, Style: yaml.FlowStyle}

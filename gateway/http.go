@@ -1,13 +1,19 @@
 package gateway
 
 import (
+	"context"
+	"net"
 	"net/http"
 	"net/url"
 	"sync"
+	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/auth"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"github.com/modelcontextprotocol/go-sdk/oauthex"
+
+	"github.com/toolwire/toolwire/audit"
+	"github.com/toolwire/toolwire/netpolicy"
 )
 
 // HTTPOptions configures [Gateway.Handler].
@@ -33,13 +39,40 @@ type HTTPOptions struct {
 	// ([mcp.DefaultMaxRequestBodyBytes], 4 MiB); a negative value removes
 	// the limit, which no server reachable by untrusted callers should do.
 	MaxBodyBytes int64
+	// Limits bound sessions and calls (see [Limits]); the zero value sets
+	// none.
+	Limits Limits
+	// AllowedOrigins are the browser origins (scheme://host[:port]) whose
+	// requests to /mcp are served; a request with any other Origin header
+	// gets 403. A request without one is not from a browser and is served.
+	AllowedOrigins []string
+	// InsecurePlainBearer accepts bearer tokens over plain HTTP on a
+	// connection to a non-loopback address. Without it such a request gets
+	// 403 before its token is looked at: a token sent in the clear can be
+	// read and replayed by anyone on the path. A gateway behind a TLS
+	// proxy that reaches it over a private network needs it.
+	InsecurePlainBearer bool
+	// Ready reports whether the gateway is ready for new sessions (say,
+	// its required upstreams are connected), for [ReadinessPath]. Nil
+	// means always, while not draining.
+	Ready func() bool
+	// Audit receives the refusals of sessions and calls by the limits,
+	// as the executor's audit events. Nil means none.
+	Audit *audit.Log
+	// Observe, when set, is told of sessions opened, closed and refused
+	// and calls refused or cancelled, for metrics. It is called
+	// synchronously, outside the gateway's locks: it must not block.
+	Observe func(Event)
 }
 
 // MetadataPath is where the protected-resource metadata is served.
 const MetadataPath = "/.well-known/oauth-protected-resource"
 
 // Handler returns the gateway as a Streamable HTTP handler for the path
-// /mcp, plus the protected-resource metadata at [MetadataPath]. With a
+// /mcp, plus the protected-resource metadata at [MetadataPath] and the
+// health endpoints [LivenessPath] and [ReadinessPath]. Requests to /mcp
+// pass, in order: the Origin check, the plain-HTTP bearer check, token
+// verification, the session limits and go-sdk's handler. With a
 // verifier, a request without a valid bearer token gets 401 with a
 // WWW-Authenticate challenge pointing at the metadata; each caller gets a
 // server listing only its role's tools, and its subject is on every audit
@@ -49,7 +82,8 @@ const MetadataPath = "/.well-known/oauth-protected-resource"
 // The handler keeps one MCP server per role, each watching the registry;
 // Close stops them.
 func (g *Gateway) Handler(opts HTTPOptions) *Handler {
-	byRole := &roleServers{g: g, roles: opts.Roles, servers: map[string]*mcp.Server{}}
+	tr := newTracker(opts.Limits, opts.Stateless, opts.Observe, opts.Audit)
+	byRole := &roleServers{g: g, roles: opts.Roles, servers: map[string]*mcp.Server{}, middleware: tr.middleware}
 	mcpHandler := mcp.NewStreamableHTTPHandler(func(req *http.Request) *mcp.Server {
 		if opts.Verifier == nil {
 			return byRole.get("", nil)
@@ -58,28 +92,46 @@ func (g *Gateway) Handler(opts HTTPOptions) *Handler {
 		return byRole.get(role, func(name string) bool { return opts.Roles.allows(role, name) })
 	}, &mcp.StreamableHTTPOptions{Stateless: opts.Stateless, MaxRequestBodyBytes: opts.MaxBodyBytes})
 
-	var h http.Handler = mcpHandler
+	h := tr.wrap(mcpHandler)
 	mux := http.NewServeMux()
+	mux.HandleFunc(LivenessPath, liveness)
+	mux.Handle(ReadinessPath, readiness(opts.Ready, tr))
 	if opts.Verifier != nil {
 		h = requireToken(opts, h)
+		if !opts.InsecurePlainBearer {
+			h = refusePlainBearer(h)
+		}
 		mux.Handle(MetadataPath, auth.ProtectedResourceMetadataHandler(&oauthex.ProtectedResourceMetadata{
 			Resource:               opts.ResourceURL,
 			AuthorizationServers:   opts.AuthorizationServers,
 			BearerMethodsSupported: []string{"header"},
 		}))
 	}
-	mux.Handle("/mcp", h)
-	return &Handler{mux: mux, servers: byRole}
+	mux.Handle("/mcp", checkOrigin(opts.AllowedOrigins, h))
+	return &Handler{mux: mux, servers: byRole, tracker: tr}
 }
 
 // Handler is the gateway's HTTP handler (see [Gateway.Handler]).
 type Handler struct {
 	mux     *http.ServeMux
 	servers *roleServers
+	tracker *tracker
 }
 
-// ServeHTTP serves /mcp and the protected-resource metadata.
+// ServeHTTP serves /mcp, the protected-resource metadata and the health
+// endpoints.
 func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) { h.mux.ServeHTTP(w, r) }
+
+// Drain shuts the gateway's sessions down: from now on a new session is
+// refused with 503 and a new call with an isError result, and readiness
+// answers 503; calls in flight may run for up to grace, then are
+// cancelled (each upstream is sent notifications/cancelled and each call
+// audited as cancelled); Drain waits for them to return, at most until
+// ctx ends, then closes every session. It returns how many calls it
+// cancelled. The HTTP server's Shutdown can then finish at once.
+func (h *Handler) Drain(ctx context.Context, grace time.Duration) int {
+	return h.tracker.drain(ctx, grace)
+}
 
 // Close stops the per-role servers from following the registry. Requests
 // still being served are not interrupted.
@@ -106,11 +158,35 @@ func requireToken(opts HTTPOptions, next http.Handler) http.Handler {
 	})
 }
 
+// refusePlainBearer answers 403 to a request over plain HTTP to a
+// non-loopback address, so that no bearer token is accepted in the clear.
+func refusePlainBearer(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.TLS == nil && !loopbackConn(r) {
+			http.Error(w, "Forbidden: bearer tokens are not accepted over plain HTTP on a non-loopback address; connect with https", http.StatusForbidden)
+			return
+		}
+		next.ServeHTTP(w, r)
+	})
+}
+
+// loopbackConn reports whether r arrived on a connection to a loopback
+// address. Unknown means no.
+func loopbackConn(r *http.Request) bool {
+	addr, ok := r.Context().Value(http.LocalAddrContextKey).(net.Addr)
+	if !ok || addr == nil {
+		return false
+	}
+	host, _, err := net.SplitHostPort(addr.String())
+	return err == nil && netpolicy.IsLoopbackHost(host)
+}
+
 // roleServers keeps one MCP server per role: callers of the same role see
 // the same tools, so they can share it.
 type roleServers struct {
-	g     *Gateway
-	roles Roles
+	g          *Gateway
+	roles      Roles
+	middleware mcp.Middleware // the tracker's, on every server made
 
 	mu      sync.Mutex
 	servers map[string]*mcp.Server
@@ -130,6 +206,7 @@ func (r *roleServers) get(role string, visible func(string) bool) *mcp.Server {
 		return s
 	}
 	made, stop := r.g.Server(visible)
+	made.AddReceivingMiddleware(r.middleware) // before any session can see it
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if s, ok := r.servers[role]; ok {

@@ -27,6 +27,7 @@ func newServeCommand(e *env, g *globalFlags) *cobra.Command {
 		unprefixed               bool
 		maxBody                  int64
 		approveWrite, approveDel string
+		lf                       limitFlags
 	)
 	cmd := &cobra.Command{
 		Use:   "serve (--stdio | --http ADDR)",
@@ -62,7 +63,17 @@ every tool. "toolwire token new" makes a token and its hash.
 
 --max-body BYTES limits the size of a request body over HTTP: a larger one
 is refused with 413 Request Entity Too Large without being parsed.
-0 (the default) keeps go-sdk's limit of 4 MiB.`,
+0 (the default) keeps go-sdk's limit of 4 MiB.
+
+Over HTTP the gateway is bounded (sessions, calls in progress, a per-caller
+rate, connection deadlines), checks the Origin header of browsers, can
+terminate TLS (--tls-cert/--tls-key or gateway.tls, reloaded when the files
+change), answers /healthz and /readyz, and on SIGTERM or SIGINT drains:
+new sessions and calls are refused, calls in progress get --drain-grace,
+then are cancelled upstream. Each limit is also a key of gateway.limits;
+a flag given wins. docs/operations.md lists them with their defaults.
+Bearer tokens are refused over plain HTTP on a non-loopback address unless
+--insecure-plain-http (for a TLS proxy in front).`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			tuneGC(e.lookupEnv) // a long-running command
@@ -81,6 +92,11 @@ is refused with 413 Request Entity Too Large without being parsed.
 			if maxBody < 0 {
 				return &exitError{exitUsage, fmt.Errorf("--max-body %d: give a number of bytes, or 0 for the default of 4 MiB", maxBody)}
 			}
+			if httpAddr == "" {
+				if name := lf.changedAny(cmd.Flags().Changed); name != "" {
+					return &exitError{exitUsage, fmt.Errorf("--%s goes with --http", name)}
+				}
+			}
 			// The gateway section decides whether the address may be
 			// bound, which happens before any server starts.
 			file, err := loadConfig(e, g)
@@ -95,6 +111,7 @@ is refused with 413 Request Entity Too Large without being parsed.
 			var (
 				ln   net.Listener
 				opts gateway.HTTPOptions
+				ops  operations
 			)
 			if httpAddr != "" {
 				if opts, err = httpOptions(cmd.Context(), gwc, stateless); err != nil {
@@ -103,13 +120,23 @@ is refused with 413 Request Entity Too Large without being parsed.
 					}
 					return &exitError{exitUsage, err}
 				}
+				if ops, err = lf.resolve(gwc, cmd.Flags().Changed, e.stderr); err != nil {
+					return &exitError{exitUsage, err}
+				}
 				opts.MaxBodyBytes = maxBody
+				if !cmd.Flags().Changed("max-body") && ops.maxBody > 0 {
+					opts.MaxBodyBytes = ops.maxBody
+				}
+				opts.Limits, opts.AllowedOrigins, opts.InsecurePlainBearer = ops.limits, ops.origins, lf.insecurePlainHTTP
 				authenticated := opts.Verifier != nil
+				if err := exposureProblem(httpAddr, authenticated, ops.server.TLS != nil, lf.insecurePlainHTTP); err != nil {
+					return &exitError{exitUsage, err}
+				}
 				if ln, err = listenGateway(httpAddr, authenticated, insecureNoAuth); err != nil {
 					return &exitError{exitUsage, err}
 				}
 				defer ln.Close()
-				announceAuth(e.stderr, gwc, httpAddr, ln, &opts, insecureNoAuth)
+				announceAuth(e.stderr, gwc, httpAddr, ln, &opts, insecureNoAuth, ops.server.TLS != nil)
 			}
 			// A stateless gateway cannot ask its clients anything, so its
 			// upstreams are not told that they may ask.
@@ -139,9 +166,11 @@ is refused with 413 Request Entity Too Large without being parsed.
 				}
 				return nil
 			}
+			opts.Audit = w.audit
+			opts.Ready = requiredReady(w)
 			h := gw.Handler(opts)
 			defer h.Close()
-			return serveHTTP(cmd.Context(), e, ln, h)
+			return serveHTTP(cmd.Context(), e, ln, h, ops)
 		},
 	}
 	cmd.Flags().BoolVar(&stdio, "stdio", false, "serve MCP on stdin and stdout")
@@ -150,6 +179,7 @@ is refused with 413 Request Entity Too Large without being parsed.
 	cmd.Flags().BoolVar(&unprefixed, "unprefixed", false, "serve tools under their servers' own names (for a single upstream); two tools with the same name are refused at start-up")
 	cmd.Flags().Int64Var(&maxBody, "max-body", 0, "with --http, refuse request bodies larger than `BYTES` with 413 (0: go-sdk's default, 4 MiB)")
 	cmd.Flags().BoolVar(&insecureNoAuth, "insecure-no-auth", false, "with --http and no gateway.tokens or gateway.jwt, accept a non-loopback address: anyone who can reach it may call every tool")
+	lf.register(cmd)
 	cmd.Flags().StringVar(&approveWrite, "approve-write", "elicit", "how write calls are approved: elicit, deny or allow (default: gateway.approvals.write, else elicit)")
 	cmd.Flags().StringVar(&approveDel, "approve-destructive", "elicit", "how destructive calls are approved: elicit, deny or allow (default: gateway.approvals.destructive, else elicit)")
 	return cmd
@@ -277,7 +307,7 @@ func listenGateway(addr string, authenticated, insecure bool) (net.Listener, err
 
 // announceAuth settles the resource URL and says on stderr what protects
 // the gateway, loudly when nothing does.
-func announceAuth(stderr io.Writer, gwc *config.Gateway, addr string, ln net.Listener, opts *gateway.HTTPOptions, insecure bool) {
+func announceAuth(stderr io.Writer, gwc *config.Gateway, addr string, ln net.Listener, opts *gateway.HTTPOptions, insecure, tls bool) {
 	host, _, _ := net.SplitHostPort(addr)
 	if opts.Verifier == nil {
 		if insecure && !netpolicy.IsLoopbackHost(host) {
@@ -304,27 +334,89 @@ func announceAuth(stderr io.Writer, gwc *config.Gateway, addr string, ln net.Lis
 		return
 	}
 	_, port, _ := net.SplitHostPort(ln.Addr().String())
-	opts.ResourceURL = "http://" + net.JoinHostPort(host, port) + "/mcp"
+	scheme := "http"
+	if tls {
+		scheme = "https"
+	}
+	opts.ResourceURL = scheme + "://" + net.JoinHostPort(host, port) + "/mcp"
 }
 
-// serveHTTP serves h (which routes /mcp and the metadata itself) on ln until
-// ctx ends, then shuts down within a bounded time.
-func serveHTTP(ctx context.Context, e *env, ln net.Listener, h http.Handler) error {
-	hs := &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second}
+// serveHTTP serves h (which routes /mcp, the metadata and the health
+// endpoints itself) on ln until ctx ends, then drains: see
+// [gateway.Handler.Drain]. The exit comes at most ops.grace plus
+// drainBound after the signal (docs/operations.md gives the measured
+// time); the caller's deferred closes then end every upstream (and child
+// process) and the audit file.
+func serveHTTP(ctx context.Context, e *env, ln net.Listener, h *gateway.Handler, ops operations) error {
+	hs := gateway.NewHTTPServer(h, ops.server)
 	errc := make(chan error, 1)
-	go func() { errc <- hs.Serve(ln) }()
-	fmt.Fprintf(e.stderr, "toolwire: serving MCP at http://%s/mcp\n", ln.Addr())
+	scheme := "http"
+	if ops.server.TLS != nil {
+		scheme = "https"
+		go func() { errc <- hs.ServeTLS(ln, "", "") }()
+	} else {
+		go func() { errc <- hs.Serve(ln) }()
+	}
+	fmt.Fprintf(e.stderr, "toolwire: serving MCP at %s://%s/mcp\n", scheme, ln.Addr())
 	select {
 	case err := <-errc:
 		return &exitError{exitToolErr, fmt.Errorf("serving http: %w", err)}
 	case <-ctx.Done():
 	}
-	sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	fmt.Fprintf(e.stderr, "toolwire: draining: refusing new sessions and calls, giving calls in progress %s\n", ops.grace)
+	dctx, cancel := context.WithTimeout(context.Background(), ops.grace+drainBound)
 	defer cancel()
+	if n := h.Drain(dctx, ops.grace); n > 0 {
+		fmt.Fprintf(e.stderr, "toolwire: drain: cancelled %d call(s) still in progress after %s\n", n, ops.grace)
+	}
+	// Every session is closed, so no event stream holds a connection;
+	// what is left are idle keep-alive connections.
+	sctx, cancelShutdown := context.WithTimeout(context.Background(), time.Second)
+	defer cancelShutdown()
 	if err := hs.Shutdown(sctx); err != nil {
-		_ = hs.Close() // long-lived event streams never go idle
+		_ = hs.Close()
 	}
 	return nil
+}
+
+// drainBound is how long the drain may take past its grace: for cancelled
+// calls to return (an upstream is sent notifications/cancelled and the
+// call returns without waiting for its answer) and for sessions to close.
+const drainBound = 2 * time.Second
+
+// requiredReady reports the gateway ready when every server the
+// configuration marks required is Ready.
+func requiredReady(w *workspace) func() bool {
+	required := map[string]bool{}
+	for _, s := range w.file.Servers {
+		if s.Required {
+			required[s.Name] = true
+		}
+	}
+	servers := w.manager.Servers()
+	return func() bool {
+		for _, s := range servers {
+			if required[s.Name()] && s.State() != mcpclient.Ready {
+				return false
+			}
+		}
+		return true
+	}
+}
+
+// exposureProblem refuses to serve bearer tokens over plain HTTP on an
+// address other than loopback unless insecure says to: a token sent in
+// the clear can be read and replayed by anyone on the path.
+func exposureProblem(addr string, authenticated, tls, insecure bool) error {
+	host, _, err := net.SplitHostPort(addr)
+	if err != nil {
+		return fmt.Errorf("--http %q: %w", addr, err)
+	}
+	if !authenticated || tls || insecure || netpolicy.IsLoopbackHost(host) {
+		return nil
+	}
+	return fmt.Errorf("--http %q: callers authenticate with bearer tokens, which plain HTTP on a non-loopback address would send in the clear; "+
+		"give --tls-cert and --tls-key (or gateway.tls), or pass --insecure-plain-http when a TLS proxy in front terminates TLS", addr)
 }
 
 type nopWriteCloser struct{ io.Writer }

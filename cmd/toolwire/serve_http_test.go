@@ -357,12 +357,12 @@ func TestServeHTTPOptionsFromConfig(t *testing.T) {
 	}
 	defer ln.Close()
 	var stderr syncBuffer
-	announceAuth(&stderr, gwc, "127.0.0.1:0", ln, &opts, false)
+	announceAuth(&stderr, gwc, "127.0.0.1:0", ln, &opts, false, false)
 	if opts.ResourceURL != "https://mcp.example.com/mcp" {
 		t.Errorf("configured resource URL replaced by %q", opts.ResourceURL)
 	}
 	opts.ResourceURL = ""
-	announceAuth(&stderr, gwc, "localhost:0", ln, &opts, false)
+	announceAuth(&stderr, gwc, "localhost:0", ln, &opts, false, false)
 	_, port, _ := net.SplitHostPort(ln.Addr().String())
 	if want := "http://localhost:" + port + "/mcp"; opts.ResourceURL != want {
 		t.Errorf("default resource URL = %q, want %q", opts.ResourceURL, want)

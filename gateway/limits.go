@@ -1,0 +1,616 @@
+package gateway
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"math"
+	"net"
+	"net/http"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/auth"
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+	"golang.org/x/time/rate"
+
+	"github.com/toolwire/toolwire/audit"
+)
+
+// Limits bound what callers may hold of an HTTP gateway. A zero field sets
+// no limit, so the zero value serves as go-sdk does; [DefaultLimits] are
+// the limits "toolwire serve" applies unless told otherwise.
+//
+// A caller is the authenticated subject when the gateway verifies tokens,
+// else the client's IP address.
+type Limits struct {
+	// SessionIdleTimeout ends a session that has had no request in
+	// progress for this long. Its in-flight calls (if any: a call whose
+	// request is gone) are cancelled. A client that comes back gets 404
+	// and starts a new session, as the transport specifies.
+	SessionIdleTimeout time.Duration
+	// MaxSessions caps the open sessions in total; one more is refused
+	// with 503 and Retry-After.
+	MaxSessions int
+	// MaxSessionsPerCaller caps one caller's open sessions; one more is
+	// refused with 429 and Retry-After.
+	MaxSessionsPerCaller int
+	// MaxCallsPerSession and MaxCallsPerCaller cap the tool calls in
+	// progress at once. A call past either is refused at once with an
+	// isError result naming the limit: never queued, so a burst or a
+	// batch cannot fan out into more upstream calls than the limits allow.
+	MaxCallsPerSession int
+	MaxCallsPerCaller  int
+	// CallRate is the calls per second each caller may start, as a token
+	// bucket holding CallBurst calls (0: the rate rounded up, at least 1).
+	// A call past it is refused like one past a concurrency limit.
+	CallRate  float64
+	CallBurst int
+	// RetryAfter is what a refused session is told to wait; 0 means 1 s.
+	RetryAfter time.Duration
+}
+
+// DefaultLimits are the limits "toolwire serve --http" applies by default
+// (docs/operations.md gives the reasons).
+var DefaultLimits = Limits{
+	SessionIdleTimeout:   30 * time.Minute,
+	MaxSessions:          1000,
+	MaxSessionsPerCaller: 100,
+	MaxCallsPerSession:   64,
+	MaxCallsPerCaller:    128,
+	CallRate:             100,
+	CallBurst:            200,
+	RetryAfter:           time.Second,
+}
+
+// The limits a refusal names, in [Event].Limit, the audit event's Reason
+// and the refusal's text.
+const (
+	LimitSessions          = "max_sessions"
+	LimitSessionsPerCaller = "max_sessions_per_caller"
+	LimitCallsPerSession   = "max_calls_per_session"
+	LimitCallsPerCaller    = "max_calls_per_caller"
+	LimitCallRate          = "call_rate"
+	LimitDraining          = "draining" // the gateway is shutting down
+)
+
+// EventKind says what an [Event] reports.
+type EventKind string
+
+// The events of [HTTPOptions].Observe.
+const (
+	SessionOpened  EventKind = "session.opened"
+	SessionClosed  EventKind = "session.closed"  // End says why
+	SessionRefused EventKind = "session.refused" // Limit says which
+	CallRefused    EventKind = "call.refused"    // Limit says which; Tool names the tool
+	CallsCancelled EventKind = "calls.cancelled" // Calls in flight cancelled by a session's end or the drain; End says which
+)
+
+// How a session ended, in [Event].End.
+const (
+	EndDeleted = "deleted" // the client sent DELETE
+	EndExpired = "expired" // SessionIdleTimeout passed
+	EndDrained = "drained" // the gateway shut down
+	EndClosed  = "closed"  // anything else: the session failed to initialize, or its connection ended
+)
+
+// Event is one thing the HTTP gateway's limits and lifecycle did, for
+// metrics and logs. Caller is the caller's key (see [Limits]); it may be an
+// IP address, so a metric should not use it as a label unbounded.
+type Event struct {
+	Kind   EventKind
+	Caller string
+	Limit  string
+	End    string
+	Tool   string
+	Calls  int
+}
+
+// callerKey returns who a request is from for the limits, and the
+// authenticated subject ("" without one).
+func callerKey(r *http.Request) (key, subject string) {
+	if ti := auth.TokenInfoFromContext(r.Context()); ti != nil && ti.UserID != "" {
+		return "subject:" + ti.UserID, ti.UserID
+	}
+	host, _, err := net.SplitHostPort(r.RemoteAddr)
+	if err != nil {
+		host = r.RemoteAddr
+	}
+	return "ip:" + host, ""
+}
+
+// tracker enforces [Limits] and owns every session's in-flight calls, so a
+// session's end and the gateway's drain can cancel them: go-sdk's session
+// Close waits for calls in flight without cancelling them.
+type tracker struct {
+	limits    Limits
+	stateless bool
+	observe   func(Event)
+	audit     *audit.Log
+
+	mu       sync.Mutex
+	open     int                 // sessions admitted, bound or still initializing
+	sessions map[string]*session // bound sessions by MCP session id
+	callers  map[string]*callerState
+	calls    map[*inflight]struct{}
+	draining bool
+	drained  chan struct{} // closed once draining and no call is in flight
+}
+
+type callerState struct {
+	sessions int
+	calls    int
+	lim      *rate.Limiter
+}
+
+// session is the tracker's view of one MCP session (for a stateless
+// gateway, of one request).
+type session struct {
+	caller, subject string
+	counted         bool // holds a slot of MaxSessions
+
+	// Guarded by tracker.mu.
+	id       string
+	ss       *mcp.ServerSession
+	calls    map[*inflight]struct{}
+	active   int // requests of the session in progress
+	timer    *time.Timer
+	ending   string // why the session is ending; "" while it is not
+	released bool
+}
+
+type inflight struct {
+	s      *session
+	cancel context.CancelCauseFunc
+}
+
+func newTracker(l Limits, stateless bool, observe func(Event), log *audit.Log) *tracker {
+	if observe == nil {
+		observe = func(Event) {}
+	}
+	return &tracker{
+		limits: l, stateless: stateless, observe: observe, audit: log,
+		sessions: map[string]*session{}, callers: map[string]*callerState{}, calls: map[*inflight]struct{}{},
+	}
+}
+
+type trackedKey struct{}
+
+func trackedFrom(ctx context.Context) *session {
+	s, _ := ctx.Value(trackedKey{}).(*session)
+	return s
+}
+
+// wrap admits, tracks and ends sessions around next, go-sdk's handler. It
+// runs after authentication, so the caller is known. The session's state
+// goes into the context of the request that creates it; go-sdk keeps that
+// context's values for every request the session handles.
+func (t *tracker) wrap(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		key, subject := callerKey(r)
+		if t.stateless {
+			s := &session{caller: key, subject: subject}
+			next.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), trackedKey{}, s)))
+			return
+		}
+		sid := r.Header.Get("Mcp-Session-Id")
+		if sid == "" {
+			if r.Method != http.MethodPost {
+				next.ServeHTTP(w, r) // go-sdk answers 400
+				return
+			}
+			s, limit := t.admit(key, subject)
+			if limit != "" {
+				t.refuseSession(w, key, subject, limit)
+				return
+			}
+			next.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), trackedKey{}, s)))
+			t.mu.Lock()
+			s.active--
+			bound := s.ss != nil
+			t.mu.Unlock()
+			if !bound { // not an initialize, or it failed: go-sdk kept no session
+				t.release(s, EndClosed)
+			} else {
+				t.idle(s)
+			}
+			return
+		}
+		s := t.lookup(sid, subject)
+		if s == nil { // unknown, or another caller's: go-sdk answers 404 or 403
+			next.ServeHTTP(w, r)
+			return
+		}
+		if r.Method == http.MethodDelete {
+			// Cancel first: go-sdk's Close, which answers the DELETE,
+			// waits for the calls in flight to return.
+			t.end(s, EndDeleted)
+			next.ServeHTTP(w, r)
+			return
+		}
+		if r.Method == http.MethodPost {
+			t.busy(s)
+			defer t.idle(s)
+		}
+		next.ServeHTTP(w, r)
+	})
+}
+
+// admit reserves a session slot for a caller, or names the limit that
+// refuses it.
+func (t *tracker) admit(key, subject string) (*session, string) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	switch {
+	case t.draining:
+		return nil, LimitDraining
+	case t.limits.MaxSessions > 0 && t.open >= t.limits.MaxSessions:
+		return nil, LimitSessions
+	}
+	c := t.caller(key)
+	if t.limits.MaxSessionsPerCaller > 0 && c.sessions >= t.limits.MaxSessionsPerCaller {
+		return nil, LimitSessionsPerCaller
+	}
+	t.open++
+	c.sessions++
+	return &session{caller: key, subject: subject, counted: true, active: 1, calls: map[*inflight]struct{}{}}, ""
+}
+
+// caller returns key's state, making it. Callers with nothing open and a
+// full bucket are forgotten here, so the map stays as large as the callers
+// that hold something (a full bucket is what a new caller would get).
+func (t *tracker) caller(key string) *callerState {
+	if c, ok := t.callers[key]; ok {
+		return c
+	}
+	if len(t.callers) >= 64 {
+		now := time.Now()
+		for k, c := range t.callers {
+			if c.sessions == 0 && c.calls == 0 && (c.lim == nil || c.lim.TokensAt(now) >= float64(c.lim.Burst())) {
+				delete(t.callers, k)
+			}
+		}
+	}
+	c := &callerState{}
+	if t.limits.CallRate > 0 {
+		burst := t.limits.CallBurst
+		if burst <= 0 {
+			burst = max(1, int(math.Ceil(t.limits.CallRate)))
+		}
+		c.lim = rate.NewLimiter(rate.Limit(t.limits.CallRate), burst)
+	}
+	t.callers[key] = c
+	return c
+}
+
+func (t *tracker) refuseSession(w http.ResponseWriter, key, subject, limit string) {
+	status, msg := http.StatusServiceUnavailable, "the gateway is at its limit of sessions ("+LimitSessions+"); retry later"
+	switch limit {
+	case LimitSessionsPerCaller:
+		status, msg = http.StatusTooManyRequests, "this caller is at its limit of sessions ("+LimitSessionsPerCaller+"); close one or retry later"
+	case LimitDraining:
+		msg = "the gateway is shutting down (" + LimitDraining + ")"
+	}
+	retry := t.limits.RetryAfter
+	if retry <= 0 {
+		retry = time.Second
+	}
+	w.Header().Set("Retry-After", strconv.Itoa(int(math.Ceil(retry.Seconds()))))
+	http.Error(w, msg, status)
+	t.record(audit.Event{Kind: audit.SessionRefused, Caller: subject, Reason: limit, Error: msg})
+	t.observe(Event{Kind: SessionRefused, Caller: key, Limit: limit})
+}
+
+// bind records the go-sdk session an admitted session became, once its
+// initialize succeeded, and releases its slot when the session ends.
+func (t *tracker) bind(s *session, ss *mcp.ServerSession) {
+	t.mu.Lock()
+	if s.ss != nil || !s.counted {
+		t.mu.Unlock()
+		return
+	}
+	s.ss, s.id = ss, ss.ID()
+	t.sessions[s.id] = s
+	t.mu.Unlock()
+	t.observe(Event{Kind: SessionOpened, Caller: s.caller})
+	go func() {
+		_ = ss.Wait()
+		t.release(s, EndClosed)
+	}()
+}
+
+func (t *tracker) lookup(sid, subject string) *session {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	s := t.sessions[sid]
+	if s == nil || s.subject != subject {
+		return nil
+	}
+	return s
+}
+
+func (t *tracker) busy(s *session) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	s.active++
+	if s.timer != nil {
+		s.timer.Stop()
+	}
+}
+
+// idle notes the end of a request of s, starting its idle timer when it
+// was the last.
+func (t *tracker) idle(s *session) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if s.active > 0 {
+		s.active--
+	}
+	if s.active > 0 || s.ending != "" || s.released || t.limits.SessionIdleTimeout <= 0 {
+		return
+	}
+	if s.timer == nil {
+		s.timer = time.AfterFunc(t.limits.SessionIdleTimeout, func() { t.expire(s) })
+		return
+	}
+	s.timer.Reset(t.limits.SessionIdleTimeout)
+}
+
+func (t *tracker) expire(s *session) {
+	t.mu.Lock()
+	idle := s.active == 0
+	t.mu.Unlock()
+	if idle {
+		t.end(s, EndExpired)
+	}
+}
+
+// errSessionEnded and errDraining are the causes of calls cancelled by a
+// session's end and by the drain.
+var (
+	errSessionEnded = errors.New("the session ended")
+	errDraining     = errors.New("the gateway is shutting down")
+)
+
+// end ends s: new calls are refused, calls in flight are cancelled (their
+// upstreams are told), and, unless the client's DELETE is about to close
+// it through go-sdk, the session is closed.
+func (t *tracker) end(s *session, why string) {
+	t.mu.Lock()
+	if s.ending != "" {
+		t.mu.Unlock()
+		return
+	}
+	s.ending = why
+	if s.timer != nil {
+		s.timer.Stop()
+	}
+	n := t.cancelLocked(s.calls, errSessionEnded)
+	ss := s.ss
+	t.mu.Unlock()
+	if n > 0 {
+		t.observe(Event{Kind: CallsCancelled, Caller: s.caller, End: why, Calls: n})
+	}
+	if why != EndDeleted && ss != nil {
+		go func() { _ = ss.Close() }() // Close waits for the cancelled calls to return
+	}
+}
+
+func (t *tracker) cancelLocked(calls map[*inflight]struct{}, cause error) int {
+	for c := range calls {
+		c.cancel(cause)
+	}
+	return len(calls)
+}
+
+// release frees s's slot; it runs once, when go-sdk's session is gone.
+func (t *tracker) release(s *session, why string) {
+	t.mu.Lock()
+	if s.released || !s.counted {
+		t.mu.Unlock()
+		return
+	}
+	s.released = true
+	if s.ending != "" {
+		why = s.ending
+	}
+	if s.timer != nil {
+		s.timer.Stop()
+	}
+	t.open--
+	if c := t.callers[s.caller]; c != nil {
+		c.sessions--
+	}
+	if s.id != "" {
+		delete(t.sessions, s.id)
+	}
+	bound := s.ss != nil
+	t.mu.Unlock()
+	if bound {
+		t.observe(Event{Kind: SessionClosed, Caller: s.caller, End: why})
+	}
+}
+
+// startCall admits a tool call of s, returning its context (cancelled when
+// the session ends or the gateway drains) and the function that ends it,
+// or the limit that refuses it.
+func (t *tracker) startCall(ctx context.Context, s *session) (context.Context, func(), string) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	switch {
+	case t.draining:
+		return nil, nil, LimitDraining
+	case s.ending != "":
+		return nil, nil, LimitDraining // the session is ending: no new work
+	case t.limits.MaxCallsPerSession > 0 && len(s.calls) >= t.limits.MaxCallsPerSession:
+		return nil, nil, LimitCallsPerSession
+	}
+	c := t.caller(s.caller)
+	if t.limits.MaxCallsPerCaller > 0 && c.calls >= t.limits.MaxCallsPerCaller {
+		return nil, nil, LimitCallsPerCaller
+	}
+	if c.lim != nil && !c.lim.Allow() {
+		return nil, nil, LimitCallRate
+	}
+	ctx, cancel := context.WithCancelCause(ctx)
+	call := &inflight{s: s, cancel: cancel}
+	if s.calls == nil {
+		s.calls = map[*inflight]struct{}{}
+	}
+	s.calls[call] = struct{}{}
+	t.calls[call] = struct{}{}
+	c.calls++
+	return ctx, func() {
+		cancel(nil)
+		t.mu.Lock()
+		defer t.mu.Unlock()
+		delete(s.calls, call)
+		delete(t.calls, call)
+		if c := t.callers[s.caller]; c != nil {
+			c.calls--
+		}
+		if t.drained != nil && len(t.calls) == 0 {
+			select {
+			case <-t.drained:
+			default:
+				close(t.drained)
+			}
+		}
+	}, ""
+}
+
+// refusal is the isError result of a call refused by limit.
+func refusal(limit, name string) *mcp.CallToolResult {
+	var msg string
+	switch limit {
+	case LimitCallsPerSession:
+		msg = fmt.Sprintf("call to %q refused: this session is at its limit of calls in progress (%s); retry when one has finished", name, limit)
+	case LimitCallsPerCaller:
+		msg = fmt.Sprintf("call to %q refused: this caller is at its limit of calls in progress (%s); retry when one has finished", name, limit)
+	case LimitCallRate:
+		msg = fmt.Sprintf("call to %q refused: this caller is over its rate of calls (%s); retry shortly", name, limit)
+	default:
+		msg = fmt.Sprintf("call to %q refused: the gateway is shutting down or the session is ending (%s); do not retry on this session", name, limit)
+	}
+	return &mcp.CallToolResult{IsError: true, Content: []mcp.Content{&mcp.TextContent{Text: msg}}}
+}
+
+// middleware binds sessions when they initialize and runs every tool call
+// under the limits, with a context the tracker can cancel.
+func (t *tracker) middleware(next mcp.MethodHandler) mcp.MethodHandler {
+	return func(ctx context.Context, method string, req mcp.Request) (mcp.Result, error) {
+		s := trackedFrom(ctx)
+		if s == nil {
+			return next(ctx, method, req)
+		}
+		switch method {
+		case "initialize":
+			res, err := next(ctx, method, req)
+			if ss, ok := req.GetSession().(*mcp.ServerSession); ok && err == nil {
+				t.bind(s, ss)
+			}
+			return res, err
+		case "tools/call":
+			name := ""
+			if p, ok := req.GetParams().(*mcp.CallToolParamsRaw); ok {
+				name = p.Name
+			}
+			callCtx, done, limit := t.startCall(ctx, s)
+			if limit != "" {
+				res := refusal(limit, name)
+				t.refuseCall(s, name, limit, res.Content[0].(*mcp.TextContent).Text)
+				return res, nil
+			}
+			defer done()
+			return next(callCtx, method, req)
+		}
+		return next(ctx, method, req)
+	}
+}
+
+// refuseCall audits a refused call as the executor audits a refusal: the
+// request, then its outcome, with the caller.
+func (t *tracker) refuseCall(s *session, name, limit, msg string) {
+	batch := newID()
+	t.record(audit.Event{Kind: audit.CallRequested, Batch: batch, Caller: s.subject, Tool: name})
+	t.record(audit.Event{Kind: audit.CallErrored, Batch: batch, Caller: s.subject, Tool: name, Reason: limit, Error: msg})
+	t.observe(Event{Kind: CallRefused, Caller: s.caller, Limit: limit, Tool: name})
+}
+
+func (t *tracker) record(ev audit.Event) {
+	if t.audit == nil {
+		return
+	}
+	ev.Time = time.Now()
+	t.audit.Record(ev)
+}
+
+func newID() string {
+	var b [8]byte
+	_, _ = rand.Read(b[:])
+	return hex.EncodeToString(b[:])
+}
+
+// drain refuses new sessions and calls, lets the calls in flight run for
+// up to grace, then cancels the rest (their upstreams are told) and waits,
+// until ctx ends, for them to return. It then closes every session, which
+// ends their event streams. It returns how many calls it cancelled.
+func (t *tracker) drain(ctx context.Context, grace time.Duration) int {
+	t.mu.Lock()
+	if t.drained == nil {
+		t.drained = make(chan struct{})
+	}
+	t.draining = true
+	done := t.drained
+	if len(t.calls) == 0 {
+		select {
+		case <-done:
+		default:
+			close(done)
+		}
+	}
+	t.mu.Unlock()
+
+	timer := time.NewTimer(grace)
+	defer timer.Stop()
+	cancelled := 0
+	select {
+	case <-done:
+	case <-ctx.Done():
+	case <-timer.C:
+		t.mu.Lock()
+		cancelled = t.cancelLocked(t.calls, errDraining)
+		t.mu.Unlock()
+		if cancelled > 0 {
+			t.observe(Event{Kind: CallsCancelled, End: EndDrained, Calls: cancelled})
+		}
+		select {
+		case <-done:
+		case <-ctx.Done():
+		}
+	}
+
+	t.mu.Lock()
+	var open []*session
+	for _, s := range t.sessions {
+		if s.ending == "" {
+			s.ending = EndDrained
+		}
+		open = append(open, s)
+	}
+	t.mu.Unlock()
+	var wg sync.WaitGroup
+	for _, s := range open {
+		wg.Go(func() { _ = s.ss.Close() })
+	}
+	closed := make(chan struct{})
+	go func() { wg.Wait(); close(closed) }()
+	select {
+	case <-closed:
+	case <-ctx.Done():
+	}
+	return cancelled
+}

@@ -130,8 +130,14 @@ type Report struct {
 //     in [Warn] mode.
 //
 // Only first use writes pins. In warn mode an added or changed tool is not
-// pinned, so it is reported again at every check until an operator approves
-// it ([Store.Approve]) rather than once and then silently accepted.
+// pinned, so it is never silently accepted: a changed tool is reported at
+// every check until an operator approves it ([Store.Approve]); a new tool is
+// remembered as noticed, and a later check of the same definition sets
+// [Decision.Noticed] so that the caller warns once, not at every command.
+//
+// A tool whose definition matches its pin but whose [Definition.Registered]
+// differs from the name it was approved under is [Renamed]. A pin written
+// before names were kept learns the name at its next matching check.
 //
 // Check returns an error, and no decisions, when mode is not valid, when a
 // tool name appears twice in defs ([ErrDuplicateTool]), or when the store

@@ -231,7 +231,9 @@ func TestRelistingWithAToolLeftOutReportsOnlyRealChanges(t *testing.T) {
 	// event must report alone.
 	srv2.AddTool(objTool("gamma", "g"), answer("gamma"))
 	evs := watch.waitFor(t, ctx, "gamma's tools.changed", func(evs []audit.Event) bool {
-		return slices.ContainsFunc(evs, func(ev audit.Event) bool { return ev.Kind == audit.ToolsChanged && slices.Contains(ev.Added, "shared__gamma") })
+		return slices.ContainsFunc(evs, func(ev audit.Event) bool {
+			return ev.Kind == audit.ToolsChanged && slices.Contains(ev.Added, "shared__gamma")
+		})
 	})
 	for _, ev := range evs {
 		if ev.Kind == audit.ToolsChanged && (len(ev.Added)+len(ev.Removed)+len(ev.Changed) == 0 || !slices.Equal(ev.Added, []string{"shared__gamma"})) {

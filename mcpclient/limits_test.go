@@ -133,7 +133,7 @@ func TestDescriptionCutAndPinnedWhole(t *testing.T) {
 	head := strings.Repeat("é", 10)
 	long := head + " and then a tail the model never sees"
 	store := pinStore(t)
-	_, url1 := toolServer(t, objTool("long", long))
+	srv, url1 := toolServer(t, objTool("long", long))
 	reg := confirmingRegistry()
 	s := connect(t, httpConfig("srv", url1), reg, &Options{Pins: store, PinMode: pins.Enforce, MaxDescription: 10})
 	tl, ok := reg.Lookup("srv__long")
@@ -157,11 +157,12 @@ func TestDescriptionCutAndPinnedWhole(t *testing.T) {
 	}
 	_ = s.Close()
 
-	// The same first ten characters, another tail.
-	_, url2 := toolServer(t, objTool("long", head+" and then a tail that says something else"))
+	// The same server, at the next start: the same first ten characters,
+	// another tail.
+	srv.AddTool(objTool("long", head+" and then a tail that says something else"), answer("long"))
 	watch, log := newAuditWatch()
 	reg = confirmingRegistry()
-	s = connect(t, httpConfig("srv", url2), reg, &Options{Pins: store, PinMode: pins.Enforce, MaxDescription: 10, Audit: log})
+	s = connect(t, httpConfig("srv", url1), reg, &Options{Pins: store, PinMode: pins.Enforce, MaxDescription: 10, Audit: log})
 	if reg.Has("srv__long") {
 		t.Error("a change past the cut went unnoticed")
 	}

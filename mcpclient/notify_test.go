@@ -15,6 +15,8 @@ import (
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
+	"github.com/toolwire/toolwire/audit"
+	"github.com/toolwire/toolwire/pins"
 	"github.com/toolwire/toolwire/tool"
 )
 
@@ -198,5 +200,47 @@ func TestRelistingCutShortByCloseSaysNothing(t *testing.T) {
 		if strings.HasPrefix(l, "WARN") || strings.HasPrefix(l, "ERROR") {
 			t.Errorf("logged %q while closing; want nothing above info", l)
 		}
+	}
+}
+
+// A server whose tool stays left out (its name is another server's) does
+// not report a change at each re-listing, and a real change is reported
+// alone.
+func TestRelistingWithAToolLeftOutReportsOnlyRealChanges(t *testing.T) {
+	t.Parallel()
+	ctx := boundedCtx(t, waitTime)
+	reg := confirmingRegistry()
+	_, url1 := toolServer(t, objTool("alpha", "first's"))
+	srv2, url2 := toolServer(t, objTool("alpha", "second's"), objTool("beta", "b"))
+	cfg1, cfg2 := httpConfig("first", url1), httpConfig("second", url2)
+	cfg1.Prefix, cfg2.Prefix = "shared", "shared"
+	connect(t, cfg1, reg, nil)
+	watch, log := newAuditWatch()
+	s2 := connect(t, cfg2, reg, &Options{Audit: log})
+	if got := s2.Tools(); !slices.Equal(got, []string{"shared__beta"}) {
+		t.Fatalf("second holds %v, want [shared__beta]", got)
+	}
+
+	// A change to the left-out tool only: nothing registered changes.
+	srv2.AddTool(objTool("alpha", "second's, edited"), answer("alpha"))
+	waitFor(t, "the re-listing with the edited alpha", func() bool {
+		return slices.ContainsFunc(s2.Definitions(), func(d pins.Definition) bool { return d.Description == "second's, edited" })
+	})
+	// Then a real one, in a re-listing of its own (the supervisor handles
+	// them in turn, so the first one's events come before it), which the
+	// event must report alone.
+	srv2.AddTool(objTool("gamma", "g"), answer("gamma"))
+	evs := watch.waitFor(t, ctx, "gamma's tools.changed", func(evs []audit.Event) bool {
+		return slices.ContainsFunc(evs, func(ev audit.Event) bool {
+			return ev.Kind == audit.ToolsChanged && slices.Contains(ev.Added, "shared__gamma")
+		})
+	})
+	for _, ev := range evs {
+		if ev.Kind == audit.ToolsChanged && (len(ev.Added)+len(ev.Removed)+len(ev.Changed) == 0 || !slices.Equal(ev.Added, []string{"shared__gamma"})) {
+			t.Errorf("tools.changed %+v; want only gamma added, never an empty change", ev)
+		}
+	}
+	if tl, _ := reg.Lookup("shared__alpha"); tl == nil || tl.Origin.Source != "first" {
+		t.Errorf("shared__alpha = %+v, want the first server's still", tl)
 	}
 }

@@ -2,6 +2,8 @@ package mcpclient
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -137,6 +139,7 @@ func prepare(cfg config.Server, listing []*mcp.Tool, limit int) ([]*mcp.Tool, []
 		}
 		defs = append(defs, pins.Definition{
 			Name:        t.Name,
+			Registered:  registeredName(prefixOf(cfg), t.Name),
 			Description: text,
 			InputSchema: schema,
 			Annotations: annotationsJSON(t.Annotations),
@@ -231,6 +234,33 @@ func (s *Server) noteToolCount(n int) {
 	s.record(audit.Event{Kind: audit.ToolsExceeded, Tools: n, Limit: limit})
 }
 
+// PinScope is the scope of cfg's pins (see [pins.Scope]): the server's
+// name and its identity, a SHA-256 over what says which server it is: the
+// transport and, for stdio, the command, arguments and working directory,
+// or the URL of a remote server. Placeholders count as written, unexpanded,
+// so no secret's value goes into the hash, and a server keeps its pins
+// while the value of a ${VAR} changes. Two projects that start the same
+// command with the same arguments from different directories share an
+// identity unless the configuration sets cwd (or an absolute path).
+func PinScope(cfg config.Server) pins.Scope {
+	id := struct {
+		Transport string   `json:"transport"`
+		Command   string   `json:"command,omitempty"`
+		Args      []string `json:"args,omitempty"`
+		Cwd       string   `json:"cwd,omitempty"`
+		URL       string   `json:"url,omitempty"`
+	}{Transport: cfg.Transport, URL: cfg.URL}
+	if cfg.Transport == config.TransportStdio || cfg.URL == "" {
+		id.Command, id.Args, id.Cwd = cfg.Command, cfg.Args, cfg.Cwd
+	}
+	b, err := json.Marshal(id)
+	if err != nil { // strings only
+		panic(fmt.Sprintf("mcpclient: encoding a server's identity: %v", err))
+	}
+	sum := sha256.Sum256(b)
+	return pins.Scope{Server: cfg.Name, Identity: "sha256:" + hex.EncodeToString(sum[:])}
+}
+
 // pinningOn reports whether the server's tools are checked against pins.
 func (s *Server) pinningOn() bool {
 	return s.opts.Pins != nil && s.opts.PinMode != pins.Off
@@ -251,7 +281,7 @@ func (s *Server) checkPins(ctx context.Context, defs []pins.Definition) (map[str
 		return nil, nil
 	}
 	mode := s.opts.PinMode
-	rep, err := s.opts.Pins.Check(ctx, s.cfg.Name, defs, mode)
+	rep, err := s.opts.Pins.Check(ctx, PinScope(s.cfg), defs, mode)
 	if err != nil {
 		if mode == pins.Enforce {
 			s.record(audit.Event{Kind: audit.PinsFailed, Reason: "withheld", Error: err.Error()})
@@ -311,6 +341,8 @@ func (s *Server) reportUnapproved(d pins.Decision) {
 		why = "its " + strings.Join(d.Fields, ", ") + " changed since it was approved"
 	case pins.Invalid:
 		why = "its definition cannot be fingerprinted: " + d.Err.Error()
+	case pins.Renamed:
+		why = fmt.Sprintf("it was approved as %q, and would now be registered as %q (its prefix changed?)", d.Registered, registeredName(prefixOf(s.cfg), d.Tool))
 	default:
 		why = "it is not approved (" + d.Status.String() + ")"
 	}
@@ -331,10 +363,16 @@ func (s *Server) reportUnapproved(d pins.Decision) {
 	}
 	// The names are in the attributes; the message says what happened
 	// and what to run.
-	if d.Action == pins.Quarantine {
+	switch {
+	case d.Action == pins.Quarantine:
 		ev.Kind = audit.ToolQuarantined
 		s.logger.Warn("tool quarantined (not registered): "+why+"; if the change is expected, approve it with: "+approve, attrs...)
-	} else {
+	case d.Noticed:
+		// An earlier command already warned about this very definition
+		// of a new tool; the audit still records that it runs unapproved.
+		ev.Kind = audit.ToolUnapproved
+		s.logger.Debug("tool registered though not approved (pins mode warn), as reported before: "+why, attrs...)
+	default:
 		ev.Kind = audit.ToolUnapproved
 		s.logger.Warn("tool registered though not approved (pins mode warn): "+why+"; if the change is expected, approve it with: "+approve, attrs...)
 	}

@@ -155,7 +155,7 @@ func TestPinsStdioChangedDescriptionIsQuarantined(t *testing.T) {
 		t.Error("the check replaced echo's pin; only an approval may")
 	}
 
-	if err := store.Approve(boundedCtx(t, waitTime), "demo", second.Definitions(), "echo"); err != nil {
+	if err := store.Approve(boundedCtx(t, waitTime), PinScope(stdioConfig("demo", "demo")), second.Definitions(), "echo"); err != nil {
 		t.Fatal(err)
 	}
 	_ = second.Close()
@@ -241,7 +241,7 @@ func TestPinsListChangedQuarantinesWithoutRestart(t *testing.T) {
 
 	// Approved, both come in at the next re-listing; a third new tool
 	// stays out.
-	if err := store.Approve(ctx, "srv", s.Definitions(), ""); err != nil {
+	if err := store.Approve(ctx, PinScope(httpConfig("srv", url)), s.Definitions(), ""); err != nil {
 		t.Fatal(err)
 	}
 	srv.AddTool(objTool("delta", "newer"), answer("delta"))
@@ -279,11 +279,15 @@ func TestPinsModes(t *testing.T) {
 		t.Run(tc.mode.String(), func(t *testing.T) {
 			t.Parallel()
 			store := pinStore(t)
-			_, url1 := toolServer(t, v1...)
-			_, url2 := toolServer(t, v2...)
-			s1 := connect(t, httpConfig("srv", url1), confirmingRegistry(), &Options{Pins: store, PinMode: tc.mode})
+			srv, url := toolServer(t, v1...)
+			s1 := connect(t, httpConfig("srv", url), confirmingRegistry(), &Options{Pins: store, PinMode: tc.mode})
 			before := pinsOf(t, store, "srv")
 			_ = s1.Close()
+			// The same server (same URL) lists v2 at the next start.
+			for _, tl := range v2 {
+				srv.AddTool(tl, answer(tl.Name))
+			}
+			url2 := url
 
 			watch, log := newAuditWatch()
 			reg := confirmingRegistry()
@@ -483,5 +487,69 @@ func TestPinsCorruptFileAtReconnectFails(t *testing.T) {
 	}
 	if st := s.Status(); !strings.Contains(st.LastError, store.Path()) || !strings.Contains(st.LastError, ErrPinsUnavailable.Error()) {
 		t.Errorf("last error %q does not name the pins file", st.LastError)
+	}
+}
+
+// Issue 14: two projects' servers that share a name ("files") but not an
+// identity keep their own pins: in enforce mode neither quarantines the
+// other's tools, whichever ran last.
+func TestPinsScopedByIdentity(t *testing.T) {
+	t.Parallel()
+	store := pinStore(t)
+	_, url1 := toolServer(t, objTool("read", "reads project one"))
+	_, url2 := toolServer(t, objTool("read", "reads project two"), objTool("write", "writes"))
+	for round := range 2 {
+		for _, url := range []string{url1, url2} {
+			s := connect(t, httpConfig("files", url), confirmingRegistry(), &Options{Pins: store, PinMode: pins.Enforce})
+			if q := quarantinedNames(s); len(q) != 0 {
+				t.Errorf("round %d, %s: quarantined %v; want none (the other project's pins are not this server's)", round, url, q)
+			}
+			_ = s.Close()
+		}
+	}
+	entries, err := store.List()
+	if err != nil {
+		t.Fatal(err)
+	}
+	ids := map[string]int{}
+	for _, en := range entries {
+		ids[en.Identity]++
+		if want := registeredName("files", en.Tool); en.Registered != want {
+			t.Errorf("pin of %s keeps the name %q, want %q", en.Tool, en.Registered, want)
+		}
+	}
+	if len(ids) != 2 || ids[PinScope(httpConfig("files", url1)).Identity] != 1 || ids[PinScope(httpConfig("files", url2)).Identity] != 2 {
+		t.Errorf("pins by identity %v; want one scope with 1 pin and one with 2", ids)
+	}
+}
+
+// Issue 14: in warn mode a new tool is warned about once, not at every
+// start (every command); the audit still records each start's unapproved
+// tool.
+func TestPinsWarnOnceAboutANewTool(t *testing.T) {
+	t.Parallel()
+	store := pinStore(t)
+	srv, url := toolServer(t, objTool("alpha", "a"))
+	connect(t, httpConfig("srv", url), confirmingRegistry(), &Options{Pins: store, PinMode: pins.Warn}).Close()
+	srv.AddTool(objTool("beta", "new"), answer("beta"))
+	var warned []int
+	for range 3 {
+		logs := &logRecords{}
+		watch, log := newAuditWatch()
+		s := connect(t, httpConfig("srv", url), confirmingRegistry(), &Options{Pins: store, PinMode: pins.Warn, Logger: slog.New(logs), Audit: log})
+		n := 0
+		for _, l := range logs.lines() {
+			if strings.HasPrefix(l, "WARN") && strings.Contains(l, "tool=beta") {
+				n++
+			}
+		}
+		warned = append(warned, n)
+		if evs := watch.of(audit.ToolUnapproved); len(evs) != 1 || evs[0].Original != "beta" {
+			t.Errorf("tool.unapproved events %+v, want one for beta at every start", evs)
+		}
+		_ = s.Close()
+	}
+	if !slices.Equal(warned, []int{1, 0, 0}) {
+		t.Errorf("warnings about beta per start: %v, want [1 0 0]", warned)
 	}
 }

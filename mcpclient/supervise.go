@@ -158,6 +158,9 @@ func (s *Server) refresh(c *conn) {
 		s.mu.Lock()
 		s.skipped, s.warnings = append(skipped, left...), warnings
 		s.mu.Unlock()
+		if len(added)+len(removed)+len(changed) == 0 {
+			return // only tools that stay left out, as before
+		}
 	}
 	s.logger.Info("tools changed", "server", s.cfg.Name, "added", len(added), "removed", len(removed), "changed", len(changed))
 	s.record(audit.Event{Kind: audit.ToolsChanged, Added: added, Removed: removed, Changed: changed, Tools: len(tools)})

@@ -27,16 +27,21 @@ const (
 	// Invalid: the definition cannot be fingerprinted (see [Fingerprint]),
 	// so it can be neither compared nor pinned.
 	Invalid
+	// Renamed: the definition is the approved one, but the tool would be
+	// registered under another name than the one it was approved under
+	// ([Definition.Registered]): approvals, role globs and quarantine that
+	// name it would not follow it. The pin is kept.
+	Renamed
 )
 
 var statusNames = [...]string{
 	Unchecked: "unchecked", Pinned: "pinned", FirstUse: "first-use",
-	Added: "added", Changed: "changed", Invalid: "invalid",
+	Added: "added", Changed: "changed", Invalid: "invalid", Renamed: "renamed",
 }
 
 // String returns the status's name, as audit events and logs show it.
 func (s Status) String() string {
-	if s < Unchecked || s > Invalid {
+	if s < Unchecked || s > Renamed {
 		return fmt.Sprintf("invalid-status(%d)", uint8(s))
 	}
 	return statusNames[s]
@@ -82,6 +87,13 @@ type Decision struct {
 	Fields []string
 	// Err says why an Invalid definition cannot be fingerprinted.
 	Err error
+	// Registered is the name the tool was approved under, when the pin
+	// kept it (see [Pin.Registered]).
+	Registered string
+	// Noticed is set on an Added tool in warn mode when an earlier check
+	// already reported this very definition as new: the caller need not
+	// warn about it again (issue: warn once, not on every command).
+	Noticed bool
 }
 
 // Allowed reports whether the tool may be registered. Any action but
@@ -118,14 +130,21 @@ type Report struct {
 //     in [Warn] mode.
 //
 // Only first use writes pins. In warn mode an added or changed tool is not
-// pinned, so it is reported again at every check until an operator approves
-// it ([Store.Approve]) rather than once and then silently accepted.
+// pinned, so it is never silently accepted: a changed tool is reported at
+// every check until an operator approves it ([Store.Approve]); a new tool is
+// remembered as noticed, and a later check of the same definition sets
+// [Decision.Noticed] so that the caller warns once, not at every command.
+//
+// A tool whose definition matches its pin but whose [Definition.Registered]
+// differs from the name it was approved under is [Renamed]. A pin written
+// before names were kept learns the name at its next matching check.
 //
 // Check returns an error, and no decisions, when mode is not valid, when a
 // tool name appears twice in defs ([ErrDuplicateTool]), or when the store
 // cannot be read or written ([ErrCorrupt] among others). The caller then
 // registers nothing from the server in enforce mode.
-func (s *Store) Check(ctx context.Context, server string, defs []Definition, mode Mode) (*Report, error) {
+func (s *Store) Check(ctx context.Context, scope Scope, defs []Definition, mode Mode) (*Report, error) {
+	server := scope.Server
 	if !mode.Valid() {
 		return nil, fmt.Errorf("pins: check: invalid mode %s", mode)
 	}
@@ -152,14 +171,17 @@ func (s *Store) Check(ctx context.Context, server string, defs []Definition, mod
 	}
 
 	err := s.update(ctx, func(f *file) (bool, error) {
-		pinned := f.Servers[server]
+		_, had := f.sets[scope]
+		set := f.scope(scope)
+		changed := !had && len(set.Tools) > 0 // adopted pins by name only
+		pinned := set.Tools
 		firstUse := len(pinned) == 0
 		trusted := map[string]Pin{}
 		for i, d := range defs {
 			dec := Decision{Tool: d.Name}
 			old, ok := pinned[d.Name]
 			if ok {
-				dec.Old, dec.ApprovedAt = old.Fingerprint, old.ApprovedAt
+				dec.Old, dec.ApprovedAt, dec.Registered = old.Fingerprint, old.ApprovedAt, old.Registered
 			}
 			cur := current[i]
 			switch {
@@ -171,11 +193,26 @@ func (s *Store) Check(ctx context.Context, server string, defs []Definition, mod
 				trusted[d.Name] = cur
 			case !ok:
 				dec.Status = Added
-			case old.Fingerprint == cur.Fingerprint:
-				dec.Status = Pinned
-			default:
+				if mode == Warn {
+					dec.Noticed = set.Noticed[d.Name] == cur.Fingerprint
+					if !dec.Noticed {
+						set.Noticed[d.Name] = cur.Fingerprint
+						changed = true
+					}
+				}
+			case old.Fingerprint != cur.Fingerprint:
 				dec.Status = Changed
 				dec.Fields = old.Fields.Diff(cur.Fields)
+			case old.Registered != "" && d.Registered != "" && old.Registered != d.Registered:
+				dec.Status = Renamed
+			default:
+				dec.Status = Pinned
+				if old.Registered == "" && d.Registered != "" {
+					// A pin from before names were kept learns its name.
+					old.Registered = d.Registered
+					pinned[d.Name] = old
+					changed = true
+				}
 			}
 			dec.New = cur.Fingerprint
 			dec.Action = action(dec.Status, mode)
@@ -191,11 +228,11 @@ func (s *Store) Check(ctx context.Context, server string, defs []Definition, mod
 			}
 		}
 		slices.Sort(rep.Missing)
-		if len(trusted) == 0 {
-			return false, nil
+		if len(trusted) > 0 {
+			set.Tools = trusted
+			changed = true
 		}
-		f.Servers[server] = trusted
-		return true, nil
+		return changed, nil
 	})
 	if err != nil {
 		return nil, fmt.Errorf("pins: check server %q: %w", server, err)

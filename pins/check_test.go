@@ -110,11 +110,11 @@ func TestCheckModes(t *testing.T) {
 			s := newTestStore(t)
 			ctx := context.Background()
 			if tt.approved != nil {
-				if err := s.Approve(ctx, "s", tt.approved, ""); err != nil {
+				if err := s.Approve(ctx, Scope{Server: "s"}, tt.approved, ""); err != nil {
 					t.Fatal(err)
 				}
 			}
-			rep, err := s.Check(ctx, "s", tt.defs, tt.mode)
+			rep, err := s.Check(ctx, Scope{Server: "s"}, tt.defs, tt.mode)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -144,11 +144,11 @@ func TestCheckChangedReportsWhatChanged(t *testing.T) {
 	ctx := context.Background()
 	approvedAt := time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
 	s.now = func() time.Time { return approvedAt }
-	if err := s.Approve(ctx, "s", []Definition{toolA}, "a"); err != nil {
+	if err := s.Approve(ctx, Scope{Server: "s"}, []Definition{toolA}, "a"); err != nil {
 		t.Fatal(err)
 	}
 	s.now = func() time.Time { return approvedAt.Add(time.Hour) }
-	rep, err := s.Check(ctx, "s", []Definition{toolA2}, Enforce)
+	rep, err := s.Check(ctx, Scope{Server: "s"}, []Definition{toolA2}, Enforce)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -163,7 +163,7 @@ func TestCheckChangedReportsWhatChanged(t *testing.T) {
 	schemaChanged := toolA
 	schemaChanged.InputSchema = json.RawMessage(`{"type":"object","properties":{"cmd":{"type":"string"}}}`)
 	schemaChanged.Annotations = json.RawMessage(`{"destructiveHint":true}`)
-	rep, err = s.Check(ctx, "s", []Definition{schemaChanged}, Enforce)
+	rep, err = s.Check(ctx, Scope{Server: "s"}, []Definition{schemaChanged}, Enforce)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -175,10 +175,10 @@ func TestCheckChangedReportsWhatChanged(t *testing.T) {
 func TestCheckFirstUseRecordsProvenance(t *testing.T) {
 	s := newTestStore(t)
 	ctx := context.Background()
-	if _, err := s.Check(ctx, "s", []Definition{toolA}, Enforce); err != nil {
+	if _, err := s.Check(ctx, Scope{Server: "s"}, []Definition{toolA}, Enforce); err != nil {
 		t.Fatal(err)
 	}
-	if err := s.Approve(ctx, "t", []Definition{toolB}, ""); err != nil {
+	if err := s.Approve(ctx, Scope{Server: "t"}, []Definition{toolB}, ""); err != nil {
 		t.Fatal(err)
 	}
 	entries, err := s.List()
@@ -193,10 +193,10 @@ func TestCheckFirstUseRecordsProvenance(t *testing.T) {
 func TestCheckMissingTools(t *testing.T) {
 	s := newTestStore(t)
 	ctx := context.Background()
-	if err := s.Approve(ctx, "s", []Definition{toolA, toolB}, ""); err != nil {
+	if err := s.Approve(ctx, Scope{Server: "s"}, []Definition{toolA, toolB}, ""); err != nil {
 		t.Fatal(err)
 	}
-	rep, err := s.Check(ctx, "s", []Definition{toolB}, Enforce)
+	rep, err := s.Check(ctx, Scope{Server: "s"}, []Definition{toolB}, Enforce)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -204,7 +204,7 @@ func TestCheckMissingTools(t *testing.T) {
 		t.Errorf("Missing = %v, want [a]", rep.Missing)
 	}
 	// The pin stays, so the tool coming back changed is still caught.
-	rep, err = s.Check(ctx, "s", []Definition{toolA2, toolB}, Enforce)
+	rep, err = s.Check(ctx, Scope{Server: "s"}, []Definition{toolA2, toolB}, Enforce)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -216,13 +216,13 @@ func TestCheckMissingTools(t *testing.T) {
 func TestCheckRefuses(t *testing.T) {
 	s := newTestStore(t)
 	ctx := context.Background()
-	if _, err := s.Check(ctx, "s", []Definition{toolA}, 0); err == nil {
+	if _, err := s.Check(ctx, Scope{Server: "s"}, []Definition{toolA}, 0); err == nil {
 		t.Error("the zero mode was accepted")
 	}
-	if _, err := s.Check(ctx, "", []Definition{toolA}, Warn); err == nil {
+	if _, err := s.Check(ctx, Scope{Server: ""}, []Definition{toolA}, Warn); err == nil {
 		t.Error("an empty server name was accepted")
 	}
-	_, err := s.Check(ctx, "s", []Definition{toolA, toolB, toolA2}, Warn)
+	_, err := s.Check(ctx, Scope{Server: "s"}, []Definition{toolA, toolB, toolA2}, Warn)
 	if !errors.Is(err, ErrDuplicateTool) || !strings.Contains(err.Error(), `"a"`) {
 		t.Errorf("duplicate tool: %v, want ErrDuplicateTool naming \"a\"", err)
 	}
@@ -234,7 +234,7 @@ func TestCheckRefuses(t *testing.T) {
 func TestCheckOffIgnoresTheFile(t *testing.T) {
 	s := newTestStore(t)
 	writeFile(t, s.Path(), "not json")
-	rep, err := s.Check(context.Background(), "s", []Definition{toolA}, Off)
+	rep, err := s.Check(context.Background(), Scope{Server: "s"}, []Definition{toolA}, Off)
 	if err != nil || rep.Decisions[0].Action != Allow {
 		t.Fatalf("off mode with a corrupt file: %v, %v", rep, err)
 	}
@@ -259,7 +259,7 @@ func TestCheckFirstUseOnce(t *testing.T) {
 			if i%2 == 1 {
 				def = toolA2
 			}
-			rep, err := s.Check(context.Background(), "s", []Definition{def}, Enforce)
+			rep, err := s.Check(context.Background(), Scope{Server: "s"}, []Definition{def}, Enforce)
 			results <- result{rep, err}
 		}()
 	}

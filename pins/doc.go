@@ -5,14 +5,16 @@
 // reduced to a [Fingerprint], a SHA-256 over its canonical JSON
 // ([CanonicalJSON], RFC 8785), so re-encoding the same definition never
 // looks like a change and any real change does. A [Store] keeps one pin per
-// tool per server in a JSON file shared by every toolwire process of the
-// user. At connect and at every tools/list_changed, the client checks the
+// tool per server ([Scope]: the server's name and identity, so two servers
+// of one name never share pins) in a JSON file shared by every toolwire
+// process of the user. At connect and at every tools/list_changed, the client checks the
 // server's definitions against the pins and registers only what the
 // [Report] allows:
 //
 //	store, err := pins.NewStore("") // ~/.config/toolwire/pins.json
 //	...
-//	rep, err := store.Check(ctx, "github", defs, pins.Enforce)
+//	scope := pins.Scope{Server: "github", Identity: id} // see mcpclient.PinScope
+//	rep, err := store.Check(ctx, scope, defs, pins.Enforce)
 //	if err != nil { ... } // register nothing from this server
 //	for i, d := range rep.Decisions {
 //		if d.Action != pins.Allow {
@@ -32,8 +34,8 @@
 // [Store.Forget]:
 //
 //	toolwire pins list
-//	toolwire pins approve github/create_issue  → store.Approve(ctx, "github", defs, "create_issue")
-//	toolwire pins forget github                → store.Forget(ctx, "github", "")
+//	toolwire pins approve github/create_issue  → store.Approve(ctx, scope, defs, "create_issue")
+//	toolwire pins forget github                → store.Forget(ctx, scope, "")
 //
 // Pins cover only what a [Definition] holds. A caller that shows the model
 // anything else from the server's listing (a title in place of an empty

@@ -21,6 +21,12 @@ type Definition struct {
 	// JSON null fingerprint the same, since a server that stops sending
 	// "annotations": null has not changed what the tool claims.
 	Annotations json.RawMessage
+	// Registered is the name the tool is registered under, if the caller
+	// knows it. It is not fingerprinted: a pin keeps it so that listings
+	// show which tool holds which name, and a check reports a tool that
+	// would be registered under another name than it was approved under
+	// ([Renamed]).
+	Registered string
 }
 
 // Fields holds one hash per part of a [Definition], each in the form

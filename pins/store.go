@@ -34,9 +34,10 @@ var (
 	ErrDuplicateTool = errors.New("tool listed twice")
 )
 
-// fileVersion is the format of the pins file this package reads and writes.
-// A file of another version is refused rather than rewritten.
-const fileVersion = 1
+// fileVersion is the format of the pins file this package writes. It reads
+// that and version 1 (pins by server name only, see [Scope]); a file of
+// another version is refused rather than rewritten.
+const fileVersion = 2
 
 // snippetRunes bounds the description kept beside a pin for display.
 const snippetRunes = 80
@@ -55,12 +56,49 @@ type Pin struct {
 	// Snippet is the start of the approved description, for listings. It
 	// is the server's text: render it as untrusted.
 	Snippet string `json:"snippet,omitempty"`
+	// Registered is the name the tool was registered under when the pin
+	// was written ([Definition.Registered]); empty for pins written before
+	// names were kept.
+	Registered string `json:"registered,omitempty"`
+}
+
+// Scope says whose pins a check reads and writes: the server's configured
+// name and its identity, an opaque string (toolwire's is a hash of the
+// command, arguments and working directory, or of the URL) that keeps
+// apart two servers of one name, such as two projects' "files". Pins are
+// never shared between scopes.
+//
+// An empty Identity means pins by name only, as pins files of version 1
+// kept them. A scoped check that finds no pins of its own adopts the pins
+// its name has by name only, if any: they move to the scope, so an
+// existing pins file keeps working, and the next server of that name with
+// another identity starts afresh (trusted on first use) instead of
+// disturbing the first.
+type Scope struct {
+	Server   string
+	Identity string
+}
+
+func (sc Scope) String() string {
+	if sc.Identity == "" {
+		return fmt.Sprintf("server %q", sc.Server)
+	}
+	return fmt.Sprintf("server %q (%s)", sc.Server, shortIdentity(sc.Identity))
+}
+
+// shortIdentity cuts an identity to a length fit for messages.
+func shortIdentity(id string) string {
+	if len(id) > len(hashPrefix)+12 {
+		return id[:len(hashPrefix)+12]
+	}
+	return id
 }
 
 // Entry is one pin as [Store.List] returns it.
 type Entry struct {
-	Server string
-	Tool   string
+	Server   string
+	Identity string // see [Scope]
+	Tool     string
 	Pin
 }
 
@@ -117,13 +155,13 @@ func (s *Store) List() ([]Entry, error) {
 		return nil, err
 	}
 	var out []Entry
-	for server, tools := range f.Servers {
-		for tool, pin := range tools {
-			out = append(out, Entry{Server: server, Tool: tool, Pin: pin})
+	for sc, set := range f.sets {
+		for tool, pin := range set.Tools {
+			out = append(out, Entry{Server: sc.Server, Identity: sc.Identity, Tool: tool, Pin: pin})
 		}
 	}
 	slices.SortFunc(out, func(a, b Entry) int {
-		return cmp.Or(cmp.Compare(a.Server, b.Server), cmp.Compare(a.Tool, b.Tool))
+		return cmp.Or(cmp.Compare(a.Server, b.Server), cmp.Compare(a.Identity, b.Identity), cmp.Compare(a.Tool, b.Tool))
 	})
 	return out, nil
 }
@@ -137,7 +175,8 @@ func (s *Store) List() ([]Entry, error) {
 // Approving a tool that is not in defs is an error wrapping
 // [ErrUnknownTool]. Nothing is written unless every definition to approve
 // can be fingerprinted.
-func (s *Store) Approve(ctx context.Context, server string, defs []Definition, tool string) error {
+func (s *Store) Approve(ctx context.Context, scope Scope, defs []Definition, tool string) error {
+	server := scope.Server
 	if server == "" {
 		return errors.New("pins: approve: empty server name")
 	}
@@ -165,13 +204,10 @@ func (s *Store) Approve(ctx context.Context, server string, defs []Definition, t
 		return nil
 	}
 	err := s.update(ctx, func(f *file) (bool, error) {
-		tools := f.Servers[server]
-		if tools == nil {
-			tools = make(map[string]Pin, len(approved))
-			f.Servers[server] = tools
-		}
+		set := f.scope(scope)
 		for name, p := range approved {
-			tools[name] = p
+			set.Tools[name] = p
+			delete(set.Noticed, name)
 		}
 		return true, nil
 	})
@@ -181,27 +217,39 @@ func (s *Store) Approve(ctx context.Context, server string, defs []Definition, t
 	return nil
 }
 
-// Forget removes the pin of server's tool, or every pin of server when tool
-// is empty. A forgotten tool of a server that keeps other pins is new again
-// (in enforce mode: quarantined until approved); a server with no pins left
-// is trusted on its next use. Forgetting what has no pin is an error
-// wrapping [ErrNotPinned].
-func (s *Store) Forget(ctx context.Context, server, tool string) error {
+// Forget removes the pins of scope's tool, or every pin of scope when tool
+// is empty. A scope with an identity covers the pins its name has by name
+// only too (it would adopt them); one without covers every scope of that
+// name. A forgotten tool of a server that keeps other pins is new again (in
+// enforce mode: quarantined until approved); a server with no pins left is
+// trusted on its next use. Forgetting what has no pin is an error wrapping
+// [ErrNotPinned].
+func (s *Store) Forget(ctx context.Context, scope Scope, tool string) error {
 	err := s.update(ctx, func(f *file) (bool, error) {
-		tools, ok := f.Servers[server]
-		if !ok {
-			return false, fmt.Errorf("server %q: %w", server, ErrNotPinned)
+		found := false
+		for sc, set := range f.sets {
+			if sc.Server != scope.Server || (scope.Identity != "" && sc.Identity != "" && sc.Identity != scope.Identity) {
+				continue
+			}
+			if tool == "" {
+				delete(f.sets, sc)
+				found = true
+				continue
+			}
+			if _, ok := set.Tools[tool]; ok {
+				delete(set.Tools, tool)
+				delete(set.Noticed, tool)
+				found = true
+				if len(set.Tools) == 0 {
+					delete(f.sets, sc)
+				}
+			}
 		}
-		if tool == "" {
-			delete(f.Servers, server)
-			return true, nil
+		if !found && tool == "" {
+			return false, fmt.Errorf("server %q: %w", scope.Server, ErrNotPinned)
 		}
-		if _, ok := tools[tool]; !ok {
-			return false, fmt.Errorf("tool %q of server %q: %w", tool, server, ErrNotPinned)
-		}
-		delete(tools, tool)
-		if len(tools) == 0 {
-			delete(f.Servers, server)
+		if !found {
+			return false, fmt.Errorf("tool %q of server %q: %w", tool, scope.Server, ErrNotPinned)
 		}
 		return true, nil
 	})
@@ -217,7 +265,7 @@ func newPin(d Definition, t time.Time) (Pin, error) {
 	if err != nil {
 		return Pin{}, err
 	}
-	return Pin{Fingerprint: fp, Fields: fields, ApprovedAt: t, Snippet: snippet(d.Description)}, nil
+	return Pin{Fingerprint: fp, Fields: fields, ApprovedAt: t, Snippet: snippet(d.Description), Registered: d.Registered}, nil
 }
 
 func snippet(s string) string {
@@ -246,10 +294,56 @@ func unique(server string, defs []Definition) error {
 	return nil
 }
 
-// file is the pins file's content.
+// file is the pins file's content, by scope.
 type file struct {
+	sets map[Scope]*set
+}
+
+// set is the pins of one scope.
+type set struct {
+	Tools map[string]Pin `json:"tools"`
+	// Noticed maps a tool that a warn-mode check found new, and reported,
+	// to the fingerprint it was reported with, so that later checks (later
+	// commands) do not report the same definition again.
+	Noticed map[string]string `json:"noticed,omitempty"`
+}
+
+// scope returns sc's pins, adopting its name's pins by name only when it
+// has none (see [Scope]), or a new empty set.
+func (f *file) scope(sc Scope) *set {
+	st := f.sets[sc]
+	if st == nil {
+		legacy := Scope{Server: sc.Server}
+		st = f.sets[legacy]
+		if sc.Identity != "" && st != nil {
+			delete(f.sets, legacy)
+		} else {
+			st = &set{Tools: map[string]Pin{}}
+		}
+	}
+	if st.Noticed == nil {
+		st.Noticed = map[string]string{}
+	}
+	f.sets[sc] = st
+	return st
+}
+
+// fileV1 is the format of version 1: pins by server name only.
+type fileV1 struct {
 	Version int                       `json:"version"`
 	Servers map[string]map[string]Pin `json:"servers"`
+}
+
+// fileV2 is the format written now: one entry per scope.
+type fileV2 struct {
+	Version int       `json:"version"`
+	Servers []setJSON `json:"servers"`
+}
+
+type setJSON struct {
+	Server   string `json:"server"`
+	Identity string `json:"identity,omitempty"`
+	set
 }
 
 // update runs change on the file's current content under the lock and
@@ -278,7 +372,7 @@ func (s *Store) update(ctx context.Context, change func(*file) (bool, error)) er
 func (s *Store) read() (*file, error) {
 	data, err := os.ReadFile(s.path)
 	if errors.Is(err, fs.ErrNotExist) {
-		return &file{Version: fileVersion, Servers: map[string]map[string]Pin{}}, nil
+		return &file{sets: map[Scope]*set{}}, nil
 	}
 	if err != nil {
 		return nil, err
@@ -302,29 +396,50 @@ func decode(data []byte) (*file, error) {
 	if _, err := CanonicalJSON(data); err != nil {
 		return nil, err
 	}
-	dec := json.NewDecoder(bytes.NewReader(data))
-	dec.DisallowUnknownFields()
-	var f file
-	if err := dec.Decode(&f); err != nil {
+	var head struct {
+		Version int `json:"version"`
+	}
+	if err := json.Unmarshal(data, &head); err != nil {
 		return nil, err
 	}
-	if _, err := dec.Token(); err != io.EOF {
-		return nil, errors.New("data after the top-level object")
+	f := &file{sets: map[Scope]*set{}}
+	switch head.Version {
+	case 1:
+		var v1 fileV1
+		if err := strict(data, &v1); err != nil {
+			return nil, err
+		}
+		for server, tools := range v1.Servers {
+			f.sets[Scope{Server: server}] = &set{Tools: tools}
+		}
+	case fileVersion:
+		var v2 fileV2
+		if err := strict(data, &v2); err != nil {
+			return nil, err
+		}
+		for _, sj := range v2.Servers {
+			sc := Scope{Server: sj.Server, Identity: sj.Identity}
+			if sj.Identity != "" && !validHash(sj.Identity) {
+				return nil, fmt.Errorf("server %q: malformed identity %q", sj.Server, sj.Identity)
+			}
+			if _, dup := f.sets[sc]; dup {
+				return nil, fmt.Errorf("%s listed twice", sc)
+			}
+			st := sj.set
+			f.sets[sc] = &st
+		}
+	default:
+		return nil, fmt.Errorf("version %d, want 1 or %d", head.Version, fileVersion)
 	}
-	if f.Version != fileVersion {
-		return nil, fmt.Errorf("version %d, want %d", f.Version, fileVersion)
-	}
-	if f.Servers == nil {
-		f.Servers = map[string]map[string]Pin{}
-	}
-	for server, tools := range f.Servers {
+	for sc, st := range f.sets {
+		server := sc.Server
 		if server == "" {
 			return nil, errors.New("a server with an empty name")
 		}
-		if len(tools) == 0 {
-			return nil, fmt.Errorf("server %q: no pins", server)
+		if len(st.Tools) == 0 {
+			return nil, fmt.Errorf("%s: no pins", sc)
 		}
-		for tool, p := range tools {
+		for tool, p := range st.Tools {
 			if tool == "" {
 				return nil, fmt.Errorf("server %q: a tool with an empty name", server)
 			}
@@ -334,15 +449,46 @@ func decode(data []byte) (*file, error) {
 				}
 			}
 		}
+		for tool, fp := range st.Noticed {
+			if !validHash(fp) {
+				return nil, fmt.Errorf("server %q, noticed tool %q: malformed hash %q", server, tool, fp)
+			}
+		}
 	}
-	return &f, nil
+	return f, nil
+}
+
+// strict decodes data into v, refusing unknown fields and trailing data.
+func strict(data []byte, v any) error {
+	dec := json.NewDecoder(bytes.NewReader(data))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(v); err != nil {
+		return err
+	}
+	if _, err := dec.Token(); err != io.EOF {
+		return errors.New("data after the top-level object")
+	}
+	return nil
 }
 
 // write replaces the file atomically: a temporary file in the same
 // directory, created 0600, written, synced, renamed over the file, and the
 // directory synced so that the rename survives a crash.
 func (s *Store) write(f *file) (err error) {
-	data, err := json.MarshalIndent(f, "", "  ")
+	out := fileV2{Version: fileVersion, Servers: make([]setJSON, 0, len(f.sets))}
+	for sc, st := range f.sets {
+		if len(st.Tools) == 0 {
+			continue // a scope adopted or created, then left without pins
+		}
+		if len(st.Noticed) == 0 {
+			st.Noticed = nil
+		}
+		out.Servers = append(out.Servers, setJSON{Server: sc.Server, Identity: sc.Identity, set: *st})
+	}
+	slices.SortFunc(out.Servers, func(a, b setJSON) int {
+		return cmp.Or(cmp.Compare(a.Server, b.Server), cmp.Compare(a.Identity, b.Identity))
+	})
+	data, err := json.MarshalIndent(out, "", "  ")
 	if err != nil {
 		return err
 	}

@@ -49,7 +49,7 @@ func approveMany(spec string) error {
 	}
 	for i := range n {
 		d := Definition{Name: fmt.Sprintf("%s-%d", parts[1], i), InputSchema: json.RawMessage(`{}`)}
-		if err := s.Approve(context.Background(), "shared", []Definition{d}, ""); err != nil {
+		if err := s.Approve(context.Background(), Scope{Server: "shared"}, []Definition{d}, ""); err != nil {
 			return err
 		}
 	}
@@ -82,10 +82,10 @@ func TestStoreRoundTrip(t *testing.T) {
 	s.now = func() time.Time { return at }
 	long := strings.Repeat("é", snippetRunes+5)
 	withLong := Definition{Name: "long", Description: long, InputSchema: json.RawMessage(`{}`)}
-	if err := s.Approve(ctx, "srv2", []Definition{toolB, withLong}, ""); err != nil {
+	if err := s.Approve(ctx, Scope{Server: "srv2"}, []Definition{toolB, withLong}, ""); err != nil {
 		t.Fatal(err)
 	}
-	if err := s.Approve(ctx, "srv1", []Definition{toolA, toolB}, "a"); err != nil {
+	if err := s.Approve(ctx, Scope{Server: "srv1"}, []Definition{toolA, toolB}, "a"); err != nil {
 		t.Fatal(err)
 	}
 
@@ -125,8 +125,8 @@ func TestStoreRoundTrip(t *testing.T) {
 		Version int `json:"version"`
 	}
 	data, _ := os.ReadFile(s.Path())
-	if err := json.Unmarshal(data, &onDisk); err != nil || onDisk.Version != 1 {
-		t.Errorf("file version %d, %v; want 1", onDisk.Version, err)
+	if err := json.Unmarshal(data, &onDisk); err != nil || onDisk.Version != 2 {
+		t.Errorf("file version %d, %v; want 2", onDisk.Version, err)
 	}
 }
 
@@ -145,7 +145,7 @@ func TestStoreFileModes(t *testing.T) {
 	s := newTestStore(t)
 	for i := range 3 {
 		d := Definition{Name: fmt.Sprint("t", i), InputSchema: json.RawMessage(`{}`)}
-		if err := s.Approve(context.Background(), "s", []Definition{d}, ""); err != nil {
+		if err := s.Approve(context.Background(), Scope{Server: "s"}, []Definition{d}, ""); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -194,7 +194,7 @@ func TestStoreConcurrentUpdates(t *testing.T) {
 			defer wg.Done()
 			for i := range each {
 				d := Definition{Name: fmt.Sprintf("w%d-%d", w, i), InputSchema: json.RawMessage(`{}`)}
-				if err := s.Approve(context.Background(), "s", []Definition{d}, ""); err != nil {
+				if err := s.Approve(context.Background(), Scope{Server: "s"}, []Definition{d}, ""); err != nil {
 					errs <- err
 					return
 				}
@@ -258,7 +258,11 @@ func TestStoreCorruptFile(t *testing.T) {
 		"garbage":             "\x00\x01garbage",
 		"empty":               "",
 		"truncated":           valid[:len(valid)/2],
-		"newer version":       `{"version":2,"servers":{}}`,
+		"newer version":       `{"version":3,"servers":{}}`,
+		"v2 with a v1 body":   `{"version":2,"servers":{"s":{"a":` + pin + `}}}`,
+		"v2 bad identity":     `{"version":2,"servers":[{"server":"s","identity":"nope","tools":{"a":` + pin + `}}]}`,
+		"v2 scope twice":      `{"version":2,"servers":[{"server":"s","tools":{"a":` + pin + `}},{"server":"s","tools":{"a":` + pin + `}}]}`,
+		"v2 bad noticed":      `{"version":2,"servers":[{"server":"s","tools":{"a":` + pin + `},"noticed":{"b":"x"}}]}`,
 		"no version":          `{"servers":{}}`,
 		"unknown field":       `{"version":1,"servers":{},"extra":true}`,
 		"duplicate server":    `{"version":1,"servers":{"s":{"a":` + pin + `},"s":{"a":` + pin + `}}}`,
@@ -281,10 +285,10 @@ func TestStoreCorruptFile(t *testing.T) {
 			}
 			_, err := s.List()
 			check("List", err)
-			_, err = s.Check(context.Background(), "s", []Definition{toolA}, Enforce)
+			_, err = s.Check(context.Background(), Scope{Server: "s"}, []Definition{toolA}, Enforce)
 			check("Check", err)
-			check("Approve", s.Approve(context.Background(), "s", []Definition{toolA}, ""))
-			check("Forget", s.Forget(context.Background(), "s", ""))
+			check("Approve", s.Approve(context.Background(), Scope{Server: "s"}, []Definition{toolA}, ""))
+			check("Forget", s.Forget(context.Background(), Scope{Server: "s"}, ""))
 			if data, _ := os.ReadFile(s.Path()); string(data) != content {
 				t.Errorf("the corrupt file was rewritten: %q", data)
 			}
@@ -295,18 +299,18 @@ func TestStoreCorruptFile(t *testing.T) {
 func TestApproveRefuses(t *testing.T) {
 	s := newTestStore(t)
 	ctx := context.Background()
-	err := s.Approve(ctx, "s", []Definition{toolA, toolB}, "nope")
+	err := s.Approve(ctx, Scope{Server: "s"}, []Definition{toolA, toolB}, "nope")
 	if !errors.Is(err, ErrUnknownTool) || !strings.Contains(err.Error(), `"nope"`) {
 		t.Errorf("unknown tool: %v, want ErrUnknownTool naming \"nope\"", err)
 	}
-	err = s.Approve(ctx, "s", []Definition{toolA, broken}, "")
+	err = s.Approve(ctx, Scope{Server: "s"}, []Definition{toolA, broken}, "")
 	if !errors.Is(err, ErrSyntax) || !strings.Contains(err.Error(), `"broken"`) {
 		t.Errorf("broken definition: %v, want a syntax error naming \"broken\"", err)
 	}
-	if err := s.Approve(ctx, "s", []Definition{toolA, toolA2}, "a"); !errors.Is(err, ErrDuplicateTool) {
+	if err := s.Approve(ctx, Scope{Server: "s"}, []Definition{toolA, toolA2}, "a"); !errors.Is(err, ErrDuplicateTool) {
 		t.Errorf("duplicate tool: %v, want ErrDuplicateTool", err)
 	}
-	if err := s.Approve(ctx, "", []Definition{toolA}, ""); err == nil {
+	if err := s.Approve(ctx, Scope{Server: ""}, []Definition{toolA}, ""); err == nil {
 		t.Error("an empty server name was accepted")
 	}
 	if _, err := os.Stat(s.Path()); !errors.Is(err, os.ErrNotExist) {
@@ -317,13 +321,13 @@ func TestApproveRefuses(t *testing.T) {
 func TestApproveReplacesPin(t *testing.T) {
 	s := newTestStore(t)
 	ctx := context.Background()
-	if _, err := s.Check(ctx, "s", []Definition{toolA, toolB}, Enforce); err != nil {
+	if _, err := s.Check(ctx, Scope{Server: "s"}, []Definition{toolA, toolB}, Enforce); err != nil {
 		t.Fatal(err)
 	}
-	if err := s.Approve(ctx, "s", []Definition{toolA2, toolB}, "a"); err != nil {
+	if err := s.Approve(ctx, Scope{Server: "s"}, []Definition{toolA2, toolB}, "a"); err != nil {
 		t.Fatal(err)
 	}
-	rep, err := s.Check(ctx, "s", []Definition{toolA2, toolB}, Enforce)
+	rep, err := s.Check(ctx, Scope{Server: "s"}, []Definition{toolA2, toolB}, Enforce)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -337,20 +341,20 @@ func TestApproveReplacesPin(t *testing.T) {
 func TestForget(t *testing.T) {
 	s := newTestStore(t)
 	ctx := context.Background()
-	if err := s.Approve(ctx, "s", []Definition{toolA, toolB}, ""); err != nil {
+	if err := s.Approve(ctx, Scope{Server: "s"}, []Definition{toolA, toolB}, ""); err != nil {
 		t.Fatal(err)
 	}
-	if err := s.Approve(ctx, "t", []Definition{toolA}, ""); err != nil {
+	if err := s.Approve(ctx, Scope{Server: "t"}, []Definition{toolA}, ""); err != nil {
 		t.Fatal(err)
 	}
-	if err := s.Forget(ctx, "s", "a"); err != nil {
+	if err := s.Forget(ctx, Scope{Server: "s"}, "a"); err != nil {
 		t.Fatal(err)
 	}
 	if got := pinsOf(t, s, "s"); len(got) != 1 || got["b"] == "" {
 		t.Errorf("after forgetting s/a: %v, want only b", got)
 	}
 	// A forgotten tool of a server that keeps pins is new, not first use.
-	rep, err := s.Check(ctx, "s", []Definition{toolA, toolB}, Enforce)
+	rep, err := s.Check(ctx, Scope{Server: "s"}, []Definition{toolA, toolB}, Enforce)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -359,23 +363,23 @@ func TestForget(t *testing.T) {
 	}
 
 	for _, tt := range []struct{ server, tool string }{{"s", "a"}, {"nope", ""}, {"nope", "a"}} {
-		err := s.Forget(ctx, tt.server, tt.tool)
+		err := s.Forget(ctx, Scope{Server: tt.server}, tt.tool)
 		if !errors.Is(err, ErrNotPinned) || !strings.Contains(err.Error(), strconv.Quote(tt.server)) {
 			t.Errorf("Forget(%q, %q) = %v; want ErrNotPinned naming the server", tt.server, tt.tool, err)
 		}
 	}
 
-	if err := s.Forget(ctx, "s", "b"); err != nil {
+	if err := s.Forget(ctx, Scope{Server: "s"}, "b"); err != nil {
 		t.Fatal(err)
 	}
-	if err := s.Forget(ctx, "t", ""); err != nil {
+	if err := s.Forget(ctx, Scope{Server: "t"}, ""); err != nil {
 		t.Fatal(err)
 	}
 	if entries, err := s.List(); err != nil || len(entries) != 0 {
 		t.Fatalf("after forgetting everything: %v, %v", entries, err)
 	}
 	// With no pins left, the next check is first use again.
-	rep, err = s.Check(ctx, "s", []Definition{toolA2}, Enforce)
+	rep, err = s.Check(ctx, Scope{Server: "s"}, []Definition{toolA2}, Enforce)
 	if err != nil || rep.Decisions[0].Status != FirstUse {
 		t.Fatalf("check after forgetting the server: %+v, %v; want first use", rep, err)
 	}
@@ -392,12 +396,12 @@ func TestLockHonoursContext(t *testing.T) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
 	defer cancel()
-	err = s.Approve(ctx, "s", []Definition{toolA}, "")
+	err = s.Approve(ctx, Scope{Server: "s"}, []Definition{toolA}, "")
 	if !errors.Is(err, context.DeadlineExceeded) {
 		t.Errorf("Approve while locked: %v, want the context's deadline", err)
 	}
 	unlock()
-	if err := s.Approve(context.Background(), "s", []Definition{toolA}, ""); err != nil {
+	if err := s.Approve(context.Background(), Scope{Server: "s"}, []Definition{toolA}, ""); err != nil {
 		t.Errorf("Approve after unlock: %v", err)
 	}
 }

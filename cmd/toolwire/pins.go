@@ -27,7 +27,11 @@ of the registry until approved, "warn" (the default) registers it with a
 warning, "off" does not check. Either way the change is logged and audited.
 
 Pins are kept in security.pinsFile (default: toolwire/pins.json in the user's
-configuration directory).`,
+configuration directory), apart for each server's identity (its name with its
+command, arguments and working directory, or its URL), so two projects that
+both name a server "files" never share pins. Each pin keeps the name its tool
+is registered under. In warn mode a new tool is warned about once, not at
+every command.`,
 		Args: cobra.NoArgs,
 	}
 	cmd.AddCommand(newPinsListCommand(e, g), newPinsApproveCommand(e, g), newPinsForgetCommand(e, g))
@@ -41,10 +45,11 @@ func newPinsListCommand(e *env, g *globalFlags) *cobra.Command {
 		Short: "List the pinned tools, of every server or of one",
 		Args:  cobra.MaximumNArgs(1),
 		RunE: func(_ *cobra.Command, args []string) error {
-			_, store, err := loadPins(e, g)
+			file, store, err := loadPins(e, g)
 			if err != nil {
 				return err
 			}
+			here := configuredScopes(file)
 			entries, err := store.List()
 			if err != nil {
 				return &exitError{exitToolErr, err}
@@ -56,13 +61,13 @@ func newPinsListCommand(e *env, g *globalFlags) *cobra.Command {
 				}
 			}
 			if asJSON {
-				return printJSON(e, pinsJSON(entries))
+				return printJSON(e, pinsJSON(entries, here))
 			}
 			if len(entries) == 0 {
 				fmt.Fprintf(e.stdout, "no pins in %s\n", store.Path())
 				return nil
 			}
-			printPinsTable(e, entries)
+			printPinsTable(e, entries, here)
 			return nil
 		},
 	}
@@ -70,20 +75,48 @@ func newPinsListCommand(e *env, g *globalFlags) *cobra.Command {
 	return cmd
 }
 
-func printPinsTable(e *env, entries []pins.Entry) {
+func printPinsTable(e *env, entries []pins.Entry, here map[pins.Scope]bool) {
 	tw := tabwriter.NewWriter(e.stdout, 0, 0, 2, ' ', 0)
-	fmt.Fprintln(tw, "SERVER\tTOOL\tFINGERPRINT\tAPPROVED\tHOW\tDESCRIPTION")
+	fmt.Fprintln(tw, "SERVER\tSCOPE\tTOOL\tREGISTERED AS\tFINGERPRINT\tAPPROVED\tHOW\tDESCRIPTION")
 	for _, en := range entries {
 		how := "approved"
 		if en.FirstUse {
 			how = "first-use"
 		}
+		registered := en.Registered
+		if registered == "" {
+			registered = "-" // a pin from before names were kept
+		}
 		// Server and tool names come from configuration and from the
 		// server; both are shown as untrusted text.
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", oneLine(en.Server, 40), oneLine(en.Tool, 48), shortPrint(en.Fingerprint),
-			en.ApprovedAt.Local().Format(time.DateTime), how, oneLine(en.Snippet, 48))
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", oneLine(en.Server, 40), scopeLabel(en, here), oneLine(en.Tool, 48), oneLine(registered, 64),
+			shortPrint(en.Fingerprint), en.ApprovedAt.Local().Format(time.DateTime), how, oneLine(en.Snippet, 48))
 	}
 	_ = tw.Flush()
+}
+
+// configuredScopes are the pin scopes of the configuration's servers.
+func configuredScopes(file *config.File) map[pins.Scope]bool {
+	here := make(map[pins.Scope]bool, len(file.Servers))
+	for _, s := range file.Servers {
+		here[mcpclient.PinScope(s)] = true
+	}
+	return here
+}
+
+// scopeLabel says whose pins an entry is: this configuration's server of
+// that name, another server of that name (another project's), or pins by
+// name only from a file of before scopes, which this configuration's
+// server of that name adopts at its next start.
+func scopeLabel(en pins.Entry, here map[pins.Scope]bool) string {
+	switch {
+	case en.Identity == "":
+		return "by name"
+	case here[pins.Scope{Server: en.Server, Identity: en.Identity}]:
+		return "this config"
+	default:
+		return "other " + shortPrint(en.Identity)
+	}
 }
 
 // shortPrint is a fingerprint cut to "sha256:" and 12 hex digits, enough
@@ -98,18 +131,27 @@ func shortPrint(fp string) string {
 
 // pinJSON is the --json shape of one pin.
 type pinJSON struct {
-	Server      string    `json:"server"`
-	Tool        string    `json:"tool"`
+	Server string `json:"server"`
+	// Identity and Configured say which server of that name the pin is
+	// for (see pins.Scope); Identity is empty for pins by name only.
+	Identity   string `json:"identity,omitempty"`
+	Configured bool   `json:"configured"`
+	Tool       string `json:"tool"`
+	// Registered is the name the tool was registered under when pinned.
+	Registered  string    `json:"registered,omitempty"`
 	Fingerprint string    `json:"fingerprint"`
 	ApprovedAt  time.Time `json:"approvedAt"`
 	FirstUse    bool      `json:"firstUse"`
 	Description string    `json:"description,omitempty"` // the start of the approved one
 }
 
-func pinsJSON(entries []pins.Entry) []pinJSON {
+func pinsJSON(entries []pins.Entry, here map[pins.Scope]bool) []pinJSON {
 	out := make([]pinJSON, 0, len(entries))
 	for _, en := range entries {
-		out = append(out, pinJSON{en.Server, en.Tool, en.Fingerprint, en.ApprovedAt, en.FirstUse, en.Snippet})
+		out = append(out, pinJSON{
+			Server: en.Server, Identity: en.Identity, Configured: here[pins.Scope{Server: en.Server, Identity: en.Identity}],
+			Tool: en.Tool, Registered: en.Registered, Fingerprint: en.Fingerprint, ApprovedAt: en.ApprovedAt, FirstUse: en.FirstUse, Description: en.Snippet,
+		})
 	}
 	return out
 }
@@ -171,13 +213,15 @@ Approve only what you have looked at: "toolwire tools" shows the descriptions
 			if err != nil {
 				return &exitError{exitToolErr, err}
 			}
+			scope := mcpclient.PinScope(cfg)
 			old := map[string]string{}
 			for _, en := range before {
-				if en.Server == server {
+				// Its own pins, or those by name only that it adopts.
+				if en.Server == server && (en.Identity == scope.Identity || en.Identity == "") {
 					old[en.Tool] = en.Fingerprint
 				}
 			}
-			if err := store.Approve(cmd.Context(), server, defs, ""); err != nil {
+			if err := store.Approve(cmd.Context(), scope, defs, ""); err != nil {
 				return &exitError{exitToolErr, err}
 			}
 			if len(old) == 0 && toolName != "" && len(srv.Definitions()) > 1 {
@@ -236,7 +280,13 @@ mode: quarantined until approved).`,
 			if !ok {
 				return &exitError{exitUsage, fmt.Errorf("no server %q in the configuration or the pins file %s", args[0], store.Path())}
 			}
-			if err := store.Forget(cmd.Context(), server, toolName); err != nil {
+			// A configured server's own pins (and those by name only, which
+			// it would adopt); a name not configured here, every scope of it.
+			scope := pins.Scope{Server: server}
+			if i := slices.IndexFunc(file.Servers, func(s config.Server) bool { return s.Name == server }); i >= 0 {
+				scope = mcpclient.PinScope(file.Servers[i])
+			}
+			if err := store.Forget(cmd.Context(), scope, toolName); err != nil {
 				if errors.Is(err, pins.ErrNotPinned) {
 					return &exitError{exitUsage, fmt.Errorf("%s has no pin in %s", target(server, toolName), store.Path())}
 				}
@@ -244,7 +294,8 @@ mode: quarantined until approved).`,
 			}
 			n := 0
 			for _, en := range entries {
-				if en.Server == server && (toolName == "" || en.Tool == toolName) {
+				inScope := scope.Identity == "" || en.Identity == "" || en.Identity == scope.Identity
+				if en.Server == server && inScope && (toolName == "" || en.Tool == toolName) {
 					n++
 				}
 			}

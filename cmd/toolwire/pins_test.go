@@ -357,3 +357,37 @@ func TestPinsWithoutAuditFile(t *testing.T) {
 		t.Errorf("an audit file appeared: %v", err)
 	}
 }
+
+// Issue 12.1 and 14: "pins list" shows which upstream tool holds which
+// registered name, and whose pins they are (this configuration's server,
+// or another server of the same name).
+func TestPinsListShowsNamesAndScope(t *testing.T) {
+	f := newPinFixture(t, "  pins: warn\n")
+	f.run(t, "", false, "tools").expect(t, exitOK)
+	res := f.run(t, "", false, "pins", "list", "--json")
+	res.expect(t, exitOK)
+	var got []struct {
+		Server, Identity, Tool, Registered string
+		Configured                         bool
+	}
+	if err := json.Unmarshal([]byte(res.stdout), &got); err != nil {
+		t.Fatalf("pins list --json: %v\n%s", err, res.stdout)
+	}
+	found := false
+	for _, p := range got {
+		if p.Server == "demo" && p.Tool == "echo" {
+			found = true
+			if p.Registered != "demo__echo" || !p.Configured || !strings.HasPrefix(p.Identity, "sha256:") {
+				t.Errorf("demo/echo pin = %+v, want registered demo__echo, configured, with an identity", p)
+			}
+		}
+	}
+	if !found {
+		t.Fatalf("no pin of demo/echo in %s", res.stdout)
+	}
+	table := f.run(t, "", false, "pins", "list")
+	table.expect(t, exitOK)
+	if !regexpLine(table.stdout, "demo", "this config", "echo", "demo__echo", "sha256:") {
+		t.Errorf("pins list lacks demo/echo with its scope and registered name:\n%s", table.stdout)
+	}
+}

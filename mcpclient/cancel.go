@@ -14,8 +14,9 @@ import (
 // goroutine of its own after the call has returned. A Close that follows at
 // once (toolwire call on Ctrl-C or a timeout) would end the session first,
 // and the server would never hear of it: a stdio server's handler sees its
-// input end instead, and a Streamable HTTP server keeps the call running
-// and holds the session's deletion until the call ends by itself. So each
+// input end instead, and a go-sdk server over Streamable HTTP keeps the call
+// running and holds the session's deletion until the call ends by itself
+// (the SDK's DELETE gives up after 5 s). So each
 // call carries a cancelProbe in its context, which the connection's writes
 // report to (see noteWrite), and Close waits, bounded, until every
 // cancelled call the server received has been announced.

@@ -10,6 +10,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -45,26 +46,43 @@ func TestCancelledCallIsAnnouncedBeforeClose(t *testing.T) {
 				t.Errorf("the server received cancellations with the reasons %q, want %q", got, want)
 			}
 		})
-		t.Run("http/"+how, func(t *testing.T) {
-			t.Parallel()
-			release := make(chan struct{})
-			srv := customServer(release)
-			wire := &wireLog{}
-			url := serveHTTP(t, wire.wrap(mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return srv }, nil)))
-			t.Cleanup(func() { close(release) }) // before the server closes
-			reg := confirmingRegistry()
-			s := connect(t, httpConfig("custom", url), reg, nil)
-			cancelThenClose(t, s, tool.NewExecutor(reg, nil), how)
-			got := wire.snapshot()
-			i := slices.IndexFunc(got, func(e string) bool { return len(e) > 5 && e[:5] == "call " })
-			if i < 0 {
-				t.Fatalf("the server saw no tools/call: %q", got)
-			}
-			id := got[i][len("call "):]
-			if want := []string{"call " + id, "cancelled " + id, "delete"}; !slices.Equal(got[i:], want) {
-				t.Errorf("the server saw %q from the call on, want %q", got[i:], want)
-			}
-		})
+		// Over HTTP the session ends with a DELETE, over SSE when the
+		// event stream's GET ends.
+		for _, transport := range []string{"http", "sse"} {
+			t.Run(transport+"/"+how, func(t *testing.T) {
+				t.Parallel()
+				release := make(chan struct{})
+				srv := customServer(release)
+				wire := &wireLog{}
+				var h http.Handler = mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return srv }, nil)
+				ended := "delete"
+				if transport == "sse" {
+					h, ended = mcp.NewSSEHandler(func(*http.Request) *mcp.Server { return srv }, nil), "stream ended"
+				}
+				url := serveHTTP(t, wire.wrap(h))
+				t.Cleanup(func() { close(release) }) // before the server closes
+				reg := confirmingRegistry()
+				cfg := httpConfig("custom", url)
+				cfg.Transport = transport
+				s := connect(t, cfg, reg, nil)
+				cancelThenClose(t, s, tool.NewExecutor(reg, nil), how)
+				// The server notices a GET ending some time after the client.
+				waitFor(t, "the server saw the session end", func() bool { return slices.Contains(wire.snapshot(), ended) })
+				got := wire.snapshot()
+				if transport == "http" {
+					// Its standalone stream ends with the session too.
+					got = slices.DeleteFunc(got, func(e string) bool { return e == "stream ended" })
+				}
+				i := slices.IndexFunc(got, func(e string) bool { return strings.HasPrefix(e, "call ") })
+				if i < 0 {
+					t.Fatalf("the server saw no tools/call: %q", got)
+				}
+				id := strings.TrimPrefix(got[i], "call ")
+				if want := []string{"call " + id, "cancelled " + id, ended}; !slices.Equal(got[i:], want) {
+					t.Errorf("the server saw %q from the call on, want %q", got[i:], want)
+				}
+			})
+		}
 	}
 }
 
@@ -107,8 +125,9 @@ func cancelThenClose(t *testing.T, s *Server, ex *tool.Executor, how string) {
 }
 
 // wireLog records, in order of arrival, the tools/call requests (with
-// their IDs), the notifications/cancelled (with the IDs they name) and the
-// session deletions a Streamable HTTP handler receives.
+// their IDs), the notifications/cancelled (with the IDs they name), the
+// session deletions and the ends of event streams (GETs) an HTTP handler
+// receives.
 type wireLog struct {
 	mu     sync.Mutex
 	events []string
@@ -117,6 +136,8 @@ type wireLog struct {
 func (l *wireLog) wrap(h http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		switch r.Method {
+		case http.MethodGet:
+			defer l.add("stream ended")
 		case http.MethodDelete:
 			l.add("delete")
 		case http.MethodPost:

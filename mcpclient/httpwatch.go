@@ -194,6 +194,19 @@ type message struct {
 // scanMessage reads the top-level method and id of a JSON-RPC message, as
 // far as data goes: it may be the beginning of a longer message.
 func scanMessage(data []byte) message {
+	var whole struct {
+		ID     json.RawMessage `json:"id"`
+		Method string          `json:"method"`
+	}
+	if json.Unmarshal(data, &whole) == nil {
+		return message{method: whole.Method, hasID: len(whole.ID) > 0 && string(whole.ID) != "null"}
+	}
+	return scanPrefix(data)
+}
+
+// scanPrefix is scanMessage for what is not one whole JSON object: the
+// beginning of one, key by key, until the data ends.
+func scanPrefix(data []byte) message {
 	var m message
 	dec := json.NewDecoder(bytes.NewReader(data))
 	if t, err := dec.Token(); err != nil || t != json.Delim('{') {

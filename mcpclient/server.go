@@ -750,13 +750,13 @@ func (s *Server) PID() int { return s.Status().PID }
 
 // Close stops supervising the server, deregisters its tools and ends the
 // session. It first lets the server hear of the calls cancelled or timed
-// out just before (their notifications/cancelled are written, waiting at
-// most cancelGrace), so that a server never sees its session end under a
-// call it was not told about. For a stdio server it then closes the
-// child's stdin, waits for it to exit (then signals it, as the MCP spec
-// describes), and ends anything left in its process group: once Close
-// returns, no process of the server's is running. Close is safe to call
-// more than once; later calls return the first call's result.
+// out just before: it waits, at most cancelGrace, until their
+// notifications/cancelled are written, which the SDK does after the calls
+// have returned. For a stdio server it then closes the child's stdin,
+// waits for it to exit (then signals it, as the MCP spec describes), and
+// ends anything left in its process group: once Close returns, no process
+// of the server's is running. Close is safe to call more than once; later
+// calls return the first call's result.
 func (s *Server) Close() error {
 	s.closeOnce.Do(func() {
 		s.mu.Lock()

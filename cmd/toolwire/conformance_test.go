@@ -179,6 +179,68 @@ func TestConformanceSuiteThroughServeHTTP(t *testing.T) {
 	}
 }
 
+// TestConformanceReportsThroughServeHTTPToAnHTTPUpstream runs the suite's
+// progress and logging scenarios through the gateway in front of the
+// fixture served over Streamable HTTP: the last report of a call, sent
+// just before its result, must reach the caller before the result does,
+// as it does over stdio. Losing it is a race that loses about one run in
+// two, so the scenarios run three times.
+func TestConformanceReportsThroughServeHTTPToAnHTTPUpstream(t *testing.T) {
+	npmDir := conformanceSuite(t)
+	dir := t.TempDir()
+	fixtureBin := filepath.Join(dir, "fixture")
+	if err := goBuild(fixtureBin, conformanceFixturePkg, false); err != nil {
+		t.Fatal(err)
+	}
+	upstream := serveFixtureHTTP(t, fixtureBin)
+	config := filepath.Join(dir, "toolwire.yaml")
+	if err := os.WriteFile(config, []byte("servers:\n  everything:\n    url: "+quoteYAML(upstream)+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	url := serveForConformance(t, []string{"--config", config, "serve", "--http", "127.0.0.1:0", "--unprefixed"})
+	scenarios := []string{"tools-call-with-progress", "tools-call-with-logging"}
+	for round := 1; round <= 3; round++ {
+		args := []string{url, "--timeout", conformanceScenarioSecs, "-o", filepath.Join(t.TempDir(), "results")}
+		for _, s := range scenarios {
+			args = append(args, "--scenario", s)
+		}
+		run := runConformanceScript(t, npmDir, conformanceRunTimeout, conformanceScript, args...)
+		for _, s := range scenarios {
+			if run.verdicts[s] != "PASS" {
+				t.Fatalf("round %d: %s = %q, want PASS\n%s", round, s, run.verdicts[s], run.output)
+			}
+		}
+	}
+}
+
+// fixtureListening finds the URL the fixture prints once it listens.
+var fixtureListening = regexp.MustCompile(`listening on (http://\S+/mcp)`)
+
+// serveFixtureHTTP starts the fixture binary serving Streamable HTTP on a
+// free loopback port and returns its URL, ending it when the test ends.
+func serveFixtureHTTP(t *testing.T, bin string) string {
+	t.Helper()
+	cmd := exec.Command(bin, "-http", "127.0.0.1:0")
+	stderr := &syncBuffer{}
+	cmd.Stderr = stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatalf("start the fixture: %v", err)
+	}
+	t.Cleanup(func() {
+		_ = cmd.Process.Kill()
+		_ = cmd.Wait()
+	})
+	deadline := time.Now().Add(conformanceStartTimeout)
+	for time.Now().Before(deadline) {
+		if m := fixtureListening.FindStringSubmatch(stderr.String()); m != nil {
+			return m[1]
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	t.Fatalf("the fixture printed no URL within %s\nstderr:\n%s", conformanceStartTimeout, stderr.String())
+	return ""
+}
+
 // runConformanceScript runs one of the conformance scripts with args,
 // bounded by limit, and returns what it reported. The script exits 1 when a
 // scenario failed; its table says which, so that is not an error here.

@@ -50,6 +50,12 @@ const MetadataPath = "/.well-known/oauth-protected-resource"
 // Close stops them.
 func (g *Gateway) Handler(opts HTTPOptions) *Handler {
 	byRole := &roleServers{g: g, roles: opts.Roles, servers: map[string]*mcp.Server{}}
+	var bound *sessions // sessions bound to their credential; none without tokens or sessions
+	if opts.Verifier != nil && !opts.Stateless {
+		bound = newSessions()
+		opts.Verifier = bound.verifier(opts.Verifier)
+		byRole.middleware = bound.record
+	}
 	mcpHandler := mcp.NewStreamableHTTPHandler(func(req *http.Request) *mcp.Server {
 		if opts.Verifier == nil {
 			return byRole.get("", nil)
@@ -60,6 +66,9 @@ func (g *Gateway) Handler(opts HTTPOptions) *Handler {
 
 	var h http.Handler = mcpHandler
 	mux := http.NewServeMux()
+	if bound != nil {
+		h = bound.check(h)
+	}
 	if opts.Verifier != nil {
 		h = requireToken(opts, h)
 		mux.Handle(MetadataPath, auth.ProtectedResourceMetadataHandler(&oauthex.ProtectedResourceMetadata{
@@ -109,8 +118,9 @@ func requireToken(opts HTTPOptions, next http.Handler) http.Handler {
 // roleServers keeps one MCP server per role: callers of the same role see
 // the same tools, so they can share it.
 type roleServers struct {
-	g     *Gateway
-	roles Roles
+	g          *Gateway
+	roles      Roles
+	middleware mcp.Middleware // added to each server made; nil for none
 
 	mu      sync.Mutex
 	servers map[string]*mcp.Server
@@ -130,6 +140,9 @@ func (r *roleServers) get(role string, visible func(string) bool) *mcp.Server {
 		return s
 	}
 	made, stop := r.g.Server(visible)
+	if r.middleware != nil {
+		made.AddReceivingMiddleware(r.middleware)
+	}
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if s, ok := r.servers[role]; ok {

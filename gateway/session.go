@@ -11,16 +11,17 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
 
-// credentialKey is where [Gateway.Handler]'s verifier puts the SHA-256 of
-// the bearer token in TokenInfo.Extra, so that a session can be bound to
-// the credential that opened it rather than to its subject alone.
+// credentialKey is where [Gateway.Handler]'s verifier names the credential
+// in TokenInfo.Extra (the SHA-256 of the bearer token, or what the verifier
+// set), so that a session can be bound to the credential that opened it
+// rather than to its subject alone.
 const credentialKey = "toolwire.credential"
 
 // sessionHeader is the Streamable HTTP transport's session header.
 const sessionHeader = "Mcp-Session-Id"
 
-// credential is what a session is bound to: the hash of the token that
-// opened it and the role that token had then.
+// credential is what a session is bound to: the credential that opened it
+// (see credentialKey) and the role it had then.
 type credential struct{ token, role string }
 
 func credentialOf(ti *auth.TokenInfo) credential {
@@ -51,8 +52,9 @@ type binding struct {
 
 func newSessions() *sessions { return &sessions{bound: map[string]binding{}} }
 
-// verifier wraps v so that every TokenInfo it returns carries the hash of
-// its token. When v refuses a token that opened the session the request
+// verifier wraps v so that every TokenInfo it returns names its
+// credential: the hash of its token, unless v named it (JWTVerifier names
+// a JWT's subject and client, so that a refreshed token keeps the session). When v refuses a token that opened the session the request
 // names, that session ends: a revoked or expired token takes its sessions
 // (and their event streams) with it.
 func (b *sessions) verifier(v auth.TokenVerifier) auth.TokenVerifier {
@@ -72,7 +74,9 @@ func (b *sessions) verifier(v auth.TokenVerifier) auth.TokenVerifier {
 		if out.Extra == nil {
 			out.Extra = map[string]any{}
 		}
-		out.Extra[credentialKey] = HashToken(token)
+		if _, ok := out.Extra[credentialKey]; !ok {
+			out.Extra[credentialKey] = HashToken(token)
+		}
 		return &out, nil
 	}
 }

@@ -243,3 +243,40 @@ func TestARevokedTokenOrChangedRoleTakesEffectOnTheNextRequest(t *testing.T) {
 		t.Errorf("the session of a token revoked and restored: %+v, %v; want 404, the session gone", r, err)
 	}
 }
+
+// A JWT session is bound to the token's subject and client: the same
+// client's next token (a refresh) goes on with it, another client's token
+// of the same subject does not, and a token naming no client is bound as
+// itself.
+func TestAJWTSessionGoesOnWithTheSameClientsNextToken(t *testing.T) {
+	t.Parallel()
+	url, _, _ := jwtServer(t)
+	k := testKeys()
+	n := 0
+	mint := func(client string) string {
+		n++ // each token differs, as a refreshed one does
+		c := map[string]any{"iss": testIssuer, "aud": testAudience, "sub": "alice", "role": "reader",
+			"exp": time.Now().Add(time.Hour).Unix(), "iat": time.Now().Add(-time.Duration(n) * time.Second).Unix()}
+		if client != "" {
+			c["client_id"] = client
+		}
+		return sign(t, k.ec, "ec-1", "ES256", c)
+	}
+	ctx := ctxT(t)
+	list := `{"jsonrpc":"2.0","id":2,"method":"tools/list"}`
+	sid := rawSession(t, url, mint("desktop"))
+	if r, err := post(ctx, url, mint("desktop"), sid, list); err != nil || r.status != http.StatusOK || r.msg == nil || r.msg.Result == nil {
+		t.Errorf("the same client's refreshed token: %+v, %v; want the session served", r, err)
+	}
+	if r, err := post(ctx, url, mint("other-app"), sid, list); err != nil || r.status != http.StatusForbidden {
+		t.Errorf("another client's token of the same subject: %+v, %v; want 403", r, err)
+	}
+	bare := mint("")
+	sid = rawSession(t, url, bare)
+	if r, err := post(ctx, url, mint(""), sid, list); err != nil || r.status != http.StatusForbidden {
+		t.Errorf("another token naming no client: %+v, %v; want 403", r, err)
+	}
+	if r, err := post(ctx, url, bare, sid, list); err != nil || r.status != http.StatusOK {
+		t.Errorf("the token that opened the session: %+v, %v; want it served", r, err)
+	}
+}

@@ -37,6 +37,10 @@ const (
 	ConfirmationRejected  Kind = "confirmation.rejected"
 	CallExecuted          Kind = "call.executed"
 	CallErrored           Kind = "call.errored"
+	// CallRefused is the outcome of a call refused before it reached the
+	// executor (by the gateway: a tool the caller's role is not offered, a
+	// limit); Reason and Error say why, Caller who asked.
+	CallRefused Kind = "call.refused"
 	// Server lifecycle events; Source names the server.
 	ServerStarted     Kind = "server.started"     // Transport, Tools
 	ServerFailed      Kind = "server.failed"      // Reason (the phase), Error

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"strings"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"github.com/toolwire/toolwire/tool"
@@ -113,16 +112,12 @@ var approvalSchema = map[string]any{
 	"required": []string{"approve"},
 }
 
-// approvalMessage shows the call as the user must judge it: the tool, its
-// tier and the validated arguments, never the model's raw output.
+// approvalMessage shows the call as the user must judge it, rendered as
+// the CLI renders its prompt ([tool.PendingCall.Render]): the validated
+// arguments first, never the model's raw output, and the tool's
+// description bounded, escaped and marked as its server's words.
 func approvalMessage(call tool.PendingCall) string {
-	var b strings.Builder
-	fmt.Fprintf(&b, "Allow this %s call?\n\nTool: %s\n", call.Tier, call.Name)
-	if d := strings.TrimSpace(call.Description); d != "" {
-		fmt.Fprintf(&b, "Description: %s\n", d)
-	}
-	fmt.Fprintf(&b, "Arguments: %s", call.Args)
-	return b.String()
+	return "Allow this call?\n\n" + call.Render()
 }
 
 func canElicit(ss *mcp.ServerSession) bool {

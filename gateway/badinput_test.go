@@ -345,9 +345,9 @@ func badCases(t *testing.T, url string, mint func(*ecdsa.PrivateKey, string, str
 		// Another caller's session: refused, and the session is not
 		// disturbed (the test goes on using it).
 		{"another caller's session", bob, aliceSession, callBody(3, "read_file", `{"path":"/a"}`),
-			plain(http.StatusForbidden, "session user mismatch")},
+			plain(http.StatusForbidden, "opened with another credential")},
 		{"garbage into another caller's session", bob, aliceSession, `{"jsonrpc":`,
-			plain(http.StatusForbidden, "session user mismatch")},
+			plain(http.StatusForbidden, "opened with another credential")},
 	}
 }
 

@@ -124,7 +124,7 @@ func (g *Gateway) Server(visible func(name string) bool) (srv *mcp.Server, stop 
 		opts.SubscribeHandler, opts.UnsubscribeHandler = s.subscribe, s.unsubscribe
 	}
 	srv = mcp.NewServer(&mcp.Implementation{Name: g.opts.Name, Version: Version}, opts)
-	srv.AddReceivingMiddleware(g.forwardLogLevel)
+	srv.AddReceivingMiddleware(s.guard, g.forwardLogLevel)
 	s.srv = srv
 	s.sync()
 	if len(g.opts.Upstreams) > 0 {
@@ -235,10 +235,7 @@ func (s *served) sync() {
 func (g *Gateway) handler(t *tool.Tool) mcp.ToolHandler {
 	name, rewrite := t.Name, g.rewriteFor(t.Origin.Source)
 	return func(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
-		ctx = withSession(ctx, req.Session)
-		if req.Extra != nil && req.Extra.TokenInfo != nil && req.Extra.TokenInfo.UserID != "" {
-			ctx = tool.WithIdentity(ctx, req.Extra.TokenInfo.UserID)
-		}
+		ctx = withCaller(withSession(ctx, req.Session), req)
 		if req.Session != nil {
 			ctx = tool.WithCaller(ctx, &sessionCaller{ss: req.Session, token: req.Params.GetProgressToken()})
 		}

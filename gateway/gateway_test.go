@@ -222,7 +222,7 @@ func TestDestructiveCallIsConfirmedThroughElicitation(t *testing.T) {
 			// The user sees the validated arguments, re-encoded: the
 			// client's "approved": true is just an argument, shown too,
 			// and decides nothing.
-			for _, want := range []string{"delete_file", "destructive", `"path":"/tmp/x"`} {
+			for _, want := range []string{"delete_file", "destructive", `"path": "/tmp/x"`} {
 				if !strings.Contains(shown[0], want) {
 					t.Errorf("approval message lacks %q:\n%s", want, shown[0])
 				}

@@ -83,7 +83,13 @@ const MetadataPath = "/.well-known/oauth-protected-resource"
 // Close stops them.
 func (g *Gateway) Handler(opts HTTPOptions) *Handler {
 	tr := newTracker(opts.Limits, opts.Stateless, opts.Observe, opts.Audit)
-	byRole := &roleServers{g: g, roles: opts.Roles, servers: map[string]*mcp.Server{}, middleware: tr.middleware}
+	byRole := &roleServers{g: g, roles: opts.Roles, servers: map[string]*mcp.Server{}, middleware: []mcp.Middleware{tr.middleware}}
+	var bound *sessions // sessions bound to their credential; none without tokens or sessions
+	if opts.Verifier != nil && !opts.Stateless {
+		bound = newSessions()
+		opts.Verifier = bound.verifier(opts.Verifier)
+		byRole.middleware = append(byRole.middleware, bound.record)
+	}
 	mcpHandler := mcp.NewStreamableHTTPHandler(func(req *http.Request) *mcp.Server {
 		if opts.Verifier == nil {
 			return byRole.get("", nil)
@@ -96,6 +102,9 @@ func (g *Gateway) Handler(opts HTTPOptions) *Handler {
 	mux := http.NewServeMux()
 	mux.HandleFunc(LivenessPath, liveness)
 	mux.Handle(ReadinessPath, readiness(opts.Ready, tr))
+	if bound != nil {
+		h = bound.check(h)
+	}
 	if opts.Verifier != nil {
 		h = requireToken(opts, h)
 		if !opts.InsecurePlainBearer {
@@ -186,7 +195,7 @@ func loopbackConn(r *http.Request) bool {
 type roleServers struct {
 	g          *Gateway
 	roles      Roles
-	middleware mcp.Middleware // the tracker's, on every server made
+	middleware []mcp.Middleware // added to every server made (the tracker's, the session binding's)
 
 	mu      sync.Mutex
 	servers map[string]*mcp.Server
@@ -206,7 +215,7 @@ func (r *roleServers) get(role string, visible func(string) bool) *mcp.Server {
 		return s
 	}
 	made, stop := r.g.Server(visible)
-	made.AddReceivingMiddleware(r.middleware) // before any session can see it
+	made.AddReceivingMiddleware(r.middleware...) // before any session can see it
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if s, ok := r.servers[role]; ok {

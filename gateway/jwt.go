@@ -410,12 +410,24 @@ func (v *jwtVerifier) verify(ctx context.Context, token string, _ *http.Request)
 		}
 		scopes = strings.Fields(str)
 	}
-	return &auth.TokenInfo{
+	info := &auth.TokenInfo{
 		UserID:     claims.Subject,
 		Expiration: claims.Expiry.Time(),
 		Scopes:     scopes,
 		Extra:      map[string]any{roleKey: role},
-	}, nil
+	}
+	// A JWT that names the client it was issued to (RFC 9068's client_id,
+	// or OIDC's azp) is, with its subject, the credential a session is bound
+	// to, so that the same client's refreshed token goes on with the
+	// session and another client's token of the same subject does not.
+	// Without a client claim, the session is bound to the token itself.
+	for _, name := range []string{"client_id", "azp"} {
+		if c, ok := extra[name].(string); ok && c != "" {
+			info.Extra[credentialKey] = "jwt\x00" + claims.Subject + "\x00" + c
+			break
+		}
+	}
+	return info, nil
 }
 
 // headerAlg reads the "alg" of a compact JWS's header without verifying

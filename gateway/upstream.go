@@ -6,6 +6,8 @@ import (
 	"errors"
 	"fmt"
 	"maps"
+	"net/url"
+	"path"
 	"regexp"
 	"slices"
 	"strings"
@@ -87,11 +89,66 @@ func (g *Gateway) rewriteFor(source string) func(string) string {
 }
 
 // catalog is what one served server offers of the upstreams besides
-// tools, by served URI, URI template and prompt name.
+// tools, by served URI, URI template and prompt name, and what it keeps
+// from its caller.
 type catalog struct {
 	resources map[string]offered
 	templates map[string]offered
 	prompts   map[string]offered
+	// hidden are the upstreams' resources and templates the caller may
+	// not see. A visible template can match the URI of a hidden resource
+	// (file:///{+path} matches file:///secret), so every read and
+	// subscription is checked against them, by the URI asked for.
+	hidden []hiddenItem
+}
+
+// hiddenItem is one upstream resource or template a caller may not see.
+type hiddenItem struct {
+	up    Upstream
+	uri   string         // a resource's own URI, normalized; "" for a template
+	match *regexp.Regexp // a template's own URI template; nil for a resource
+}
+
+// hides reports whether the URI uri of up is one the caller may not
+// read: a hidden resource's URI (compared normalized, so file:///./secret
+// is file:///secret) or a URI a hidden template matches. When a hidden
+// and a visible template both match, the gateway cannot know which of them
+// the upstream serves the URI by, so the answer is no.
+func (c catalog) hides(up Upstream, uri string) bool {
+	norm := normalURI(uri)
+	for _, h := range c.hidden {
+		if h.up != up {
+			continue
+		}
+		if h.match != nil && (h.match.MatchString(uri) || h.match.MatchString(norm)) {
+			return true
+		}
+		if h.match == nil && h.uri == norm {
+			return true
+		}
+	}
+	return false
+}
+
+// normalURI is uri in a form in which two spellings of one URI compare
+// equal: scheme and host in lower case, percent-encoding decoded where it
+// need not be, dot segments and doubled slashes removed, no fragment.
+// A URI that does not parse is compared as it is.
+func normalURI(uri string) string {
+	u, err := url.Parse(uri)
+	if err != nil {
+		return uri
+	}
+	u.Scheme, u.Host = strings.ToLower(u.Scheme), strings.ToLower(u.Host)
+	if u.Path != "" {
+		p := path.Clean(u.Path)
+		if strings.HasSuffix(u.Path, "/") && p != "/" {
+			p += "/"
+		}
+		u.Path, u.RawPath = p, ""
+	}
+	u.Fragment, u.RawFragment = "", ""
+	return u.String()
 }
 
 // offered is one upstream resource, template or prompt: the upstream, its
@@ -171,6 +228,21 @@ func (s *served) syncCatalog() {
 		visible := func(name string) bool {
 			return s.visible == nil || s.visible(up.Prefix()+"__"+name)
 		}
+		hide := func(uri string, template bool) {
+			h := hiddenItem{up: up, uri: normalURI(uri)}
+			if template {
+				h.uri = ""
+				ut, err := uritemplate.New(uri)
+				if err != nil {
+					// A template the gateway cannot read could cover
+					// anything of this upstream.
+					h.match = regexp.MustCompile(``)
+				} else {
+					h.match = ut.Regexp()
+				}
+			}
+			want.hidden = append(want.hidden, h)
+		}
 		// add offers one item under its served key; the first of a
 		// collision wins.
 		add := func(m map[string]offered, kind, key, orig string, advert any) {
@@ -184,6 +256,8 @@ func (s *served) syncCatalog() {
 				c := *r
 				c.URI, c.Name = s.g.servedURI(up, r.URI), s.g.servedItemName(up, r.Name)
 				add(want.resources, "r", c.URI, r.URI, &c)
+			} else {
+				hide(r.URI, false)
 			}
 		}
 		for _, t := range l.templates {
@@ -197,6 +271,8 @@ func (s *served) syncCatalog() {
 						want.templates[c.URITemplate] = o
 					}
 				}
+			} else {
+				hide(t.URITemplate, true)
 			}
 		}
 		for _, p := range l.prompts {
@@ -250,6 +326,12 @@ func (c catalog) fromUpstream(up Upstream) (catalog, bool) {
 			}
 		}
 	}
+	for _, h := range c.hidden {
+		if h.up == up {
+			out.hidden = append(out.hidden, h)
+			found = true
+		}
+	}
 	return out, found
 }
 
@@ -264,6 +346,7 @@ func (c catalog) into(dst *catalog) {
 	for k, o := range c.prompts {
 		dst.prompts[k] = o
 	}
+	dst.hidden = append(dst.hidden, c.hidden...)
 }
 
 func goneKeys(have, want map[string]offered) []string {
@@ -284,10 +367,19 @@ func advertOf(v any) string {
 // owner finds the upstream behind a served resource URI and the
 // upstream's own URI for it: an exact resource first, then the served
 // template that matches it (in the order of the templates' served forms,
-// so that the answer does not depend on map order).
+// so that the answer does not depend on map order). A URI the caller may
+// not see (see [catalog.hides]) has no owner, whatever template matches it.
 func (s *served) owner(uri string) (Upstream, string, bool) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	up, orig, ok := s.ownerLocked(uri)
+	if !ok || s.catalog.hides(up, orig) {
+		return nil, "", false
+	}
+	return up, orig, true
+}
+
+func (s *served) ownerLocked(uri string) (Upstream, string, bool) {
 	if o, ok := s.catalog.resources[uri]; ok {
 		return o.up, o.orig, true
 	}
@@ -320,6 +412,15 @@ func (s *served) readResource(ctx context.Context, req *mcp.ReadResourceRequest)
 	res, err := session.ReadResource(ctx, &mcp.ReadResourceParams{URI: uri})
 	if err != nil {
 		return nil, up.Mask(err)
+	}
+	// The upstream may have read another spelling of the URI as a hidden
+	// resource; if what it returns says so, the caller gets nothing of it.
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for _, c := range res.Contents {
+		if c != nil && s.catalog.hides(up, c.URI) {
+			return nil, mcp.ResourceNotFoundError(req.Params.URI)
+		}
 	}
 	for _, c := range res.Contents {
 		if c != nil {

@@ -318,7 +318,7 @@ func (b *batch) ask(ctx context.Context, p *pending) (ok bool, err error) {
 			ok, err = false, fmt.Errorf("confirmer panicked: %v", r)
 		}
 	}()
-	ok, err = c.Confirm(ctx, PendingCall{Name: p.tool.Name, Tier: p.tool.Tier, Args: p.args, Description: p.tool.Description})
+	ok, err = c.Confirm(ctx, PendingCall{Name: p.tool.Name, Tier: p.tool.Tier, Args: p.args, Description: p.tool.Description, Source: p.tool.Origin.Source})
 	if err == nil && ctx.Err() != nil {
 		return false, ctx.Err()
 	}

@@ -2,9 +2,7 @@ package main
 
 import (
 	"bufio"
-	"bytes"
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -19,8 +17,8 @@ import (
 var errNoTerminal = errors.New("no terminal to ask for confirmation (pass --yes to approve)")
 
 // terminalConfirmer asks on the terminal before a write or destructive call,
-// showing the tool, its tier, its description and the validated arguments.
-// Only an explicit "y" or "yes" approves.
+// showing the call as tool.PendingCall.Render does (the gateway's approvals
+// show the same). Only an explicit "y" or "yes" approves.
 type terminalConfirmer struct {
 	in          io.Reader
 	out         io.Writer
@@ -44,12 +42,7 @@ func (c *terminalConfirmer) Confirm(ctx context.Context, call tool.PendingCall) 
 	if c.reader == nil {
 		c.reader = bufio.NewReader(c.in)
 	}
-	fmt.Fprintf(c.out, "\n%s is a %s tool.\n", call.Name, call.Tier)
-	if d := strings.TrimSpace(call.Description); d != "" {
-		fmt.Fprintf(c.out, "  %s\n", oneLine(d, 200))
-	}
-	fmt.Fprintf(c.out, "Arguments:\n%s\n", indentJSON(call.Args))
-	fmt.Fprintf(c.out, "Run it? [y/N] ")
+	fmt.Fprintf(c.out, "\n%s\nRun it? [y/N] ", call.Render())
 
 	// The read runs apart so that a cancelled context (Ctrl-C) ends the
 	// wait; the goroutine ends when the terminal delivers a line or closes.
@@ -69,15 +62,6 @@ func (c *terminalConfirmer) Confirm(ctx context.Context, call tool.PendingCall) 
 		}
 		return false, nil
 	}
-}
-
-func indentJSON(raw json.RawMessage) string {
-	var b bytes.Buffer
-	if err := json.Indent(&b, raw, "  ", "  "); err != nil {
-		return "  " + termSafe(string(raw))
-	}
-	// JSON escapes control characters but not direction overrides.
-	return "  " + termSafe(b.String())
 }
 
 // approveAll is the confirmer of --yes.

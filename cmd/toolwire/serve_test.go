@@ -131,7 +131,7 @@ func TestServeStdioOffersTheRegistryThroughThePolicy(t *testing.T) {
 	if titles := f.noteTitles(t); len(titles) != 1 || titles[0] != "kept" {
 		t.Errorf("notes on disk = %v, want [kept]: the refused delete must not run", titles)
 	}
-	if len(asked) != 2 || !strings.Contains(asked[1], `"title":"kept"`) {
+	if len(asked) != 2 || !strings.Contains(asked[1], `"title": "kept"`) {
 		t.Errorf("approval prompts = %q", asked)
 	}
 	kinds := strings.Join(kindStrings(f.auditKinds(t)), " ")

@@ -78,14 +78,20 @@ type Server struct {
 	// (see [OAuth]).
 	OAuth *OAuth
 
-	Prefix        string            // "" means the server name
-	DefaultTier   string            // always set after load: "read" when absent
-	TierOverrides map[string]string // original tool name -> tier
-	OnlyTools     []string          // nil = all tools; non-nil empty = no tools
-	ExcludeTools  []string
-	Timeout       time.Duration // 0 = library default
-	Required      bool
-	Disabled      bool // the file disables the server: keep it listed, do not start it
+	Prefix string // "" means the server name
+	// DefaultTier is the tier of tools not in TierOverrides. It is always
+	// set after load: when the file gives none, it is the dialect's
+	// default (see DefaultTierFor) and DefaultTierImplied is set.
+	DefaultTier string
+	// DefaultTierImplied is set when nobody chose DefaultTier: the file
+	// has no defaultTier for the server.
+	DefaultTierImplied bool
+	TierOverrides      map[string]string // original tool name -> tier
+	OnlyTools          []string          // nil = all tools; non-nil empty = no tools
+	ExcludeTools       []string
+	Timeout            time.Duration // 0 = library default
+	Required           bool
+	Disabled           bool // the file disables the server: keep it listed, do not start it
 
 	// Inputs are the declared inputs that this server's placeholders
 	// use, by ID, so that ExpandServer can say what it asks for; nil when
@@ -174,8 +180,27 @@ func Parse(name string, data []byte, dir string) (*File, error) {
 	if len(d.inputs) > 0 {
 		f.Inputs = d.inputs
 	}
+	for i := range f.Servers {
+		if s := &f.Servers[i]; s.DefaultTier == "" {
+			s.DefaultTier, s.DefaultTierImplied = DefaultTierFor(dialect), true
+		}
+	}
 	f.Warnings, f.WarningDetails = d.warningTexts()
 	return f, nil
+}
+
+// DefaultTierFor returns the tier of a server's tools when its file names
+// none. toolwire's own file says "read", as documented: its operator
+// writes tiers where tools write. A host application's file (Claude
+// Desktop, Claude Code, Cursor, VS Code, and the plain lists and maps)
+// has no tiers at all, so nobody decided that its tools only read: they
+// are "write", confirmed before each call, until an operator says
+// otherwise in a toolwire file (see `toolwire config import`).
+func DefaultTierFor(dialect string) string {
+	if dialect == DialectToolwire {
+		return "read"
+	}
+	return "write"
 }
 
 // workspaceFolder is what ${workspaceFolder} stands for: the project

@@ -93,9 +93,9 @@ func wantFull(path string, zetaLine, alphaLine, midLine int) *File {
 				URL:         "http://127.0.0.1:8080/mcp",
 				Headers:     map[string]string{"X-Team": "blue"},
 				BearerToken: "${REMOTE_TOKEN}",
-				DefaultTier: "read",
+				DefaultTier: "read", DefaultTierImplied: true,
 			},
-			{Name: "mid", Line: midLine, Transport: "stdio", Command: "npx", DefaultTier: "read"},
+			{Name: "mid", Line: midLine, Transport: "stdio", Command: "npx", DefaultTier: "read", DefaultTierImplied: true},
 		},
 		Audit: Audit{File: "/cfg/toolwire-audit.jsonl", LogArguments: true},
 	}
@@ -154,12 +154,12 @@ func TestParseHostEveryField(t *testing.T) {
 		Servers: []Server{
 			{Name: "files", Line: 5, Transport: "stdio", Command: "node",
 				Args: []string{"./server.js", "--root=${HOME}"}, Env: map[string]string{"DEBUG": "1"},
-				Cwd: "/home/u/srv", DefaultTier: "read"},
-			{Name: "typed-stdio", Line: 11, Transport: "stdio", Command: "/home/u/run.sh", DefaultTier: "read"},
+				Cwd: "/home/u/srv", DefaultTier: "write", DefaultTierImplied: true},
+			{Name: "typed-stdio", Line: 11, Transport: "stdio", Command: "/home/u/run.sh", DefaultTier: "write", DefaultTierImplied: true},
 			{Name: "remote", Line: 12, Transport: "http", URL: "https://example.com/mcp",
-				Headers: map[string]string{"Authorization": "Bearer ${TOKEN}"}, DefaultTier: "read"},
-			{Name: "streamable", Line: 17, Transport: "http", URL: "https://example.com/s", DefaultTier: "read"},
-			{Name: "untyped", Line: 18, Transport: "http", URL: "http://localhost:9000/mcp", DefaultTier: "read"},
+				Headers: map[string]string{"Authorization": "Bearer ${TOKEN}"}, DefaultTier: "write", DefaultTierImplied: true},
+			{Name: "streamable", Line: 17, Transport: "http", URL: "https://example.com/s", DefaultTier: "write", DefaultTierImplied: true},
+			{Name: "untyped", Line: 18, Transport: "http", URL: "http://localhost:9000/mcp", DefaultTier: "write", DefaultTierImplied: true},
 		},
 	}
 	if !reflect.DeepEqual(got, want) {

@@ -15,6 +15,7 @@ import (
 
 	"github.com/spf13/cobra"
 	"github.com/toolwire/toolwire/config"
+	"github.com/toolwire/toolwire/tool"
 	"golang.org/x/term"
 )
 
@@ -181,27 +182,30 @@ type configInputJSON struct {
 // expanded, and env and header values are left out (only their names are
 // shown) because a file may hold a literal secret there.
 type configServerJSON struct {
-	Name          string              `json:"name"`
-	Line          int                 `json:"line"`
-	Transport     string              `json:"transport"`
-	Command       string              `json:"command,omitempty"`
-	Args          []string            `json:"args,omitempty"`
-	URL           string              `json:"url,omitempty"`
-	EnvNames      []string            `json:"envNames,omitempty"`
-	EnvFile       string              `json:"envFile,omitempty"`
-	Cwd           string              `json:"cwd,omitempty"`
-	HeaderNames   []string            `json:"headerNames,omitempty"`
-	BearerToken   bool                `json:"bearerToken,omitempty"`
-	Prefix        string              `json:"prefix,omitempty"`
-	DefaultTier   string              `json:"defaultTier"`
-	TierOverrides map[string]string   `json:"tierOverrides,omitempty"`
-	OnlyTools     []string            `json:"onlyTools"` // null: all tools; []: none
-	ExcludeTools  []string            `json:"excludeTools,omitempty"`
-	Timeout       string              `json:"timeout,omitempty"`
-	Required      bool                `json:"required,omitempty"`
-	Disabled      bool                `json:"disabled,omitempty"`
-	Inputs        []string            `json:"inputs,omitempty"`
-	Warnings      []configWarningJSON `json:"warnings,omitempty"`
+	Name        string   `json:"name"`
+	Line        int      `json:"line"`
+	Transport   string   `json:"transport"`
+	Command     string   `json:"command,omitempty"`
+	Args        []string `json:"args,omitempty"`
+	URL         string   `json:"url,omitempty"`
+	EnvNames    []string `json:"envNames,omitempty"`
+	EnvFile     string   `json:"envFile,omitempty"`
+	Cwd         string   `json:"cwd,omitempty"`
+	HeaderNames []string `json:"headerNames,omitempty"`
+	BearerToken bool     `json:"bearerToken,omitempty"`
+	Prefix      string   `json:"prefix,omitempty"`
+	DefaultTier string   `json:"defaultTier"`
+	// DefaultTierSource is "defaultTier" when the file sets it, "default"
+	// when it is the dialect's default.
+	DefaultTierSource string              `json:"defaultTierSource"`
+	TierOverrides     map[string]string   `json:"tierOverrides,omitempty"`
+	OnlyTools         []string            `json:"onlyTools"` // null: all tools; []: none
+	ExcludeTools      []string            `json:"excludeTools,omitempty"`
+	Timeout           string              `json:"timeout,omitempty"`
+	Required          bool                `json:"required,omitempty"`
+	Disabled          bool                `json:"disabled,omitempty"`
+	Inputs            []string            `json:"inputs,omitempty"`
+	Warnings          []configWarningJSON `json:"warnings,omitempty"`
 }
 
 type configWarningJSON struct {
@@ -227,7 +231,7 @@ func configCheckJSON(f *config.File) configReport {
 			Command: s.Command, Args: s.Args, URL: s.URL,
 			EnvNames: configSortedKeys(s.Env), EnvFile: s.EnvFile, Cwd: s.Cwd,
 			HeaderNames: configSortedKeys(s.Headers), BearerToken: s.BearerToken != "",
-			Prefix: s.Prefix, DefaultTier: s.DefaultTier, TierOverrides: s.TierOverrides,
+			Prefix: s.Prefix, DefaultTier: s.DefaultTier, DefaultTierSource: string(defaultTierSource(s)), TierOverrides: s.TierOverrides,
 			OnlyTools: s.OnlyTools, ExcludeTools: s.ExcludeTools,
 			Required: s.Required, Disabled: s.Disabled, Inputs: configSortedKeys(s.Inputs),
 		}
@@ -242,6 +246,26 @@ func configCheckJSON(f *config.File) configReport {
 		r.Servers = append(r.Servers, js)
 	}
 	return r
+}
+
+// defaultTierSource says whether the operator chose s's default tier.
+func defaultTierSource(s config.Server) tool.TierSource {
+	if s.DefaultTierImplied {
+		return tool.TierDefault
+	}
+	return tool.TierOperator
+}
+
+// defaultTierText is the defaultTier row of the text report: the tier and
+// where it came from.
+func defaultTierText(dialect string, s config.Server) string {
+	if !s.DefaultTierImplied {
+		return s.DefaultTier + " (set by defaultTier)"
+	}
+	if dialect == config.DialectToolwire {
+		return s.DefaultTier + " (the default: no defaultTier)"
+	}
+	return s.DefaultTier + " (the default for a host file, which has no tiers: calls are confirmed; import the file to choose tiers)"
 }
 
 func writeConfigJSON(w io.Writer, v any) error {
@@ -312,9 +336,7 @@ func printConfigCheck(w io.Writer, f *config.File) {
 		if s.Prefix != "" {
 			row("prefix", s.Prefix)
 		}
-		if s.DefaultTier != "" && s.DefaultTier != "read" || len(s.TierOverrides) > 0 {
-			row("defaultTier", s.DefaultTier)
-		}
+		row("defaultTier", defaultTierText(f.Dialect, s))
 		if len(s.TierOverrides) > 0 {
 			var parts []string
 			for _, k := range configSortedKeys(s.TierOverrides) {

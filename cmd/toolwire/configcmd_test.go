@@ -118,6 +118,9 @@ func TestConfigCheckText(t *testing.T) {
 		`  command       npx -y @modelcontextprotocol/server-filesystem "` + proj + `/docs dir"`,
 		"  env           API_KEY, LEVEL",
 		"  inputs        api-key",
+		// A host file has no tiers: its tools are confirmed, and the
+		// report says the tier is nobody's choice.
+		"  defaultTier   write (the default for a host file",
 		"server search (line 12)",
 		"  transport     http (Streamable HTTP)",
 		"  url           https://search.example.com/mcp",
@@ -166,6 +169,8 @@ func TestConfigCheckJSON(t *testing.T) {
 			EnvNames    []string `json:"envNames"`
 			HeaderNames []string `json:"headerNames"`
 			Disabled    bool     `json:"disabled"`
+			DefaultTier string   `json:"defaultTier"`
+			TierSource  string   `json:"defaultTierSource"`
 			Inputs      []string `json:"inputs"`
 			OnlyTools   []string `json:"onlyTools"`
 			Warnings    []struct {
@@ -187,6 +192,9 @@ func TestConfigCheckJSON(t *testing.T) {
 	if files.Name != "files" || files.Transport != "stdio" || files.Command != "npx" ||
 		!reflect.DeepEqual(files.EnvNames, []string{"API_KEY", "LEVEL"}) || !reflect.DeepEqual(files.Inputs, []string{"api-key"}) {
 		t.Errorf("files = %+v", files)
+	}
+	if files.DefaultTier != "write" || files.TierSource != "default" {
+		t.Errorf("files: defaultTier %q from %q, want write from default", files.DefaultTier, files.TierSource)
 	}
 	if files.OnlyTools != nil {
 		t.Errorf("onlyTools = %#v, want null (all tools)", files.OnlyTools)
@@ -291,7 +299,7 @@ func TestConfigCheckToolwireFileShowsTiersAndFilters(t *testing.T) {
 	for _, want := range []string{
 		"  command       " + filepath.Join(filepath.Dir(path), "bin", "demo"),
 		"  prefix        d",
-		"  defaultTier   write",
+		"  defaultTier   write (set by defaultTier)",
 		"  tierOverrides ls=read, rm=destructive",
 		"  onlyTools     none (the empty list registers no tools)",
 		"  excludeTools  fail",
@@ -339,6 +347,8 @@ func TestConfigImportRoundTripsEveryFixture(t *testing.T) {
 			for i := range orig.Servers {
 				a, b := orig.Servers[i], back.Servers[i]
 				a.Line, b.Line = 0, 0
+				// The host file's implied tier is written out.
+				a.DefaultTierImplied = false
 				if !reflect.DeepEqual(a, b) {
 					t.Errorf("server %d:\n got %+v\nwant %+v", i, b, a)
 				}

@@ -5,6 +5,7 @@ import (
 	"os"
 	"path/filepath"
 	"sort"
+	"strings"
 	"time"
 )
 
@@ -219,18 +220,46 @@ func workspaceFolder(dir string) string {
 }
 
 // parseTree picks the parser by content rather than by file name, because
-// host files are JSON under many names. Anything starting with "{" or "[" is
-// JSON and nothing else: falling back to YAML would quietly accept JSON that
-// the host application itself rejects, such as a trailing comma.
+// host files are JSON under many names. A file whose first thing past
+// whitespace and JSONC comments ("//", "/* */", which YAML does not have)
+// is "{" or "[" is JSON with comments, as VS Code reads it, and nothing
+// else: falling back to YAML would quietly accept what no host accepts.
+// Anything else is YAML.
 func parseTree(name string, data []byte) (*node, error) {
-	trimmed := bytes.TrimLeft(data, " \t\r\n")
-	if len(trimmed) == 0 {
+	switch jsonStart(data) {
+	case 0:
 		return nil, nil
-	}
-	if trimmed[0] == '{' || trimmed[0] == '[' {
+	case '{', '[':
 		return parseJSON(name, data)
 	}
 	return parseYAML(name, data)
+}
+
+// jsonStart returns the first byte of data past whitespace and leading
+// JSONC comments, or 0 when there is none. An unterminated "/*" counts as
+// JSON, so that the JSON parser reports it where it starts.
+func jsonStart(data []byte) byte {
+	for i := 0; i < len(data); {
+		switch {
+		case strings.IndexByte(" \t\r\n", data[i]) >= 0:
+			i++
+		case bytes.HasPrefix(data[i:], []byte("//")):
+			j := bytes.IndexByte(data[i:], '\n')
+			if j < 0 {
+				return 0
+			}
+			i += j
+		case bytes.HasPrefix(data[i:], []byte("/*")):
+			j := bytes.Index(data[i+2:], []byte("*/"))
+			if j < 0 {
+				return '{'
+			}
+			i += 2 + j + 2
+		default:
+			return data[i]
+		}
+	}
+	return 0
 }
 
 func hasKey(n *node, key string) bool {

@@ -35,9 +35,9 @@ func TestDialectFixtures(t *testing.T) {
 		{
 			file: "claude_desktop.json", dialect: DialectMCPServers,
 			servers: []Server{
-				{Name: "filesystem", Line: 4, Transport: "stdio", Command: "npx", DefaultTier: "read",
+				{Name: "filesystem", Line: 4, Transport: "stdio", Command: "npx", DefaultTier: "write", DefaultTierImplied: true,
 					Args: []string{"-y", "@modelcontextprotocol/server-filesystem", "/Users/sam/Desktop", "/Users/sam/Downloads"}},
-				{Name: "github", Line: 13, Transport: "stdio", Command: "docker", DefaultTier: "read",
+				{Name: "github", Line: 13, Transport: "stdio", Command: "docker", DefaultTier: "write", DefaultTierImplied: true,
 					Args: []string{"run", "-i", "--rm", "-e", "GITHUB_PERSONAL_ACCESS_TOKEN", "ghcr.io/github/github-mcp-server"},
 					Env:  map[string]string{"GITHUB_PERSONAL_ACCESS_TOKEN": "${GITHUB_TOKEN}"}},
 			},
@@ -45,38 +45,38 @@ func TestDialectFixtures(t *testing.T) {
 		{
 			file: "claude_code.mcp.json", dialect: DialectMCPServers,
 			servers: []Server{
-				{Name: "shared-db", Line: 3, Transport: "stdio", Command: filepath.Join(dialects, "scripts", "db-mcp.sh"), DefaultTier: "read",
+				{Name: "shared-db", Line: 3, Transport: "stdio", Command: filepath.Join(dialects, "scripts", "db-mcp.sh"), DefaultTier: "write", DefaultTierImplied: true,
 					Args: []string{"--config", "${DB_CONFIG:-db.json}"}, Env: map[string]string{"DB_URL": "${DB_URL}"}},
-				{Name: "api", Line: 11, Transport: "http", URL: "${API_BASE_URL:-https://api.example.com}/mcp", DefaultTier: "read",
+				{Name: "api", Line: 11, Transport: "http", URL: "${API_BASE_URL:-https://api.example.com}/mcp", DefaultTier: "write", DefaultTierImplied: true,
 					Headers: map[string]string{"Authorization": "Bearer ${API_KEY}"}},
-				{Name: "events", Line: 18, Transport: "sse", URL: "https://events.example.com/sse", DefaultTier: "read",
+				{Name: "events", Line: 18, Transport: "sse", URL: "https://events.example.com/sse", DefaultTier: "write", DefaultTierImplied: true,
 					Headers: map[string]string{"X-API-Key": "${EVENTS_KEY}"}},
-				{Name: "legacy-feed", Line: 25, Transport: "sse", URL: "https://feed.example.com/sse", DefaultTier: "read"},
+				{Name: "legacy-feed", Line: 25, Transport: "sse", URL: "https://feed.example.com/sse", DefaultTier: "write", DefaultTierImplied: true},
 			},
 		},
 		{
 			file: "cursor.mcp.json", dialect: DialectMCPServers,
 			servers: []Server{
-				{Name: "web-search", Line: 3, Transport: "stdio", Command: "npx", DefaultTier: "read",
+				{Name: "web-search", Line: 3, Transport: "stdio", Command: "npx", DefaultTier: "write", DefaultTierImplied: true,
 					Args: []string{"-y", "web-search-mcp"}, Env: map[string]string{"SEARCH_API_KEY": "${env:SEARCH_API_KEY}"},
 					EnvFile: filepath.Join(dialects, "cursor.env")},
-				{Name: "local-tools", Line: 11, Transport: "stdio", Command: "${HOME}/bin/local-tools", DefaultTier: "read",
+				{Name: "local-tools", Line: 11, Transport: "stdio", Command: "${HOME}/bin/local-tools", DefaultTier: "write", DefaultTierImplied: true,
 					Args: []string{"--root", dialects}},
-				{Name: "remote-docs", Line: 15, Transport: "http", URL: "https://docs.example.com/mcp", DefaultTier: "read",
+				{Name: "remote-docs", Line: 15, Transport: "http", URL: "https://docs.example.com/mcp", DefaultTier: "write", DefaultTierImplied: true,
 					Headers: map[string]string{"Authorization": "Bearer ${env:DOCS_TOKEN}"}},
 			},
 		},
 		{
 			file: "vscode/.vscode/mcp.json", dialect: DialectVSCode,
 			servers: []Server{
-				{Name: "perplexity", Line: 18, Transport: "stdio", Command: "npx", DefaultTier: "read",
+				{Name: "perplexity", Line: 18, Transport: "stdio", Command: "npx", DefaultTier: "write", DefaultTierImplied: true,
 					Args: []string{"-y", "server-perplexity-ask"}, Env: map[string]string{"PERPLEXITY_API_KEY": "${input:perplexity-key}"},
 					EnvFile: filepath.Join(vscodeProject, ".env"), Inputs: map[string]Input{"perplexity-key": apiKey}},
-				{Name: "github", Line: 27, Transport: "http", URL: "https://api.githubcopilot.com/mcp/", DefaultTier: "read",
+				{Name: "github", Line: 27, Transport: "http", URL: "https://api.githubcopilot.com/mcp/", DefaultTier: "write", DefaultTierImplied: true,
 					Headers: map[string]string{"X-Region": "${input:region}"}, Inputs: map[string]Input{"region": region}},
-				{Name: "legacy", Line: 34, Transport: "sse", URL: "http://localhost:3001/sse", DefaultTier: "read"},
+				{Name: "legacy", Line: 34, Transport: "sse", URL: "http://localhost:3001/sse", DefaultTier: "write", DefaultTierImplied: true},
 				{Name: "fetch", Line: 38, Transport: "stdio", Command: "uvx", Args: []string{"mcp-server-fetch"},
-					Cwd: filepath.Join(vscodeProject, "tools"), DefaultTier: "read"},
+					Cwd: filepath.Join(vscodeProject, "tools"), DefaultTier: "write", DefaultTierImplied: true},
 			},
 			inputs:   map[string]Input{"perplexity-key": apiKey, "region": region},
 			warnings: []string{`:44: servers.fetch.dev: ignored (VS Code's development mode (watch and debug) applies to VS Code only)`},
@@ -84,29 +84,29 @@ func TestDialectFixtures(t *testing.T) {
 		{
 			file: "list.yaml", dialect: DialectList,
 			servers: []Server{
-				{Name: "files", Line: 2, Transport: "stdio", Command: "npx", DefaultTier: "read",
+				{Name: "files", Line: 2, Transport: "stdio", Command: "npx", DefaultTier: "write", DefaultTierImplied: true,
 					Args: []string{"-y", "@modelcontextprotocol/server-filesystem", "."}},
-				{Name: "search", Line: 6, Transport: "http", URL: "https://search.example.com/mcp", DefaultTier: "read",
+				{Name: "search", Line: 6, Transport: "http", URL: "https://search.example.com/mcp", DefaultTier: "write", DefaultTierImplied: true,
 					Headers: map[string]string{"Authorization": "Bearer ${SEARCH_TOKEN}"}},
-				{Name: "events", Line: 11, Transport: "sse", URL: "https://events.example.com/sse", DefaultTier: "read"},
-				{Name: "old", Line: 13, Transport: "http", URL: "http://localhost:8931/mcp", DefaultTier: "read", Disabled: true},
+				{Name: "events", Line: 11, Transport: "sse", URL: "https://events.example.com/sse", DefaultTier: "write", DefaultTierImplied: true},
+				{Name: "old", Line: 13, Transport: "http", URL: "http://localhost:8931/mcp", DefaultTier: "write", DefaultTierImplied: true, Disabled: true},
 			},
 			warnings: []string{`:15: [3].disabled: the server is disabled and will not be started`},
 		},
 		{
 			file: "single.json", dialect: DialectSingle,
 			servers: []Server{
-				{Name: "notes", Line: 2, Transport: "stdio", Command: filepath.Join(dialects, "bin", "notes-server"), DefaultTier: "read",
+				{Name: "notes", Line: 2, Transport: "stdio", Command: filepath.Join(dialects, "bin", "notes-server"), DefaultTier: "write", DefaultTierImplied: true,
 					Args: []string{"--db", "notes.db"}, Env: map[string]string{"NOTES_TOKEN": "${NOTES_TOKEN:-dev}"}, Cwd: dialects},
 			},
 		},
 		{
 			file: "namedmap.json", dialect: DialectNamedMap,
 			servers: []Server{
-				{Name: "files", Line: 2, Transport: "stdio", Command: "npx", DefaultTier: "read",
+				{Name: "files", Line: 2, Transport: "stdio", Command: "npx", DefaultTier: "write", DefaultTierImplied: true,
 					Args: []string{"-y", "@modelcontextprotocol/server-filesystem", "/srv"}},
-				{Name: "search", Line: 6, Transport: "http", URL: "https://search.example.com/mcp", DefaultTier: "read"},
-				{Name: "legacy", Line: 11, Transport: "sse", URL: "https://legacy.example.com/sse", DefaultTier: "read", Disabled: true},
+				{Name: "search", Line: 6, Transport: "http", URL: "https://search.example.com/mcp", DefaultTier: "write", DefaultTierImplied: true},
+				{Name: "legacy", Line: 11, Transport: "sse", URL: "https://legacy.example.com/sse", DefaultTier: "write", DefaultTierImplied: true, Disabled: true},
 			},
 			warnings: []string{
 				`:9: search.autoApprove: ignored (a host approval list; toolwire uses tiers instead)`,
@@ -554,6 +554,12 @@ func TestMarshalRoundTripFixtures(t *testing.T) {
 			for i := range f.Servers {
 				a, b := f.Servers[i], back.Servers[i]
 				a.Line, b.Line = 0, 0
+				// A host file's implied tier is written out: the imported
+				// file says what the host file left unsaid.
+				if !a.DefaultTierImplied || b.DefaultTierImplied {
+					t.Errorf("server %d: tier implied %t before the import, %t after", i, a.DefaultTierImplied, b.DefaultTierImplied)
+				}
+				a.DefaultTierImplied = false
 				if !reflect.DeepEqual(a, b) {
 					t.Errorf("server %d\n got %+v\nwant %+v", i, b, a)
 				}

@@ -262,3 +262,52 @@ func ExpandServer(s Server, r Resolver) (Server, []string, error) {
 	}
 	return out, secrets, nil
 }
+
+// UnsetVariable is a placeholder that cannot be resolved: its variable is
+// unset and it has no default. It names the variable, never a value.
+type UnsetVariable struct {
+	Field string // the field's path in the server's settings, e.g. "env.TOKEN"
+	Var   string
+}
+
+// UnsetVariables returns every ${VAR} and ${env:VAR} placeholder of s, in
+// the fields ExpandServer expands, whose variable lookup (nil:
+// os.LookupEnv) does not know and which has no default: the server would
+// fail to start. Inputs are not looked at (they are asked for), nor the
+// variables an env file would bring (they do not feed placeholders).
+func UnsetVariables(s Server, lookup func(string) (string, bool)) []UnsetVariable {
+	if lookup == nil {
+		lookup = os.LookupEnv
+	}
+	var out []UnsetVariable
+	field := func(path, v string) {
+		if !strings.Contains(v, "${") {
+			return
+		}
+		rewritePlaceholders(v, func(body string) (string, bool) {
+			if strings.HasPrefix(body, "input:") || strings.Contains(body, ":-") {
+				return "", false
+			}
+			name := strings.TrimPrefix(body, "env:")
+			if _, ok := lookup(name); !ok && validVarName(name) && !slices.ContainsFunc(out, func(u UnsetVariable) bool { return u.Field == path && u.Var == name }) {
+				out = append(out, UnsetVariable{Field: path, Var: name})
+			}
+			return "", false
+		})
+	}
+	field("command", s.Command)
+	for i, a := range s.Args {
+		field(indexPath("args", i), a)
+	}
+	for _, k := range slices.Sorted(maps.Keys(s.Env)) {
+		field(joinPath("env", k), s.Env[k])
+	}
+	field("envFile", s.EnvFile)
+	field("cwd", s.Cwd)
+	field("url", s.URL)
+	for _, k := range slices.Sorted(maps.Keys(s.Headers)) {
+		field(joinPath("headers", k), s.Headers[k])
+	}
+	field("bearerToken", s.BearerToken)
+	return out
+}

@@ -262,3 +262,36 @@ func FuzzExpandServerInputs(f *testing.F) {
 		}
 	})
 }
+
+func TestUnsetVariables(t *testing.T) {
+	t.Parallel()
+	s := Server{
+		Name: "db", Command: "${BIN}/db", Args: []string{"--dsn=${DSN}", "${MODE:-ro}", "$${LITERAL}", "${input:key}"},
+		Env: map[string]string{"TOKEN": "${env:DB_TOKEN}", "EMPTY": "${SET_BUT_EMPTY}", "HOME": "${HOME}"},
+		URL: "", Headers: map[string]string{"X-Key": "${KEY}${KEY}"},
+		BearerToken: "${BEARER}",
+	}
+	env := map[string]string{"BIN": "/usr/bin", "SET_BUT_EMPTY": "", "HOME": "/home/u"}
+	lookup := func(k string) (string, bool) { v, ok := env[k]; return v, ok }
+	got := UnsetVariables(s, lookup)
+	want := []UnsetVariable{
+		{"args[0]", "DSN"},
+		{"env.TOKEN", "DB_TOKEN"},
+		{"headers.X-Key", "KEY"},
+		{"bearerToken", "BEARER"},
+	}
+	if !reflect.DeepEqual(got, want) {
+		t.Errorf("UnsetVariables = %+v\nwant %+v", got, want)
+	}
+	// Each one is what ExpandServer would stop at.
+	_, _, err := ExpandServer(s, Resolver{LookupEnv: lookup, Input: func(string, Input) (string, error) { return "k", nil }})
+	for _, u := range want {
+		if err == nil || !strings.Contains(err.Error(), u.Field+": variable "+u.Var) {
+			t.Errorf("ExpandServer does not fail on %s (%s): %v", u.Field, u.Var, err)
+		}
+	}
+	env["DSN"], env["DB_TOKEN"], env["KEY"], env["BEARER"] = "d", "t", "k", "b"
+	if got := UnsetVariables(s, lookup); len(got) != 0 {
+		t.Errorf("with every variable set: %+v", got)
+	}
+}

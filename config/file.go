@@ -5,6 +5,7 @@ import (
 	"os"
 	"path/filepath"
 	"sort"
+	"strings"
 	"time"
 )
 
@@ -78,14 +79,20 @@ type Server struct {
 	// (see [OAuth]).
 	OAuth *OAuth
 
-	Prefix        string            // "" means the server name
-	DefaultTier   string            // always set after load: "read" when absent
-	TierOverrides map[string]string // original tool name -> tier
-	OnlyTools     []string          // nil = all tools; non-nil empty = no tools
-	ExcludeTools  []string
-	Timeout       time.Duration // 0 = library default
-	Required      bool
-	Disabled      bool // the file disables the server: keep it listed, do not start it
+	Prefix string // "" means the server name
+	// DefaultTier is the tier of tools not in TierOverrides. It is always
+	// set after load: when the file gives none, it is the dialect's
+	// default (see DefaultTierFor) and DefaultTierImplied is set.
+	DefaultTier string
+	// DefaultTierImplied is set when nobody chose DefaultTier: the file
+	// has no defaultTier for the server.
+	DefaultTierImplied bool
+	TierOverrides      map[string]string // original tool name -> tier
+	OnlyTools          []string          // nil = all tools; non-nil empty = no tools
+	ExcludeTools       []string
+	Timeout            time.Duration // 0 = library default
+	Required           bool
+	Disabled           bool // the file disables the server: keep it listed, do not start it
 
 	// Inputs are the declared inputs that this server's placeholders
 	// use, by ID, so that ExpandServer can say what it asks for; nil when
@@ -174,8 +181,27 @@ func Parse(name string, data []byte, dir string) (*File, error) {
 	if len(d.inputs) > 0 {
 		f.Inputs = d.inputs
 	}
+	for i := range f.Servers {
+		if s := &f.Servers[i]; s.DefaultTier == "" {
+			s.DefaultTier, s.DefaultTierImplied = DefaultTierFor(dialect), true
+		}
+	}
 	f.Warnings, f.WarningDetails = d.warningTexts()
 	return f, nil
+}
+
+// DefaultTierFor returns the tier of a server's tools when its file names
+// none. toolwire's own file says "read", as documented: its operator
+// writes tiers where tools write. A host application's file (Claude
+// Desktop, Claude Code, Cursor, VS Code, and the plain lists and maps)
+// has no tiers at all, so nobody decided that its tools only read: they
+// are "write", confirmed before each call, until an operator says
+// otherwise in a toolwire file (see `toolwire config import`).
+func DefaultTierFor(dialect string) string {
+	if dialect == DialectToolwire {
+		return "read"
+	}
+	return "write"
 }
 
 // workspaceFolder is what ${workspaceFolder} stands for: the project
@@ -194,18 +220,46 @@ func workspaceFolder(dir string) string {
 }
 
 // parseTree picks the parser by content rather than by file name, because
-// host files are JSON under many names. Anything starting with "{" or "[" is
-// JSON and nothing else: falling back to YAML would quietly accept JSON that
-// the host application itself rejects, such as a trailing comma.
+// host files are JSON under many names. A file whose first thing past
+// whitespace and JSONC comments ("//", "/* */", which YAML does not have)
+// is "{" or "[" is JSON with comments, as VS Code reads it, and nothing
+// else: falling back to YAML would quietly accept what no host accepts.
+// Anything else is YAML.
 func parseTree(name string, data []byte) (*node, error) {
-	trimmed := bytes.TrimLeft(data, " \t\r\n")
-	if len(trimmed) == 0 {
+	switch jsonStart(data) {
+	case 0:
 		return nil, nil
-	}
-	if trimmed[0] == '{' || trimmed[0] == '[' {
+	case '{', '[':
 		return parseJSON(name, data)
 	}
 	return parseYAML(name, data)
+}
+
+// jsonStart returns the first byte of data past whitespace and leading
+// JSONC comments, or 0 when there is none. An unterminated "/*" counts as
+// JSON, so that the JSON parser reports it where it starts.
+func jsonStart(data []byte) byte {
+	for i := 0; i < len(data); {
+		switch {
+		case strings.IndexByte(" \t\r\n", data[i]) >= 0:
+			i++
+		case bytes.HasPrefix(data[i:], []byte("//")):
+			j := bytes.IndexByte(data[i:], '\n')
+			if j < 0 {
+				return 0
+			}
+			i += j
+		case bytes.HasPrefix(data[i:], []byte("/*")):
+			j := bytes.Index(data[i+2:], []byte("*/"))
+			if j < 0 {
+				return '{'
+			}
+			i += 2 + j + 2
+		default:
+			return data[i]
+		}
+	}
+	return 0
 }
 
 func hasKey(n *node, key string) bool {

@@ -93,9 +93,9 @@ func wantFull(path string, zetaLine, alphaLine, midLine int) *File {
 				URL:         "http://127.0.0.1:8080/mcp",
 				Headers:     map[string]string{"X-Team": "blue"},
 				BearerToken: "${REMOTE_TOKEN}",
-				DefaultTier: "read",
+				DefaultTier: "read", DefaultTierImplied: true,
 			},
-			{Name: "mid", Line: midLine, Transport: "stdio", Command: "npx", DefaultTier: "read"},
+			{Name: "mid", Line: midLine, Transport: "stdio", Command: "npx", DefaultTier: "read", DefaultTierImplied: true},
 		},
 		Audit: Audit{File: "/cfg/toolwire-audit.jsonl", LogArguments: true},
 	}
@@ -154,12 +154,12 @@ func TestParseHostEveryField(t *testing.T) {
 		Servers: []Server{
 			{Name: "files", Line: 5, Transport: "stdio", Command: "node",
 				Args: []string{"./server.js", "--root=${HOME}"}, Env: map[string]string{"DEBUG": "1"},
-				Cwd: "/home/u/srv", DefaultTier: "read"},
-			{Name: "typed-stdio", Line: 11, Transport: "stdio", Command: "/home/u/run.sh", DefaultTier: "read"},
+				Cwd: "/home/u/srv", DefaultTier: "write", DefaultTierImplied: true},
+			{Name: "typed-stdio", Line: 11, Transport: "stdio", Command: "/home/u/run.sh", DefaultTier: "write", DefaultTierImplied: true},
 			{Name: "remote", Line: 12, Transport: "http", URL: "https://example.com/mcp",
-				Headers: map[string]string{"Authorization": "Bearer ${TOKEN}"}, DefaultTier: "read"},
-			{Name: "streamable", Line: 17, Transport: "http", URL: "https://example.com/s", DefaultTier: "read"},
-			{Name: "untyped", Line: 18, Transport: "http", URL: "http://localhost:9000/mcp", DefaultTier: "read"},
+				Headers: map[string]string{"Authorization": "Bearer ${TOKEN}"}, DefaultTier: "write", DefaultTierImplied: true},
+			{Name: "streamable", Line: 17, Transport: "http", URL: "https://example.com/s", DefaultTier: "write", DefaultTierImplied: true},
+			{Name: "untyped", Line: 18, Transport: "http", URL: "http://localhost:9000/mcp", DefaultTier: "write", DefaultTierImplied: true},
 		},
 	}
 	if !reflect.DeepEqual(got, want) {
@@ -378,8 +378,8 @@ toolwire.yaml:4: servers.a["<<"]: YAML merge keys are not supported; repeat the 
 		{"comments only", "e.yaml", "# nothing yet\n", "e.yaml: file is empty"},
 		{"no name", "", "", "file is empty"},
 		{"malformed YAML", "bad.yaml", "servers:\n  a:\n    command: [x\n", "bad.yaml:3:14: invalid YAML: did not find expected ',' or ']'"},
-		{"malformed JSON", "bad.json", "{\n  \"mcpServers\": {\n    \"a\": {\"command\": \"x\",}\n  }\n}",
-			`bad.json:3:26: invalid JSON: invalid character '}' looking for beginning of object key string`},
+		{"malformed JSON", "bad.json", "{\n  \"mcpServers\": {\n    \"a\": {\"command\": \"x\",,}\n  }\n}",
+			`bad.json:3:26: invalid JSON: invalid character ',' looking for beginning of object key string`},
 		{"truncated JSON", "bad.json", "{\n  \"mcpServers\": {\n", "bad.json:2:18: invalid JSON: unexpected end of file"},
 		{"trailing JSON", "bad.json", "{\"mcpServers\": {\"a\": {\"command\": \"x\"}}}\n{}", `bad.json:2:1: invalid JSON: unexpected data after the top-level value`},
 		{"two YAML documents", "two.yaml", "servers:\n  a: {command: x}\n---\nservers: {}\n",
@@ -596,14 +596,29 @@ func TestTrailingDocumentMarkers(t *testing.T) {
 }
 
 func TestBraceMeansJSON(t *testing.T) {
-	// A trailing comma is valid as a YAML flow map but not as JSON, and the
-	// host application that owns such a file would reject it too.
-	_, err := Parse("c.json", []byte("{\"mcpServers\": {\"a\": {\"command\": \"x\"},}}"), "")
-	if err == nil || !strings.HasPrefix(err.Error(), "c.json:1:39: invalid JSON: ") {
-		t.Errorf("trailing comma: %v, want a JSON syntax error", err)
+	// JSON with comments and trailing commas, as VS Code reads it (and
+	// writes it: its files start with a comment).
+	vscode := "// MCP servers of this workspace\n/* shared */ {\n  \"servers\": {\n    \"a\": {\"type\": \"stdio\", \"command\": \"x\", \"args\": [\"-y\",],},\n  },\n}\n"
+	f, err := Parse("mcp.json", []byte(vscode), "")
+	if err != nil {
+		t.Fatalf("JSONC: %v", err)
 	}
-	// Leading comments make the same structure YAML.
-	f, err := Parse("t.yaml", []byte("# flow style\n{servers: {a: {command: npx, args: [-y]}}}\n"), "")
+	if f.Dialect != DialectVSCode || f.Servers[0].Command != "x" || !reflect.DeepEqual(f.Servers[0].Args, []string{"-y"}) || f.Servers[0].Line != 4 {
+		t.Errorf("JSONC: %s %+v", f.Dialect, f.Servers)
+	}
+	// A file that starts with a comment is still JSON: its errors are
+	// JSON's, at the line and column of the file as written.
+	_, err = Parse("c.json", []byte("// comment\n{\"mcpServers\": {\"a\": {\"command\": \"x\" \"args\": []}}}"), "")
+	if err == nil || !strings.HasPrefix(err.Error(), "c.json:2:38: invalid JSON: ") {
+		t.Errorf("JSON after a comment: %v, want a JSON syntax error at 2:38", err)
+	}
+	// A trailing comma inside a string is text.
+	f, err = Parse("s.json", []byte(`{"mcpServers": {"a": {"command": "x", "args": [",]", ",}"]}}}`), "")
+	if err != nil || !reflect.DeepEqual(f.Servers[0].Args, []string{",]", ",}"}) {
+		t.Errorf("commas in strings: %v %+v", err, f)
+	}
+	// Leading YAML comments make the same structure YAML.
+	f, err = Parse("t.yaml", []byte("# flow style\n{servers: {a: {command: npx, args: [-y]}}}\n"), "")
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,6 +1,7 @@
 package config
 
 import (
+	"encoding/json"
 	"slices"
 	"strings"
 	"testing"
@@ -108,6 +109,40 @@ func FuzzParseEnvFile(f *testing.F) {
 			if !validVarName(k) || strings.ContainsRune(v, 0) {
 				t.Fatalf("bad variable %q=%q", k, v)
 			}
+		}
+	})
+}
+
+// FuzzJSONC checks the JSONC-to-JSON step: it only ever blanks bytes (so
+// every line and column stays where it was in the file), never a line
+// break, leaves valid JSON untouched, and is idempotent.
+func FuzzJSONC(f *testing.F) {
+	for _, s := range []string{
+		`{"a": [1, 2,], "b": {"c": "d",},}`,
+		"// c\n{\"a\": 1 /* x */, \"b\": \"//not, a comment,}\"}",
+		`{"s": "\",}", "t": [",]"],}`,
+		"{\"a\": [,], \"b\": {,}, \"c\": [1,,]}",
+		"/* unterminated",
+		"{\"a\": 1,\r\n}\r\n",
+		`"\\",]`,
+	} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, in string) {
+		out := string(jsoncToJSON([]byte(in)))
+		if len(out) != len(in) {
+			t.Fatalf("length %d, want %d", len(out), len(in))
+		}
+		for i := range len(in) {
+			if out[i] != in[i] && (out[i] != ' ' || in[i] == '\n' || in[i] == '\r') {
+				t.Fatalf("byte %d: %q became %q", i, in[i], out[i])
+			}
+		}
+		if json.Valid([]byte(in)) && out != in {
+			t.Fatalf("valid JSON changed: %q -> %q", in, out)
+		}
+		if again := string(jsoncToJSON([]byte(out))); again != out {
+			t.Fatalf("not idempotent: %q -> %q", out, again)
 		}
 	})
 }

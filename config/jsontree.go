@@ -14,7 +14,7 @@ import (
 // rather than the YAML parser because YAML rejects valid JSON such as the
 // "\/" escape; lines come from the decoder's byte offsets.
 func parseJSON(name string, data []byte) (*node, error) {
-	data = blankJSONComments(data)
+	data = jsoncToJSON(data)
 	p := jsonParser{name: name, data: data, lines: newLineIndex(data)}
 	p.dec = json.NewDecoder(bytes.NewReader(data))
 	p.dec.UseNumber()
@@ -33,11 +33,60 @@ func parseJSON(name string, data []byte) (*node, error) {
 	return root, nil
 }
 
+// jsoncToJSON turns JSON with comments (JSONC, as VS Code reads its
+// settings and mcp.json files) into JSON: it blanks // and /* */ comments
+// outside strings and trailing commas (a comma before a closing "}" or "]")
+// with spaces, keeping every line break, so that every byte stays at its
+// line and column and errors point into the file as written. Anything else
+// is left for the JSON parser to judge.
+func jsoncToJSON(data []byte) []byte {
+	return blankTrailingCommas(blankJSONComments(data))
+}
+
+// blankTrailingCommas replaces with a space each comma outside strings
+// that follows a value and is followed, past whitespace only, by "}" or
+// "]". Comments must be blank already. A comma after "{", "[", ":" or
+// another comma stays, for the parser to report where it is.
+func blankTrailingCommas(data []byte) []byte {
+	if !bytes.Contains(data, []byte(",")) {
+		return data
+	}
+	var out []byte
+	inString := false
+	var prev byte // the last byte outside strings that is not whitespace
+	for i := 0; i < len(data); i++ {
+		c := data[i]
+		switch {
+		case inString:
+			if c == '\\' {
+				i++
+			} else if c == '"' {
+				inString = false
+			}
+			continue
+		case c == '"':
+			inString = true
+		case c == ',' && prev != 0 && strings.IndexByte("{[:,", prev) < 0:
+			j := i + 1
+			for j < len(data) && strings.IndexByte(" \t\r\n", data[j]) >= 0 {
+				j++
+			}
+			if j < len(data) && (data[j] == '}' || data[j] == ']') {
+				if out == nil {
+					out = bytes.Clone(data)
+				}
+				out[i] = ' '
+			}
+		}
+		if strings.IndexByte(" \t\r\n", c) < 0 {
+			prev = c
+		}
+	}
+	return orData(out, data)
+}
+
 // blankJSONComments replaces // and /* */ comments outside strings with
-// spaces, keeping line breaks so that lines and columns stay right. VS Code
-// and Cursor write their JSON files with comments; trailing commas, which
-// they also tolerate, are still an error, as Claude's applications treat
-// them.
+// spaces, keeping line breaks (see jsoncToJSON).
 func blankJSONComments(data []byte) []byte {
 	if !bytes.Contains(data, []byte("/")) {
 		return data

@@ -314,6 +314,8 @@ func EquivalentServers(a, b Server) bool {
 		if s.DefaultTier == "" {
 			s.DefaultTier = "read"
 		}
+		// Whether a tier was written or implied, it is the same tier.
+		s.DefaultTierImplied = false
 	}
 	return reflect.DeepEqual(a, b)
 }

@@ -30,7 +30,7 @@ type serverState struct {
 
 func newServerState(name string, line int, path string) *serverState {
 	return &serverState{
-		s:       Server{Name: name, Line: line, DefaultTier: "read"},
+		s:       Server{Name: name, Line: line},
 		path:    path,
 		present: make(map[string]int),
 	}

@@ -36,17 +36,21 @@ type adaptation struct {
 // tiers is a server's tier policy, parsed once.
 type tiers struct {
 	def       tool.Tier
+	defSource tool.TierSource // whether the operator chose def
 	overrides map[string]tool.Tier
 }
 
 func parseTiers(cfg config.Server) (tiers, error) {
-	p := tiers{def: tool.Read, overrides: make(map[string]tool.Tier, len(cfg.TierOverrides))}
+	p := tiers{def: tool.Read, defSource: tool.TierDefault, overrides: make(map[string]tool.Tier, len(cfg.TierOverrides))}
 	if cfg.DefaultTier != "" {
 		t, err := tool.ParseTier(cfg.DefaultTier)
 		if err != nil {
 			return p, fmt.Errorf("defaultTier: %w", err)
 		}
 		p.def = t
+		if !cfg.DefaultTierImplied {
+			p.defSource = tool.TierOperator
+		}
 	}
 	for name, s := range cfg.TierOverrides {
 		t, err := tool.ParseTier(s)
@@ -63,14 +67,26 @@ func parseTiers(cfg config.Server) (tiers, error) {
 // destructive. A server's hints can only make a tool more guarded: a
 // readOnlyHint never lowers what the operator chose.
 func (p tiers) resolve(t *mcp.Tool) tool.Tier {
-	tier, ok := p.overrides[t.Name]
-	if !ok {
-		tier = p.def
-	}
-	if a := t.Annotations; a != nil && a.DestructiveHint != nil && *a.DestructiveHint {
-		tier = tier.Raise(tool.Destructive)
-	}
+	tier, _ := p.decide(t)
 	return tier
+}
+
+// source says where resolve's tier for t came from.
+func (p tiers) source(t *mcp.Tool) tool.TierSource {
+	_, src := p.decide(t)
+	return src
+}
+
+func (p tiers) decide(t *mcp.Tool) (tool.Tier, tool.TierSource) {
+	tier, ok := p.overrides[t.Name]
+	src := tool.TierOverride
+	if !ok {
+		tier, src = p.def, p.defSource
+	}
+	if a := t.Annotations; a != nil && a.DestructiveHint != nil && *a.DestructiveHint && tier < tool.Destructive {
+		tier, src = tool.Destructive, tool.TierHint
+	}
+	return tier, src
 }
 
 // adapt turns a server's tool listing into registry tools. handler builds
@@ -118,6 +134,7 @@ func adapt(cfg config.Server, listing []*mcp.Tool, handler func(original string)
 			Description: describe(mt, cfg.Name),
 			InputSchema: schema,
 			Tier:        policy.resolve(mt),
+			TierSource:  policy.source(mt),
 			Origin:      tool.Origin{Source: cfg.Name, Name: mt.Name},
 			Handler:     handler(mt.Name),
 		}

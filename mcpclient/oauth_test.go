@@ -40,7 +40,7 @@ func TestOAuthPendingThenFinishThroughConnect(t *testing.T) {
 
 	var handler *oauth.Handler
 	opts := &Options{OAuth: func(cfg config.Server, client *http.Client) (auth.OAuthHandler, error) {
-		h, err := oauth.NewHandler(&oauth.HandlerConfig{Server: cfg.Name, Store: store, HTTPClient: client, PendingRedirectURL: redirect})
+		h, err := oauth.NewHandler(&oauth.HandlerConfig{Server: cfg.Name, Resource: cfg.URL, Store: store, HTTPClient: client, PendingRedirectURL: redirect})
 		handler = h
 		return h, err
 	}}

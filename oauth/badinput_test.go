@@ -226,7 +226,7 @@ func TestHungTokenEndpointIsBounded(t *testing.T) {
 	f.op.SetTokenFault(func(w http.ResponseWriter, r *http.Request) {
 		<-r.Context().Done() // hangs until the client gives up
 	})
-	src := NewTokenSource(newTestStore(t, f.path), "demo", f.hc, &SourceOptions{RefreshTimeout: 300 * time.Millisecond})
+	src := NewTokenSource(newTestStore(t, f.path), "demo", f.rs.URL, f.hc, &SourceOptions{RefreshTimeout: 300 * time.Millisecond})
 	start := time.Now()
 	_, err := src.Token()
 	t.Log(err)

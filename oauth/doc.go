@@ -6,7 +6,8 @@
 //
 //   - [Store]: one encrypted file (AES-256-GCM; key from Argon2id over
 //     TOOLWIRE_PASSPHRASE, or a 0600 key file) with, per server, the client
-//     registration, the token and any pending authorization. Changes are
+//     registration, the token and any pending authorization, bound to the
+//     server URL and issuer they were obtained for. Changes are
 //     made under a file lock, so concurrent processes never lose a rotated
 //     refresh token.
 //   - [TokenSource]: a server's access token, refreshed before expiry,
@@ -33,6 +34,7 @@
 //	...
 //	h, err := oauth.NewHandler(&oauth.HandlerConfig{
 //		Server:     "github",
+//		Resource:   "https://mcp.example.com/mcp",
 //		Store:      store,
 //		HTTPClient: netpolicy.NewClient(nil),
 //		Fetcher:    &oauth.Loopback{Open: openBrowser},
@@ -40,7 +42,7 @@
 //	err = h.Login(ctx, "https://mcp.example.com/mcp")
 //
 //	// later, `toolwire tools`: no Fetcher, so no prompt
-//	h, err = oauth.NewHandler(&oauth.HandlerConfig{Server: "github", Store: store, HTTPClient: hc})
+//	h, err = oauth.NewHandler(&oauth.HandlerConfig{Server: "github", Resource: url, Store: store, HTTPClient: hc})
 //	t := &mcp.StreamableClientTransport{Endpoint: url, HTTPClient: hc, OAuthHandler: h}
 //	session, err := client.Connect(ctx, t, nil)
 //	if errors.Is(err, oauth.ErrLoginRequired) { ... tell the user ... }

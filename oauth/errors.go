@@ -59,6 +59,10 @@ type LoginRequiredError struct {
 	Server string
 	// Reason says why, without any token or secret.
 	Reason string
+
+	// unbound is set when the stored entry is bound to another server:
+	// then no request is sent at all (see expiredGrant).
+	unbound bool
 }
 
 func (e *LoginRequiredError) Error() string {

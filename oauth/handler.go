@@ -46,6 +46,11 @@ type HandlerConfig struct {
 	// Server is the configured server name: the store key, and the name
 	// errors give. Required.
 	Server string
+	// Resource is the URL of the MCP server, as configured. Required. The
+	// store entry is bound to it (and to the authorization server of its
+	// registration): an entry obtained for another URL is never used, the
+	// server needs a login instead, which replaces the entry.
+	Resource string
 	// Store keeps the registration and tokens. Required.
 	Store *Store
 	// HTTPClient sends every request: discovery, registration, token
@@ -146,6 +151,8 @@ func NewHandler(cfg *HandlerConfig) (*Handler, error) {
 	switch {
 	case c.Server == "":
 		return nil, errors.New("oauth: handler: empty server name")
+	case canonicalResource(c.Resource) == "":
+		return nil, fmt.Errorf("oauth: server %q: resource %q is not an absolute URL", c.Server, c.Resource)
 	case c.Store == nil:
 		return nil, fmt.Errorf("oauth: server %q: no store", c.Server)
 	case c.HTTPClient == nil:
@@ -172,9 +179,10 @@ func NewHandler(cfg *HandlerConfig) (*Handler, error) {
 		c.ClientName = "toolwire"
 	}
 	h := &Handler{cfg: c, now: time.Now}
-	h.src = NewTokenSource(c.Store, c.Server, c.HTTPClient, c.Source)
+	h.src = NewTokenSource(c.Store, c.Server, c.Resource, c.HTTPClient, c.Source)
 	if c.Client != nil {
 		h.src.secret = c.Client.Secret
+		h.src.bind.issuer, h.src.bind.clientID = c.Client.Issuer, c.Client.ID
 	}
 	return h, nil
 }
@@ -198,14 +206,25 @@ func checkRedirect(raw string) error {
 
 // TokenSource returns the server's persisted token source, or nil when no
 // token is stored, so that go-sdk's transport sends the request without
-// one and the server's 401 leads to Authorize.
+// one and the server's 401 leads to Authorize. When the stored entry is
+// bound to another server (see [HandlerConfig.Resource]), a handler that
+// may not prompt fails with a *[LoginRequiredError], so that no request is
+// sent; one that may prompt returns nil, and the login replaces the entry.
 func (h *Handler) TokenSource(ctx context.Context) (oauth2.TokenSource, error) {
 	ok, err := h.src.stored()
+	var le *LoginRequiredError
+	if errors.As(err, &le) && le.unbound && h.mayPrompt() {
+		return nil, nil
+	}
 	if err != nil || !ok {
 		return nil, err
 	}
 	return h.src, nil
 }
+
+// mayPrompt reports whether the handler gets a new authorization itself,
+// interactively or deferred.
+func (h *Handler) mayPrompt() bool { return h.cfg.Fetcher != nil || h.cfg.PendingRedirectURL != "" }
 
 // Authorize is called by go-sdk's transport after a 401, or a 403. A 403
 // other than insufficient_scope is not an authorization problem: it
@@ -267,6 +286,12 @@ func (h *Handler) authorize(ctx context.Context, req *http.Request, resp *http.R
 	if err != nil {
 		return err
 	}
+	unbound := ""
+	if !h.src.bind.holds(e) {
+		// Nothing of an entry bound to another server is used, and the
+		// next login replaces it.
+		unbound, e = h.src.bind.mismatch(e), nil
+	}
 	if !force && e != nil && h.src.fresh(e.Token) && req.Header.Get("Authorization") != "Bearer "+e.Token.AccessToken &&
 		(!stepUp || covers(e.Token.Scopes, strings.Fields(challengeParam(challenges, "scope")))) {
 		// Another connection or process got a token since this request
@@ -284,7 +309,7 @@ func (h *Handler) authorize(ctx context.Context, req *http.Request, resp *http.R
 		if !errors.Is(err, ErrLoginRequired) {
 			return err
 		}
-		if e, err = h.cfg.Store.Get(h.cfg.Server); err != nil {
+		if e, err = h.src.entry(); err != nil {
 			return err
 		}
 	}
@@ -296,6 +321,8 @@ func (h *Handler) authorize(ctx context.Context, req *http.Request, resp *http.R
 	}
 	reason := "not logged in"
 	switch {
+	case unbound != "":
+		return &LoginRequiredError{Server: h.cfg.Server, Reason: unbound, unbound: true}
 	case stepUp:
 		reason = "the server asks for more scopes (insufficient_scope)"
 	case e != nil && e.Token != nil:
@@ -479,6 +506,7 @@ func (h *Handler) register(ctx context.Context, d *discovery, redirect string) (
 		Registered:  h.now().UTC(),
 	}
 	err = h.cfg.Store.Update(ctx, h.cfg.Server, func(e *Entry) error {
+		h.src.bind.rebind(e)
 		e.Client, e.Token, e.Pending = c, nil, nil
 		return nil
 	})
@@ -580,6 +608,7 @@ func (h *Handler) persist(c *Client, d *discovery) func(context.Context, *oauth2
 		uctx, cancel := context.WithTimeout(ctx, h.src.timeout)
 		defer cancel()
 		err := h.cfg.Store.Update(uctx, h.cfg.Server, func(e *Entry) error {
+			h.src.bind.rebind(e)
 			e.Client, e.Token, e.Pending = &nc, t, nil
 			return nil
 		})
@@ -597,7 +626,7 @@ func (h *Handler) dropClient(ctx context.Context, id string) {
 	uctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), h.src.timeout)
 	defer cancel()
 	h.cfg.Store.Update(uctx, h.cfg.Server, func(e *Entry) error {
-		if e.Client != nil && e.Client.ID == id {
+		if h.src.bind.holds(e) && e.Client != nil && e.Client.ID == id {
 			e.Client, e.Token = nil, nil
 		}
 		return nil

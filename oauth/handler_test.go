@@ -74,7 +74,7 @@ func newFixture(t *testing.T) *fixture {
 // "none" (may not prompt).
 func (f *fixture) handler(mode string) *Handler {
 	f.t.Helper()
-	cfg := &HandlerConfig{Server: "demo", Store: newTestStore(f.t, f.path), HTTPClient: f.hc}
+	cfg := &HandlerConfig{Server: "demo", Resource: f.rs.URL, Store: newTestStore(f.t, f.path), HTTPClient: f.hc}
 	if mode == "login" {
 		cfg.Fetcher = &Loopback{Open: f.browser.Open, Out: io.Discard}
 	}
@@ -303,7 +303,7 @@ func TestConcurrentRefreshSharesOneRotation(t *testing.T) {
 	f.expire()
 	var sources []*TokenSource
 	for range 2 {
-		sources = append(sources, NewTokenSource(newTestStore(t, f.path), "demo", f.hc, nil))
+		sources = append(sources, NewTokenSource(newTestStore(t, f.path), "demo", f.rs.URL, f.hc, nil))
 	}
 	const n = 16
 	tokens := make([]string, n)
@@ -338,7 +338,7 @@ func TestConcurrentRefreshSharesOneRotation(t *testing.T) {
 	}
 	// The stored refresh token is the rotated, live one.
 	f.expire()
-	s := NewTokenSource(newTestStore(t, f.path), "demo", f.hc, nil)
+	s := NewTokenSource(newTestStore(t, f.path), "demo", f.rs.URL, f.hc, nil)
 	if _, err := s.Token(); err != nil {
 		t.Fatalf("refresh with the stored refresh token: %v", err)
 	}

@@ -93,6 +93,7 @@ func (h *Handler) startPending(ctx context.Context, req *http.Request, challenge
 	}
 	stored.Scopes = scopes
 	err = h.cfg.Store.Update(ctx, h.cfg.Server, func(e *Entry) error {
+		h.src.bind.rebind(e)
 		e.Client, e.Pending = &stored, p
 		return nil
 	})
@@ -127,7 +128,9 @@ func (h *Handler) FinishAuth(ctx context.Context, res *auth.AuthorizationResult)
 	if err != nil {
 		return err
 	}
-	if e == nil || e.Pending == nil || e.Client == nil {
+	if e == nil || e.Pending == nil || e.Client == nil || !h.src.bind.holds(e) {
+		// A pending authorization bound to another server is not this
+		// server's to finish.
 		return ErrNoPendingAuth
 	}
 	p := e.Pending
@@ -157,6 +160,11 @@ func (h *Handler) FinishAuth(ctx context.Context, res *auth.AuthorizationResult)
 	}
 	t := tokenFrom(tok, p.Scopes, h.now())
 	err = h.cfg.Store.Update(ctx, h.cfg.Server, func(e *Entry) error {
+		if !h.src.bind.holds(e) || e.Client == nil || e.Client.ID != c.ID {
+			// Replaced meanwhile: the token belongs to a registration that
+			// is no longer stored.
+			return fmt.Errorf("%w: the stored authorization changed meanwhile", ErrNoPendingAuth)
+		}
 		e.Token = t
 		if e.Pending != nil && e.Pending.State == p.State {
 			e.Pending = nil

@@ -25,7 +25,7 @@ func appRedirect(t *testing.T) string {
 
 func (f *fixture) pendingHandler(redirect string) *Handler {
 	f.t.Helper()
-	h, err := NewHandler(&HandlerConfig{Server: "demo", Store: newTestStore(f.t, f.path), HTTPClient: f.hc, PendingRedirectURL: redirect})
+	h, err := NewHandler(&HandlerConfig{Server: "demo", Resource: f.rs.URL, Store: newTestStore(f.t, f.path), HTTPClient: f.hc, PendingRedirectURL: redirect})
 	if err != nil {
 		f.t.Fatal(err)
 	}

@@ -19,6 +19,9 @@ import (
 // a token once (see childMain).
 const childEnv = "TOOLWIRE_OAUTH_TEST_CHILD"
 
+// childResourceEnv gives the child the server URL the token is bound to.
+const childResourceEnv = "TOOLWIRE_OAUTH_TEST_RESOURCE"
+
 // childMain opens the store named by the environment and prints a digest
 // of the token it gets.
 func childMain() int {
@@ -28,7 +31,7 @@ func childMain() int {
 		fmt.Fprintln(os.Stderr, err)
 		return 2
 	}
-	src := NewTokenSource(s, "demo", netpolicy.NewClient(nil), nil)
+	src := NewTokenSource(s, "demo", os.Getenv(childResourceEnv), netpolicy.NewClient(nil), nil)
 	t, err := src.Token()
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
@@ -62,7 +65,7 @@ func TestTwoProcessesRefresh(t *testing.T) {
 	for i := range 2 {
 		wg.Go(func() {
 			cmd := exec.Command(exe, "-test.run=^$")
-			cmd.Env = append(os.Environ(), childEnv+"="+f.path)
+			cmd.Env = append(os.Environ(), childEnv+"="+f.path, childResourceEnv+"="+f.rs.URL)
 			var stderr bytes.Buffer
 			cmd.Stdout, cmd.Stderr = &outs[i], &stderr
 			if err := cmd.Run(); err != nil {

@@ -44,6 +44,10 @@ type SourceOptions struct {
 //     and the result (with the rotated refresh token) stored before the
 //     lock is released.
 //
+// It uses only an entry bound to its server's URL (see [Entry.Resource]):
+// any other entry is a *[LoginRequiredError], and neither its token nor
+// its refresh token leaves the store.
+//
 // When the authorization server refuses the refresh token (invalid_grant)
 // the token is removed from the store and Token fails with an error
 // wrapping [ErrLoginRequired] that names the login command. Transient
@@ -53,6 +57,7 @@ type SourceOptions struct {
 type TokenSource struct {
 	store   *Store
 	server  string
+	bind    binding
 	client  *http.Client
 	window  time.Duration
 	timeout time.Duration
@@ -67,15 +72,17 @@ type TokenSource struct {
 
 var _ oauth2.TokenSource = (*TokenSource)(nil)
 
-// NewTokenSource returns the token source of server in store. client
-// sends the refresh requests (pass a netpolicy client).
-func NewTokenSource(store *Store, server string, client *http.Client, opts *SourceOptions) *TokenSource {
+// NewTokenSource returns the token source of server in store, for the MCP
+// server at the URL resource. client sends the refresh requests (pass a
+// netpolicy client).
+func NewTokenSource(store *Store, server, resource string, client *http.Client, opts *SourceOptions) *TokenSource {
 	if opts == nil {
 		opts = &SourceOptions{}
 	}
 	s := &TokenSource{
 		store:   store,
 		server:  server,
+		bind:    binding{resource: canonicalResource(resource)},
 		client:  client,
 		window:  cmpOr(opts.RefreshWindow, DefaultRefreshWindow),
 		timeout: cmpOr(opts.RefreshTimeout, DefaultRefreshTimeout),
@@ -103,7 +110,7 @@ func (s *TokenSource) TokenContext(ctx context.Context) (*oauth2.Token, error) {
 	t, err := s.current(ctx)
 	if err != nil {
 		var le *LoginRequiredError
-		if errors.As(err, &le) {
+		if errors.As(err, &le) && !le.unbound {
 			return nil, expiredGrant{le}
 		}
 		return nil, err
@@ -143,7 +150,8 @@ func (s *TokenSource) remember(t *Token) {
 func (s *TokenSource) forget() { s.remember(nil) }
 
 // stored reports whether the store holds a token for the server (usable or
-// not), without refreshing.
+// not), without refreshing. An entry bound elsewhere is a
+// *LoginRequiredError.
 func (s *TokenSource) stored() (bool, error) {
 	s.mu.Lock()
 	t := s.last
@@ -151,11 +159,24 @@ func (s *TokenSource) stored() (bool, error) {
 	if t != nil {
 		return true, nil
 	}
-	e, err := s.store.Get(s.server)
+	e, err := s.entry()
 	if err != nil {
 		return false, err
 	}
 	return e != nil && e.Token != nil, nil
+}
+
+// entry returns the server's entry if it is bound to this source's
+// server; an entry bound elsewhere is a *LoginRequiredError.
+func (s *TokenSource) entry() (*Entry, error) {
+	e, err := s.store.Get(s.server)
+	if err != nil {
+		return nil, err
+	}
+	if !s.bind.holds(e) {
+		return nil, s.unbound(e)
+	}
+	return e, nil
 }
 
 // fresh reports whether t can be used without refreshing.
@@ -177,6 +198,11 @@ func (s *TokenSource) fresh(t *Token) bool {
 
 func (s *TokenSource) loginRequired(reason string) *LoginRequiredError {
 	return &LoginRequiredError{Server: s.server, Reason: reason}
+}
+
+// unbound is the error for e, an entry bound to another server.
+func (s *TokenSource) unbound(e *Entry) *LoginRequiredError {
+	return &LoginRequiredError{Server: s.server, Reason: s.bind.mismatch(e), unbound: true}
 }
 
 // renew refreshes the token although it looks valid, because the server
@@ -205,7 +231,7 @@ func (s *TokenSource) refresh(ctx context.Context, rejected string) (*Token, err
 	usable := func(t *Token) bool { return s.fresh(t) && (rejected == "" || t.AccessToken != rejected) }
 	// A look without the lock first: usually another process or source
 	// has not refreshed, but reading is cheap and locking is not free.
-	e, err := s.store.Get(s.server)
+	e, err := s.entry()
 	if err != nil {
 		return nil, err
 	}
@@ -215,6 +241,10 @@ func (s *TokenSource) refresh(ctx context.Context, rejected string) (*Token, err
 	var out *Token
 	var denied *LoginRequiredError
 	err = s.store.Update(ctx, s.server, func(e *Entry) error {
+		if !s.bind.holds(e) {
+			// Rebound by another process meanwhile.
+			return s.unbound(e)
+		}
 		if usable(e.Token) {
 			// Another process refreshed while we waited for the lock.
 			out = e.Token

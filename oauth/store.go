@@ -31,6 +31,11 @@ const PassphraseEnv = "TOOLWIRE_PASSPHRASE"
 type Entry struct {
 	// Server is the configured server name (the store's key).
 	Server string `json:"-"`
+	// Resource is the URL of the MCP server the entry was obtained for, in
+	// canonical form: the entry is used for that server only (see
+	// [HandlerConfig.Resource]). Empty in an entry written before entries
+	// were bound, which is therefore never used.
+	Resource string `json:"resource,omitempty"`
 	// Client is the client registration used with the server's
 	// authorization server, if any.
 	Client *Client `json:"client,omitempty"`
@@ -146,7 +151,8 @@ func (e Entry) String() string {
 	if e.Pending != nil {
 		parts = append(parts, e.Pending.String())
 	}
-	return fmt.Sprintf("entry{server=%s %s}", e.Server, strings.Join(parts, " "))
+	// The resource URL stays out: its query may carry a credential.
+	return fmt.Sprintf("entry{server=%s bound=%t %s}", e.Server, e.Resource != "", strings.Join(parts, " "))
 }
 
 func (e Entry) GoString() string     { return e.String() }
@@ -171,7 +177,8 @@ const (
 	// StateRefreshable: the access token expired (or will within the
 	// window) but a refresh token is kept.
 	StateRefreshable State = "refreshable"
-	// StateLoginRequired: a registration but no usable token.
+	// StateLoginRequired: a registration but no usable token, or an
+	// entry bound to no server URL (written by an older toolwire).
 	StateLoginRequired State = "login required"
 	// StatePending: an authorization awaits [Handler.FinishAuth].
 	StatePending State = "pending"
@@ -182,6 +189,8 @@ func (e *Entry) State(now time.Time) State {
 	switch {
 	case e == nil:
 		return StateNone
+	case e.Resource == "" && !e.empty():
+		return StateLoginRequired
 	case e.Token != nil && e.Token.AccessToken != "" && (e.Token.Expiry.IsZero() || now.Before(e.Token.Expiry)):
 		return StateValid
 	case e.Token != nil && e.Token.RefreshToken != "":

@@ -276,19 +276,23 @@ func TestKeyFileRules(t *testing.T) {
 
 func TestEntryState(t *testing.T) {
 	now := time.Now()
+	const r = "https://mcp.example.com/mcp"
 	tests := []struct {
 		name string
 		e    *Entry
 		want State
 	}{
 		{"nil", nil, StateNone},
-		{"valid", &Entry{Token: &Token{AccessToken: "a", Expiry: now.Add(time.Minute)}}, StateValid},
-		{"no expiry", &Entry{Token: &Token{AccessToken: "a"}}, StateValid},
-		{"refreshable", &Entry{Token: &Token{AccessToken: "a", RefreshToken: "r", Expiry: now.Add(-time.Minute)}}, StateRefreshable},
-		{"expired", &Entry{Client: &Client{}, Token: &Token{AccessToken: "a", Expiry: now.Add(-time.Minute)}}, StateLoginRequired},
-		{"registered only", &Entry{Client: &Client{}}, StateLoginRequired},
-		{"pending", &Entry{Client: &Client{}, Pending: &Pending{Expires: now.Add(time.Minute)}}, StatePending},
-		{"pending expired", &Entry{Client: &Client{}, Pending: &Pending{Expires: now.Add(-time.Minute)}}, StateLoginRequired},
+		{"valid", &Entry{Resource: r, Token: &Token{AccessToken: "a", Expiry: now.Add(time.Minute)}}, StateValid},
+		{"no expiry", &Entry{Resource: r, Token: &Token{AccessToken: "a"}}, StateValid},
+		{"refreshable", &Entry{Resource: r, Token: &Token{AccessToken: "a", RefreshToken: "r", Expiry: now.Add(-time.Minute)}}, StateRefreshable},
+		{"expired", &Entry{Resource: r, Client: &Client{}, Token: &Token{AccessToken: "a", Expiry: now.Add(-time.Minute)}}, StateLoginRequired},
+		{"registered only", &Entry{Resource: r, Client: &Client{}}, StateLoginRequired},
+		{"pending", &Entry{Resource: r, Client: &Client{}, Pending: &Pending{Expires: now.Add(time.Minute)}}, StatePending},
+		{"pending expired", &Entry{Resource: r, Client: &Client{}, Pending: &Pending{Expires: now.Add(-time.Minute)}}, StateLoginRequired},
+		// Written before entries were bound to a server URL: not used.
+		{"unbound valid", &Entry{Token: &Token{AccessToken: "a"}}, StateLoginRequired},
+		{"unbound pending", &Entry{Client: &Client{}, Pending: &Pending{Expires: now.Add(time.Minute)}}, StateLoginRequired},
 	}
 	for _, tt := range tests {
 		if got := tt.e.State(now); got != tt.want {

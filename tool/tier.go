@@ -57,6 +57,24 @@ func (t Tier) Raise(other Tier) Tier {
 	return t
 }
 
+// TierSource says where a tool's tier came from, for the people who read
+// tool listings: whether anybody chose it.
+type TierSource string
+
+const (
+	// TierDefault: nobody chose; the tier is the source's default (for an
+	// MCP server, its file's: see config.DefaultTierFor).
+	TierDefault TierSource = "default"
+	// TierOperator: the operator's default tier for the source
+	// (defaultTier).
+	TierOperator TierSource = "defaultTier"
+	// TierOverride: the operator's tier for this tool (tierOverrides).
+	TierOverride TierSource = "override"
+	// TierHint: raised by the source's own hint (an MCP server's
+	// destructiveHint) above what the operator's configuration gave.
+	TierHint TierSource = "hint"
+)
+
 // MarshalText encodes the tier as its name.
 func (t Tier) MarshalText() ([]byte, error) {
 	if !t.Valid() {

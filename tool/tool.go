@@ -47,6 +47,9 @@ type Tool struct {
 	InputSchema json.RawMessage
 	// Tier decides whether calls are confirmed first.
 	Tier Tier
+	// TierSource says where Tier came from; empty for a tool whose source
+	// does not say (a tool written in Go: its author chose).
+	TierSource TierSource
 	// Origin records where the tool came from.
 	Origin Origin
 	// Handler runs the tool.

@@ -113,18 +113,20 @@ func TestToolsTableShowsTiersFromConfigAndHints(t *testing.T) {
 	o.expect(t, exitOK)
 	rows := map[string][]string{}
 	for _, line := range strings.Split(o.stdout, "\n")[1:] {
-		if fields := strings.Fields(line); len(fields) >= 3 {
-			rows[fields[0]] = fields[1:3]
+		if fields := strings.Fields(line); len(fields) >= 4 {
+			rows[fields[0]] = fields[1:4]
 		}
 	}
-	want := map[string]string{"demo__echo": "read", "demo__write_note": "write", "demo__delete_note": "destructive"}
+	// Each tier with where it came from: toolwire's default, the
+	// operator's override, the server's destructiveHint.
+	want := map[string][2]string{"demo__echo": {"read", "default"}, "demo__write_note": {"write", "override"}, "demo__delete_note": {"destructive", "hint"}}
 	for name, tier := range want {
 		got, ok := rows[name]
 		if !ok {
 			t.Fatalf("tool %s missing from table:\n%s", name, o.stdout)
 		}
-		if got[0] != tier || got[1] != "demo" {
-			t.Errorf("%s: tier/server = %v, want %s/demo", name, got, tier)
+		if got[0] != tier[0] || got[1] != tier[1] || got[2] != "demo" {
+			t.Errorf("%s: tier/from/server = %v, want %s/%s/demo", name, got, tier[0], tier[1])
 		}
 	}
 	if len(rows) != 13 {

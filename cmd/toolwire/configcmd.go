@@ -15,6 +15,7 @@ import (
 
 	"github.com/spf13/cobra"
 	"github.com/toolwire/toolwire/config"
+	"github.com/toolwire/toolwire/tool"
 	"golang.org/x/term"
 )
 
@@ -38,8 +39,9 @@ func newConfigCheckCommand(e *env) *cobra.Command {
 		Use:   "check [FILE]",
 		Short: "Show what toolwire understands of a configuration file, or every error in it",
 		Long: "check prints the file's dialect and, for each server, its transport, its command or URL " +
-			"(placeholders shown as written, never expanded), its tiers and filters, and every warning " +
-			"(fields ignored and why). FILE defaults to --config, $TOOLWIRE_CONFIG, then ./toolwire.yaml. " +
+			"(placeholders shown as written, never expanded), its tiers and filters, every warning " +
+			"(fields ignored and why), and every problem of the environment: a placeholder whose variable " +
+			"is unset and has no default (named, never a value), which would stop the server. FILE defaults to --config, $TOOLWIRE_CONFIG, then ./toolwire.yaml. " +
 			"Exit status 0 when the file is valid (warnings allowed), 2 when it is not.",
 		Args: cobra.MaximumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
@@ -52,9 +54,9 @@ func newConfigCheckCommand(e *env) *cobra.Command {
 				return reportConfigErrors(e, path, err, asJSON)
 			}
 			if asJSON {
-				return writeConfigJSON(e.stdout, configCheckJSON(f))
+				return writeConfigJSON(e.stdout, configCheckJSON(f, e.lookupEnv))
 			}
-			printConfigCheck(e.stdout, f)
+			printConfigCheck(e.stdout, f, e.lookupEnv)
 			return nil
 		},
 	}
@@ -181,27 +183,52 @@ type configInputJSON struct {
 // expanded, and env and header values are left out (only their names are
 // shown) because a file may hold a literal secret there.
 type configServerJSON struct {
-	Name          string              `json:"name"`
-	Line          int                 `json:"line"`
-	Transport     string              `json:"transport"`
-	Command       string              `json:"command,omitempty"`
-	Args          []string            `json:"args,omitempty"`
-	URL           string              `json:"url,omitempty"`
-	EnvNames      []string            `json:"envNames,omitempty"`
-	EnvFile       string              `json:"envFile,omitempty"`
-	Cwd           string              `json:"cwd,omitempty"`
-	HeaderNames   []string            `json:"headerNames,omitempty"`
-	BearerToken   bool                `json:"bearerToken,omitempty"`
-	Prefix        string              `json:"prefix,omitempty"`
-	DefaultTier   string              `json:"defaultTier"`
-	TierOverrides map[string]string   `json:"tierOverrides,omitempty"`
-	OnlyTools     []string            `json:"onlyTools"` // null: all tools; []: none
-	ExcludeTools  []string            `json:"excludeTools,omitempty"`
-	Timeout       string              `json:"timeout,omitempty"`
-	Required      bool                `json:"required,omitempty"`
-	Disabled      bool                `json:"disabled,omitempty"`
-	Inputs        []string            `json:"inputs,omitempty"`
-	Warnings      []configWarningJSON `json:"warnings,omitempty"`
+	Name        string   `json:"name"`
+	Line        int      `json:"line"`
+	Transport   string   `json:"transport"`
+	Command     string   `json:"command,omitempty"`
+	Args        []string `json:"args,omitempty"`
+	URL         string   `json:"url,omitempty"`
+	EnvNames    []string `json:"envNames,omitempty"`
+	EnvFile     string   `json:"envFile,omitempty"`
+	Cwd         string   `json:"cwd,omitempty"`
+	HeaderNames []string `json:"headerNames,omitempty"`
+	BearerToken bool     `json:"bearerToken,omitempty"`
+	Prefix      string   `json:"prefix,omitempty"`
+	DefaultTier string   `json:"defaultTier"`
+	// DefaultTierSource is "defaultTier" when the file sets it, "default"
+	// when it is the dialect's default.
+	DefaultTierSource string              `json:"defaultTierSource"`
+	TierOverrides     map[string]string   `json:"tierOverrides,omitempty"`
+	OnlyTools         []string            `json:"onlyTools"` // null: all tools; []: none
+	ExcludeTools      []string            `json:"excludeTools,omitempty"`
+	Timeout           string              `json:"timeout,omitempty"`
+	Required          bool                `json:"required,omitempty"`
+	Disabled          bool                `json:"disabled,omitempty"`
+	Inputs            []string            `json:"inputs,omitempty"`
+	Warnings          []configWarningJSON `json:"warnings,omitempty"`
+	// Problems are what would stop the server from starting here: for
+	// now, placeholders whose variable is unset and has no default.
+	Problems []configProblemJSON `json:"problems,omitempty"`
+}
+
+type configProblemJSON struct {
+	Field    string `json:"field"`
+	Variable string `json:"variable"`
+	Message  string `json:"message"`
+}
+
+// configProblems returns s's unset variables, for a server that is
+// started (a disabled one is not, so its placeholders do not matter).
+func configProblems(s config.Server, lookup func(string) (string, bool)) []configProblemJSON {
+	if s.Disabled {
+		return nil
+	}
+	var out []configProblemJSON
+	for _, u := range config.UnsetVariables(s, lookup) {
+		out = append(out, configProblemJSON{Field: u.Field, Variable: u.Var, Message: fmt.Sprintf("variable %s is not set and the placeholder has no default", u.Var)})
+	}
+	return out
 }
 
 type configWarningJSON struct {
@@ -210,7 +237,7 @@ type configWarningJSON struct {
 	Message string `json:"message"`
 }
 
-func configCheckJSON(f *config.File) configReport {
+func configCheckJSON(f *config.File, lookup func(string) (string, bool)) configReport {
 	r := configReport{File: f.Path, Valid: true, Dialect: f.Dialect}
 	for _, id := range configSortedKeys(f.Inputs) {
 		in := f.Inputs[id]
@@ -227,13 +254,14 @@ func configCheckJSON(f *config.File) configReport {
 			Command: s.Command, Args: s.Args, URL: s.URL,
 			EnvNames: configSortedKeys(s.Env), EnvFile: s.EnvFile, Cwd: s.Cwd,
 			HeaderNames: configSortedKeys(s.Headers), BearerToken: s.BearerToken != "",
-			Prefix: s.Prefix, DefaultTier: s.DefaultTier, TierOverrides: s.TierOverrides,
+			Prefix: s.Prefix, DefaultTier: s.DefaultTier, DefaultTierSource: string(defaultTierSource(s)), TierOverrides: s.TierOverrides,
 			OnlyTools: s.OnlyTools, ExcludeTools: s.ExcludeTools,
 			Required: s.Required, Disabled: s.Disabled, Inputs: configSortedKeys(s.Inputs),
 		}
 		if s.Timeout > 0 {
 			js.Timeout = s.Timeout.String()
 		}
+		js.Problems = configProblems(s, lookup)
 		for _, w := range f.WarningDetails {
 			if w.Server == s.Name {
 				js.Warnings = append(js.Warnings, configWarningJSON{w.Line, w.Field, w.Message})
@@ -242,6 +270,26 @@ func configCheckJSON(f *config.File) configReport {
 		r.Servers = append(r.Servers, js)
 	}
 	return r
+}
+
+// defaultTierSource says whether the operator chose s's default tier.
+func defaultTierSource(s config.Server) tool.TierSource {
+	if s.DefaultTierImplied {
+		return tool.TierDefault
+	}
+	return tool.TierOperator
+}
+
+// defaultTierText is the defaultTier row of the text report: the tier and
+// where it came from.
+func defaultTierText(dialect string, s config.Server) string {
+	if !s.DefaultTierImplied {
+		return s.DefaultTier + " (set by defaultTier)"
+	}
+	if dialect == config.DialectToolwire {
+		return s.DefaultTier + " (the default: no defaultTier)"
+	}
+	return s.DefaultTier + " (the default for a host file, which has no tiers: calls are confirmed; import the file to choose tiers)"
 }
 
 func writeConfigJSON(w io.Writer, v any) error {
@@ -253,7 +301,7 @@ func writeConfigJSON(w io.Writer, v any) error {
 
 // printConfigCheck prints the text report: the dialect, the inputs, then
 // one block per server with its warnings under it.
-func printConfigCheck(w io.Writer, f *config.File) {
+func printConfigCheck(w io.Writer, f *config.File, lookup func(string) (string, bool)) {
 	fmt.Fprintf(w, "%s: %s (dialect %s), %s\n", f.Path, config.DescribeDialect(f.Dialect), f.Dialect, configPlural(len(f.Servers), "server"))
 	for _, d := range f.WarningDetails {
 		if d.Server == "" {
@@ -312,9 +360,7 @@ func printConfigCheck(w io.Writer, f *config.File) {
 		if s.Prefix != "" {
 			row("prefix", s.Prefix)
 		}
-		if s.DefaultTier != "" && s.DefaultTier != "read" || len(s.TierOverrides) > 0 {
-			row("defaultTier", s.DefaultTier)
-		}
+		row("defaultTier", defaultTierText(f.Dialect, s))
 		if len(s.TierOverrides) > 0 {
 			var parts []string
 			for _, k := range configSortedKeys(s.TierOverrides) {
@@ -345,6 +391,9 @@ func printConfigCheck(w io.Writer, f *config.File) {
 			if d.Server == s.Name {
 				row("warning", fmt.Sprintf("line %d: %s: %s", d.Line, d.Field, d.Message))
 			}
+		}
+		for _, p := range configProblems(s, lookup) {
+			row("problem", fmt.Sprintf("server %q: %s: %s", s.Name, p.Field, p.Message))
 		}
 	}
 }

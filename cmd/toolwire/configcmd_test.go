@@ -118,6 +118,9 @@ func TestConfigCheckText(t *testing.T) {
 		`  command       npx -y @modelcontextprotocol/server-filesystem "` + proj + `/docs dir"`,
 		"  env           API_KEY, LEVEL",
 		"  inputs        api-key",
+		// A host file has no tiers: its tools are confirmed, and the
+		// report says the tier is nobody's choice.
+		"  defaultTier   write (the default for a host file",
 		"server search (line 12)",
 		"  transport     http (Streamable HTTP)",
 		"  url           https://search.example.com/mcp",
@@ -166,6 +169,8 @@ func TestConfigCheckJSON(t *testing.T) {
 			EnvNames    []string `json:"envNames"`
 			HeaderNames []string `json:"headerNames"`
 			Disabled    bool     `json:"disabled"`
+			DefaultTier string   `json:"defaultTier"`
+			TierSource  string   `json:"defaultTierSource"`
 			Inputs      []string `json:"inputs"`
 			OnlyTools   []string `json:"onlyTools"`
 			Warnings    []struct {
@@ -187,6 +192,9 @@ func TestConfigCheckJSON(t *testing.T) {
 	if files.Name != "files" || files.Transport != "stdio" || files.Command != "npx" ||
 		!reflect.DeepEqual(files.EnvNames, []string{"API_KEY", "LEVEL"}) || !reflect.DeepEqual(files.Inputs, []string{"api-key"}) {
 		t.Errorf("files = %+v", files)
+	}
+	if files.DefaultTier != "write" || files.TierSource != "default" {
+		t.Errorf("files: defaultTier %q from %q, want write from default", files.DefaultTier, files.TierSource)
 	}
 	if files.OnlyTools != nil {
 		t.Errorf("onlyTools = %#v, want null (all tools)", files.OnlyTools)
@@ -235,10 +243,12 @@ func TestConfigCheckInvalidPrintsEveryError(t *testing.T) {
 }
 
 func TestConfigCheckSyntaxErrorHasColumn(t *testing.T) {
-	path := writeConfigFixture(t, "mcp.json", "{\n  \"mcpServers\": {\n    \"a\": {\"command\": \"x\",}\n  }\n}\n")
+	path := writeConfigFixture(t, "mcp.json", "// a comment first\n{\n  \"mcpServers\": {\n    \"a\": {\"command\": \"x\" \"args\": []}\n  }\n}\n")
 	r := runConfigCmd(t, false, "", nil, "config", "check", path)
 	r.want(t, exitUsage)
-	if want := path + ":3:26: invalid JSON"; !strings.HasPrefix(r.stderr, want) {
+	// A JSON error, at its place in the file, even after a comment (which
+	// once made the file YAML).
+	if want := path + ":4:26: invalid JSON"; !strings.HasPrefix(r.stderr, want) {
 		t.Errorf("stderr = %q, want it to start with %q", r.stderr, want)
 	}
 }
@@ -291,7 +301,7 @@ func TestConfigCheckToolwireFileShowsTiersAndFilters(t *testing.T) {
 	for _, want := range []string{
 		"  command       " + filepath.Join(filepath.Dir(path), "bin", "demo"),
 		"  prefix        d",
-		"  defaultTier   write",
+		"  defaultTier   write (set by defaultTier)",
 		"  tierOverrides ls=read, rm=destructive",
 		"  onlyTools     none (the empty list registers no tools)",
 		"  excludeTools  fail",
@@ -339,6 +349,8 @@ func TestConfigImportRoundTripsEveryFixture(t *testing.T) {
 			for i := range orig.Servers {
 				a, b := orig.Servers[i], back.Servers[i]
 				a.Line, b.Line = 0, 0
+				// The host file's implied tier is written out.
+				a.DefaultTierImplied = false
 				if !reflect.DeepEqual(a, b) {
 					t.Errorf("server %d:\n got %+v\nwant %+v", i, b, a)
 				}
@@ -452,5 +464,59 @@ func TestConfigInputPrompter(t *testing.T) {
 	again, _, err := config.ExpandServer(s, config.Resolver{LookupEnv: func(string) (string, bool) { return "", false }, Input: ask})
 	if err != nil || again.Env["KEY"] != "s3cret" || strings.Count(stderr.String(), "API key") != 1 {
 		t.Errorf("second expansion asked again or failed: %v, %q", err, stderr.String())
+	}
+}
+
+// TestConfigCheckReportsUnsetVariables: a VS Code file as VS Code writes
+// it (a leading comment, trailing commas) is read, and each placeholder
+// whose variable is unset and has no default is a problem naming the
+// server, the field and the variable, never a value; a default, a set
+// variable or a disabled server is none.
+func TestConfigCheckReportsUnsetVariables(t *testing.T) {
+	path := writeConfigFixture(t, "proj/.vscode/mcp.json", `// Servers for this workspace.
+{
+  "servers": {
+    "db": {
+      "type": "stdio",
+      "command": "db-mcp",
+      "args": ["--mode=${MODE:-ro}", "--host=${DB_HOST}",],
+      "env": {"TOKEN": "${DB_TOKEN}", "USER": "${DB_USER}",},
+    },
+    "off": {"type": "stdio", "command": "${NOPE}", "disabled": true},
+  },
+}
+`)
+	env := map[string]string{"DB_HOST": "db-host-value-not-shown"}
+	r := runConfigCmd(t, false, "", env, "config", "check", path)
+	r.want(t, exitOK)
+	for _, want := range []string{
+		`  problem       server "db": env.TOKEN: variable DB_TOKEN is not set and the placeholder has no default`,
+		`  problem       server "db": env.USER: variable DB_USER is not set and the placeholder has no default`,
+	} {
+		if !strings.Contains(r.stdout, want) {
+			t.Errorf("output lacks %q:\n%s", want, r.stdout)
+		}
+	}
+	if strings.Count(r.stdout, "problem") != 2 || strings.Contains(r.stdout, "db-host-value-not-shown") {
+		t.Errorf("want exactly the two problems and no value:\n%s", r.stdout)
+	}
+
+	r = runConfigCmd(t, false, "", env, "config", "check", "--json", path)
+	r.want(t, exitOK)
+	var rep struct {
+		Servers []struct {
+			Name     string `json:"name"`
+			Problems []struct {
+				Field    string `json:"field"`
+				Variable string `json:"variable"`
+			} `json:"problems"`
+		} `json:"servers"`
+	}
+	if err := json.Unmarshal([]byte(r.stdout), &rep); err != nil {
+		t.Fatalf("not JSON: %v\n%s", err, r.stdout)
+	}
+	if len(rep.Servers) != 2 || len(rep.Servers[0].Problems) != 2 || rep.Servers[0].Problems[0].Field != "env.TOKEN" ||
+		rep.Servers[0].Problems[0].Variable != "DB_TOKEN" || len(rep.Servers[1].Problems) != 0 {
+		t.Errorf("problems = %+v", rep.Servers)
 	}
 }

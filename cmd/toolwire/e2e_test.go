@@ -756,8 +756,10 @@ func TestE2EMixedDialectsWatchKillReconnectExit(t *testing.T) {
 	}
 
 	// A separate `toolwire call` over the same three files: the echoer tool
-	// answers, and that run leaves no server of its own behind.
-	o, callPid, callProcs := e2eRun(t, bin, append([]string{"call", "echoer__echo", "text=hi"}, configArgs...)...)
+	// answers, and that run leaves no server of its own behind. The echoer
+	// comes from a Claude Desktop file, which has no tiers, so its tools
+	// are write and the call needs --yes.
+	o, callPid, callProcs := e2eRun(t, bin, append([]string{"call", "echoer__echo", "text=hi", "--yes"}, configArgs...)...)
 	o.expect(t, exitOK)
 	if o.stdout != "hi\n" {
 		t.Errorf("toolwire call echoer__echo text=hi printed %q, want \"hi\\n\"", o.stdout)

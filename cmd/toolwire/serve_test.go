@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"io"
 	"os"
+	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
@@ -250,5 +251,47 @@ func TestServeRelaysProgressAndCancellationUpstream(t *testing.T) {
 	raw, _ := json.Marshal(res.StructuredContent)
 	if err := json.Unmarshal(raw, &stats); err != nil || stats.Cancelled < 1 {
 		t.Errorf("upstream stats = %s, want at least one cancelled call", raw)
+	}
+}
+
+// TestServeHostFileToolsAreNotReadOnly: a Claude Desktop file has no
+// tiers, so its tools are write: serve neither runs them unasked nor tells
+// its clients that they only read.
+func TestServeHostFileToolsAreNotReadOnly(t *testing.T) {
+	f := newFixture(t, "")
+	raw, err := json.Marshal(map[string]any{"mcpServers": map[string]any{"demo": map[string]any{
+		"command": os.Args[0],
+		"env":     map[string]string{"TOOLWIRE_TEST_SERVER": "demo", "DEMO_NOTES_FILE": f.notes},
+	}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.config = filepath.Join(f.dir, "claude_desktop_config.json")
+	if err := os.WriteFile(f.config, raw, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	cs := f.serveStdio(t, nil)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	list, err := cs.ListTools(ctx, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var echo *mcp.Tool
+	for _, tl := range list.Tools {
+		if tl.Name == "demo__echo" {
+			echo = tl
+		}
+	}
+	if echo == nil || echo.Annotations == nil || echo.Annotations.ReadOnlyHint {
+		t.Fatalf("demo__echo from a host file: %+v, want listed without readOnlyHint", echo)
+	}
+	// And it is asked for: this client cannot be asked, so it is refused.
+	res, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: "demo__echo", Arguments: map[string]any{"text": "hi"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !res.IsError || resultText(res) == "hi" {
+		t.Errorf("unconfirmed write ran: %+v", res)
 	}
 }

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -44,9 +45,9 @@ func (refuseAll) Confirm(_ context.Context, _ tool.PendingCall) (bool, error) { 
 
 func printToolsTable(e *env, tools []*tool.Tool) {
 	tw := tabwriter.NewWriter(e.stdout, 0, 0, 2, ' ', 0)
-	fmt.Fprintln(tw, "NAME\tTIER\tSERVER\tDESCRIPTION")
+	fmt.Fprintln(tw, "NAME\tTIER\tFROM\tSERVER\tDESCRIPTION")
 	for _, t := range tools {
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\n", t.Name, t.Tier, t.Origin.Source, oneLine(t.Description, 72))
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", t.Name, t.Tier, cmp.Or(string(t.TierSource), "-"), t.Origin.Source, oneLine(t.Description, 72))
 	}
 	_ = tw.Flush()
 }
@@ -55,6 +56,7 @@ func printToolsTable(e *env, tools []*tool.Tool) {
 type toolJSON struct {
 	Name        string          `json:"name"`
 	Tier        tool.Tier       `json:"tier"`
+	TierSource  tool.TierSource `json:"tierSource,omitempty"`
 	Server      string          `json:"server,omitempty"`
 	Original    string          `json:"original,omitempty"`
 	Description string          `json:"description"`
@@ -64,7 +66,7 @@ type toolJSON struct {
 func printToolsJSON(e *env, tools []*tool.Tool) error {
 	out := make([]toolJSON, 0, len(tools))
 	for _, t := range tools {
-		out = append(out, toolJSON{t.Name, t.Tier, t.Origin.Source, t.Origin.Name, t.Description, t.Schema()})
+		out = append(out, toolJSON{t.Name, t.Tier, t.TierSource, t.Origin.Source, t.Origin.Name, t.Description, t.Schema()})
 	}
 	enc := json.NewEncoder(e.stdout)
 	enc.SetIndent("", "  ")

@@ -111,7 +111,7 @@ func (r *runner) handlers(store *oauth.Store) mcpclient.OAuthFunc {
 			})
 		}
 		hc := &oauth.HandlerConfig{
-			Server: cfg.Name, Store: store, HTTPClient: client, Scopes: o.Scopes, ClientName: "toolwire conformance client",
+			Server: cfg.Name, Resource: cfg.URL, Store: store, HTTPClient: client, Scopes: o.Scopes, ClientName: "toolwire conformance client",
 			Fetcher: &oauth.Loopback{Open: follow, Out: r.out, Timeout: requestTimeout},
 		}
 		if o.ClientID != "" {

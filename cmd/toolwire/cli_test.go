@@ -18,6 +18,12 @@ import (
 // TestMain lets the test binary double as the demo MCP server, so the CLI
 // under test starts a real child process without a separate build.
 func TestMain(m *testing.M) {
+	if os.Getenv("TOOLWIRE_TEST_SERVER") == "leaky" {
+		if err := serveLeaky(context.Background()); err != nil {
+			os.Exit(1)
+		}
+		os.Exit(0)
+	}
 	if os.Getenv("TOOLWIRE_TEST_SERVER") == "demo" {
 		if err := demo.ServeStdio(context.Background(), &demo.Options{NotesFile: os.Getenv("DEMO_NOTES_FILE")}); err != nil {
 			os.Exit(1)

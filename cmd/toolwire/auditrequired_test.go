@@ -131,3 +131,26 @@ func TestClosingGivesEveryRequestedCallAnOutcome(t *testing.T) {
 		t.Errorf("calls %v were requested and have no outcome:\n%s", open, raw)
 	}
 }
+
+// groupedByCall orders auditLines by call, keeping each call's events in
+// the order written and the calls in the order first seen: the events of
+// concurrent calls are written as they happen, interleaved.
+func groupedByCall(lines []string) []string {
+	var order []string
+	group := map[string][]string{}
+	for _, l := range lines {
+		key := l
+		if f := strings.Fields(l); len(f) >= 3 {
+			key = f[2]
+		}
+		if _, seen := group[key]; !seen {
+			order = append(order, key)
+		}
+		group[key] = append(group[key], l)
+	}
+	var out []string
+	for _, k := range order {
+		out = append(out, group[k]...)
+	}
+	return out
+}

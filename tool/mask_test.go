@@ -166,3 +166,11 @@ func TestRequiredAuditRefusesCallsItCannotRecord(t *testing.T) {
 		}
 	}
 }
+
+func TestResultMaskedCostsNothingWithoutASecret(t *testing.T) {
+	res := &tool.Result{Content: []tool.Content{&tool.Text{Text: "plain"}, &tool.Resource{URI: "file:///a", Text: "b"}}, Message: "m"}
+	s := audit.NewSecrets(planted)
+	if n := testing.AllocsPerRun(100, func() { _ = res.Masked(s) }); n != 0 {
+		t.Errorf("Masked of a result holding no secret allocates %v times", n)
+	}
+}

@@ -41,6 +41,14 @@ func serveLeaky(ctx context.Context) error {
 	srv.AddTool(&mcp.Tool{Name: "crash", InputSchema: object}, func(context.Context, *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
 		return nil, errors.New("backend refused key " + key)
 	})
+	srv.AddResource(&mcp.Resource{URI: "leaky://whoami", Name: "whoami", MIMEType: "text/plain"}, func(context.Context, *mcp.ReadResourceRequest) (*mcp.ReadResourceResult, error) {
+		return &mcp.ReadResourceResult{Contents: []*mcp.ResourceContents{{URI: "leaky://whoami", MIMEType: "text/plain", Text: "my key is " + key}}}, nil
+	})
+	srv.AddPrompt(&mcp.Prompt{Name: "whoami"}, func(context.Context, *mcp.GetPromptRequest) (*mcp.GetPromptResult, error) {
+		return &mcp.GetPromptResult{Description: "signed with " + key, Messages: []*mcp.PromptMessage{
+			{Role: "user", Content: &mcp.TextContent{Text: "use the key " + key}},
+		}}, nil
+	})
 	return srv.Run(ctx, &mcp.StdioTransport{})
 }
 
@@ -149,7 +157,7 @@ func TestRunSendsTheModelMaskedResults(t *testing.T) {
 
 // TestServeMasksResultsAndErrorsToItsClients: a gateway client over a real
 // socket receives the echoed credential masked, in results, tool errors,
-// failures, progress and log lines.
+// failures, progress and log lines, resources and prompts.
 func TestServeMasksResultsAndErrorsToItsClients(t *testing.T) {
 	t.Parallel()
 	f := newLeakyFixture(t)
@@ -189,6 +197,22 @@ func TestServeMasksResultsAndErrorsToItsClients(t *testing.T) {
 			t.Errorf("%s's result = %s, want it to hold %q", name, raw, want)
 		}
 	}
+	read, err := cs.ReadResource(ctx, &mcp.ReadResourceParams{URI: "toolwire://leaky/leaky://whoami"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	prompt, err := cs.GetPrompt(ctx, &mcp.GetPromptParams{Name: "leaky__whoami"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for what, v := range map[string]any{"the resource read": read, "the prompt": prompt} {
+		raw, _ := json.Marshal(v)
+		noKey(t, what, string(raw))
+		if !strings.Contains(string(raw), audit.Mask) {
+			t.Errorf("%s = %s, want the key masked", what, raw)
+		}
+	}
+
 	var relayed []string
 	for len(relayed) < 2 {
 		select {

@@ -35,6 +35,9 @@
 //     is recorded in the audit log as an llm.failed event.
 //   - Cancelling the context cancels the request to the model and every tool
 //     call in flight.
+//   - The model is sent what the executor returns: build it with
+//     [tool.ExecutorOptions].Mask so that secrets a server echoes back are
+//     masked before they reach the model's provider.
 //
 // Providers: [OpenAI] speaks the Chat Completions API of OpenAI and of the
 // servers compatible with it (Ollama, vLLM, LM Studio, llama.cpp);

@@ -10,6 +10,13 @@
 //	...
 //	log := audit.NewLog(sink, &audit.LogOptions{Redactor: audit.NewSecrets(token)})
 //	log.Record(audit.Event{Kind: audit.CallRequested, Tool: "demo__echo"})
+//	...
+//	err = log.Close(ctx) // records an outcome for every call still open
+//
+// [Secrets] masks only whole occurrences of values of at least
+// [MinSecretLen] characters, and changes nothing else. With
+// [LogOptions].Required, an executor refuses the calls the log cannot
+// record.
 //
 // The file is tamper-evident: each line carries the SHA-256 of the line
 // before it, and with [FileSinkOptions].SigningKey an Ed25519 signature

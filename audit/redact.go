@@ -61,6 +61,16 @@ func (s *Secrets) Add(values ...string) {
 	}
 }
 
+// Len returns how many values s masks; a nil Secrets masks none.
+func (s *Secrets) Len() int {
+	if s == nil {
+		return 0
+	}
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	return len(s.values)
+}
+
 // Redact masks every known secret in ev's text fields, and in Args and
 // Result as [Secrets.JSON] does. JSON that does not decode is an error, so
 // the event is replaced rather than stored unexamined.

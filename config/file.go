@@ -56,6 +56,10 @@ type Audit struct {
 	// SigningKey is a PEM Ed25519 private key file whose key signs every
 	// line; "" means unsigned. Absolute when loaded with Load.
 	SigningKey string
+	// Required refuses every call the audit log cannot record, instead
+	// of running it unrecorded. It needs an audit file (File, or the
+	// CLI's --audit).
+	Required bool
 }
 
 // Server is one MCP server as the configuration describes it. String fields

@@ -103,7 +103,7 @@ func Marshal(f *File) ([]byte, error) {
 	}
 	addPair(root, "servers", servers)
 
-	if f.Audit.File != "" || f.Audit.LogArguments || f.Audit.SigningKey != "" {
+	if f.Audit != (Audit{}) {
 		audit := &yaml.Node{Kind: yaml.MappingNode}
 		if f.Audit.File != "" {
 			addPair(audit, "file", str(f.Audit.File))
@@ -113,6 +113,9 @@ func Marshal(f *File) ([]byte, error) {
 		}
 		if f.Audit.SigningKey != "" {
 			addPair(audit, "signingKey", str(f.Audit.SigningKey))
+		}
+		if f.Audit.Required {
+			addPair(audit, "required", boolNode(true))
 		}
 		addPair(root, "audit", audit)
 	}

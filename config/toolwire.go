@@ -13,7 +13,7 @@ var (
 	}
 	toolwireStdioOnly  = []string{"args", "env", "envFile", "cwd"}
 	toolwireRemoteOnly = []string{"headers", "bearerToken", "oauth"}
-	auditFields        = []string{"file", "logArguments", "signingKey"}
+	auditFields        = []string{"file", "logArguments", "signingKey", "required"}
 
 	toolwireTransports = map[string]string{
 		"stdio": TransportStdio,
@@ -200,6 +200,10 @@ func (d *decoder) audit(v *node, a *Audit) {
 		case "signingKey":
 			if s, ok := d.nonEmpty(p.value, fpath); ok {
 				a.SigningKey = d.resolvePath(p.value.line, fpath, s, false)
+			}
+		case "required":
+			if b, ok := d.boolean(p.value, fpath); ok {
+				a.Required = b
 			}
 		default:
 			d.unknownField(p, path, auditFields)

@@ -14,6 +14,11 @@
 // read, never a protocol error. Nothing the client sends (an "approved"
 // argument, annotations) changes the decision.
 //
+// Clients receive what the executor returns: build it with
+// [tool.ExecutorOptions].Mask so that secrets an upstream echoes back, in
+// a result, an error, progress or a log line, are masked before they are
+// served.
+//
 //	approver := gateway.NewApprover(gateway.ApprovalPolicy{})
 //	reg := tool.NewRegistry(&tool.RegistryOptions{Confirmer: approver})
 //	ex := tool.NewExecutor(reg, nil)

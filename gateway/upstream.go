@@ -422,9 +422,10 @@ func (s *served) readResource(ctx context.Context, req *mcp.ReadResourceRequest)
 			return nil, mcp.ResourceNotFoundError(req.Params.URI)
 		}
 	}
+	mask := s.g.ex.Mask()
 	for _, c := range res.Contents {
 		if c != nil {
-			c.URI = s.g.servedURI(up, c.URI)
+			c.URI, c.Text = s.g.servedURI(up, mask.String(c.URI)), mask.String(c.Text)
 		}
 	}
 	return res, nil
@@ -449,8 +450,11 @@ func (s *served) getPrompt(ctx context.Context, req *mcp.GetPromptRequest) (*mcp
 	if err != nil {
 		return nil, o.up.Mask(err)
 	}
+	mask := s.g.ex.Mask()
+	res.Description = mask.String(res.Description)
 	for _, m := range res.Messages {
 		if m != nil {
+			maskContent(m.Content, mask)
 			rewriteContent(m.Content, func(uri string) string { return s.g.servedURI(o.up, uri) })
 		}
 	}

@@ -22,4 +22,11 @@
 // first when its tier is not [Read]. Whatever happens, every call ends with a
 // [Result]: a tool failure, a refusal or a validation error is a result the
 // model can read, never a panic or a hung call.
+//
+// Secrets a tool's source echoes back (a credential it was configured with,
+// say) are masked by the executor when it is built with
+// [ExecutorOptions].Mask: in every result it returns and in what the source
+// relays to the [Caller] during the call. An executor without it returns
+// the tools' own results, for a library caller that needs them raw; such a
+// caller masks a result where it leaves the program with [Result.Masked].
 package tool

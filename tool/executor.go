@@ -71,6 +71,11 @@ func NewExecutor(reg *Registry, opts *ExecutorOptions) *Executor {
 	return e
 }
 
+// Mask returns the secrets the executor masks in its results
+// ([ExecutorOptions].Mask), or nil: what else serves its callers (a
+// gateway's resources and prompts) masks with the same.
+func (e *Executor) Mask() *audit.Secrets { return e.mask }
+
 // Registry returns the registry the executor runs calls against.
 func (e *Executor) Registry() *Registry { return e.reg }
 

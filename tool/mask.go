@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"slices"
 
 	"github.com/toolwire/toolwire/audit"
 )
@@ -18,51 +19,76 @@ import (
 // result it returns; a caller of an executor without one gets the tools'
 // own results and applies Masked where they leave the program.
 func (r *Result) Masked(s *audit.Secrets) *Result {
-	if s == nil || r == nil {
+	if s == nil || r == nil || s.Len() == 0 {
 		return r
 	}
-	out := *r
+	// The copy is made on the first change only: most results hold no
+	// secret, and they cost no allocation.
+	var out *Result
+	edit := func() *Result {
+		if out == nil {
+			c := *r
+			c.Content = slices.Clone(r.Content)
+			c.Violations = slices.Clone(r.Violations)
+			out = &c
+		}
+		return out
+	}
+	if m := s.String(r.Message); m != r.Message {
+		edit().Message = m
+	}
+	for i, v := range r.Violations {
+		if p, m := s.String(v.Path), s.String(v.Message); p != v.Path || m != v.Message {
+			edit().Violations[i] = Violation{Path: p, Message: m}
+		}
+	}
+	for i, c := range r.Content {
+		if m := maskContent(s, c); m != nil {
+			edit().Content[i] = m
+		}
+	}
+	if r.Structured != nil {
+		if v, ok := maskValue(s, r.Structured); ok {
+			edit().Structured = v
+		}
+	}
+	if out == nil {
+		return r
+	}
+	return out
+}
+
+// maskContent returns a masked copy of c, or nil when c holds no secret.
+func maskContent(s *audit.Secrets, c Content) Content {
 	changed := false
 	str := func(v string) string {
 		m := s.String(v)
 		changed = changed || m != v
 		return m
 	}
-	out.Message = str(r.Message)
-	if r.Violations != nil {
-		out.Violations = make([]Violation, len(r.Violations))
-		for i, v := range r.Violations {
-			out.Violations[i] = Violation{Path: str(v.Path), Message: str(v.Message)}
+	switch c := c.(type) {
+	case *Text:
+		if m := str(c.Text); changed {
+			return &Text{Text: m}
+		}
+	case *Resource:
+		// Copied only on a change: a copy whose address may be returned
+		// lives on the heap.
+		uri, mime, text := str(c.URI), str(c.MIMEType), str(c.Text)
+		if changed {
+			m := *c
+			m.URI, m.MIMEType, m.Text = uri, mime, text
+			return &m
+		}
+	case *ResourceLink:
+		uri, name, title, desc, mime := str(c.URI), str(c.Name), str(c.Title), str(c.Description), str(c.MIMEType)
+		if changed {
+			m := *c
+			m.URI, m.Name, m.Title, m.Description, m.MIMEType = uri, name, title, desc, mime
+			return &m
 		}
 	}
-	if r.Content != nil {
-		out.Content = make([]Content, len(r.Content))
-		for i, c := range r.Content {
-			switch c := c.(type) {
-			case *Text:
-				out.Content[i] = &Text{Text: str(c.Text)}
-			case *Resource:
-				m := *c
-				m.URI, m.MIMEType, m.Text = str(c.URI), str(c.MIMEType), str(c.Text)
-				out.Content[i] = &m
-			case *ResourceLink:
-				m := *c
-				m.URI, m.Name, m.Title, m.Description, m.MIMEType = str(c.URI), str(c.Name), str(c.Title), str(c.Description), str(c.MIMEType)
-				out.Content[i] = &m
-			default:
-				out.Content[i] = c
-			}
-		}
-	}
-	if r.Structured != nil {
-		if v, ok := maskValue(s, r.Structured); ok {
-			out.Structured, changed = v, true
-		}
-	}
-	if !changed {
-		return r
-	}
-	return &out
+	return nil
 }
 
 // maskValue masks the strings of a JSON-serializable value, returning the

@@ -166,3 +166,29 @@ func TestRequiredAuditRefusesCallsItCannotRecord(t *testing.T) {
 		}
 	}
 }
+
+func TestResultMaskedCostsNothingWithoutASecret(t *testing.T) {
+	res := &tool.Result{Content: []tool.Content{&tool.Text{Text: "plain"}, &tool.Resource{URI: "file:///a", Text: "b"}}, Message: "m"}
+	s := audit.NewSecrets(planted)
+	if n := testing.AllocsPerRun(100, func() { _ = res.Masked(s) }); n != 0 {
+		t.Errorf("Masked of a result holding no secret allocates %v times", n)
+	}
+}
+
+// BenchmarkResultMasked is the executor's cost per result with secrets
+// configured: a 4 KiB text holding none, and one holding one.
+func BenchmarkResultMasked(b *testing.B) {
+	s := audit.NewSecrets(planted, "another-secret-value", "ghp_0123456789abcdefghij")
+	text := strings.Repeat("the quick brown fox jumps over the lazy dog. ", 91)
+	for name, res := range map[string]*tool.Result{
+		"clean":  tool.TextResult(text),
+		"leaked": tool.TextResult(text + planted),
+	} {
+		b.Run(name, func(b *testing.B) {
+			b.ReportAllocs()
+			for b.Loop() {
+				_ = res.Masked(s)
+			}
+		})
+	}
+}

@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"reflect"
 	"strings"
+	"time"
 
 	"github.com/spf13/cobra"
 	"github.com/toolwire/toolwire/audit"
@@ -118,7 +119,11 @@ func open(ctx context.Context, e *env, g *globalFlags, oo openOptions) (*workspa
 
 	w := &workspace{file: file}
 	var auditLog *audit.Log
-	if p := firstNonEmpty(g.audit, file.Audit.File); p != "" {
+	p := firstNonEmpty(g.audit, file.Audit.File)
+	if p == "" && file.Audit.Required {
+		return nil, &exitError{exitUsage, errors.New("audit.required: no audit file to write (set audit.file or pass --audit)")}
+	}
+	if p != "" {
 		var err error
 		var sinkOpts audit.FileSinkOptions
 		if file.Audit.SigningKey != "" {
@@ -130,11 +135,13 @@ func open(ctx context.Context, e *env, g *globalFlags, oo openOptions) (*workspa
 		if err != nil {
 			return nil, &exitError{exitUsage, err}
 		}
-		auditLog = audit.NewLog(w.sink, &audit.LogOptions{Redactor: secrets, Logger: logger})
+		auditLog = audit.NewLog(w.sink, &audit.LogOptions{Redactor: secrets, Logger: logger, Required: file.Audit.Required})
 	}
 	w.audit, w.secrets = auditLog, secrets
 	w.registry = tool.NewRegistry(&tool.RegistryOptions{Confirmer: oo.confirmer})
-	w.executor = tool.NewExecutor(w.registry, &tool.ExecutorOptions{Audit: auditLog, LogArguments: file.Audit.LogArguments, Logger: logger})
+	// Every result goes to a terminal, a model or a gateway's client: all
+	// are masked, by the executor, in one place.
+	w.executor = tool.NewExecutor(w.registry, &tool.ExecutorOptions{Audit: auditLog, LogArguments: file.Audit.LogArguments, Logger: logger, Mask: secrets})
 
 	sec := effectiveSecurity(file, g)
 	var egress *mcpclient.EgressPolicy
@@ -182,10 +189,20 @@ func open(ctx context.Context, e *env, g *globalFlags, oo openOptions) (*workspa
 	return w, nil
 }
 
-// close ends every server (and child process) and the audit file.
+// auditCloseWait bounds how long closing waits for calls still running to
+// record their outcomes; those that do not are recorded as ended by the
+// shutdown (audit.Log.Close).
+const auditCloseWait = 5 * time.Second
+
+// close ends every server (and child process), which ends the calls still
+// running on them, then the audit log, once each call's outcome is in it.
 func (w *workspace) close() {
 	_ = w.manager.Close()
-	if w.sink != nil {
+	if w.audit != nil {
+		ctx, cancel := context.WithTimeout(context.Background(), auditCloseWait)
+		defer cancel()
+		_ = w.audit.Close(ctx)
+	} else if w.sink != nil {
 		_ = w.sink.Close()
 	}
 }

@@ -37,6 +37,9 @@ type ExecutorOptions struct {
 	LogArguments bool
 	// Logger reports handler panics. Nil means slog.Default().
 	Logger *slog.Logger
+	// Observer sees every step of every call as it happens (see
+	// [Observer]). Nil means none.
+	Observer Observer
 }
 
 // Executor runs calls against a registry: validate, confirm, run, audit.
@@ -46,6 +49,7 @@ type Executor struct {
 	audit   *audit.Log
 	logArgs bool
 	logger  *slog.Logger
+	obs     Observer
 }
 
 // NewExecutor returns an executor for reg. A nil opts means defaults.
@@ -54,6 +58,7 @@ func NewExecutor(reg *Registry, opts *ExecutorOptions) *Executor {
 	if opts != nil {
 		e.audit = opts.Audit
 		e.logArgs = opts.LogArguments
+		e.obs = opts.Observer
 		if opts.Logger != nil {
 			e.logger = opts.Logger
 		}
@@ -87,7 +92,7 @@ func (e *Executor) Run(ctx context.Context, calls []Call) []*Result {
 	if len(calls) == 0 {
 		return results
 	}
-	b := &batch{ex: e, id: newBatchID(), calls: calls, caller: IdentityFrom(ctx), log: newOrderedLog(e.audit, len(calls))}
+	b := &batch{ex: e, id: newBatchID(), calls: calls, caller: IdentityFrom(ctx), log: newOrderedLog(ctx, e.audit, e.obs, len(calls))}
 
 	// Phase 1: look up and validate, in order.
 	var valid []*pending
@@ -197,6 +202,7 @@ func (b *batch) rejectArgs(i int, t *Tool, res *Result, d time.Duration) {
 // execute is phase 2 for one call: confirm if needed, then run.
 func (b *batch) execute(ctx context.Context, p *pending) *Result {
 	defer b.log.finish(p.index)
+	ctx = b.log.context(ctx, p.index)
 	t := p.tool
 	if err := ctx.Err(); err != nil {
 		return b.errored(p, contextResult(err, t.Name), 0)
@@ -363,8 +369,16 @@ func newBatchID() string {
 // concurrently. Events of the call at the cursor (every call before it has
 // finished) are written at once; a later call's events wait in its buffer
 // until the cursor reaches it.
+//
+// Every event of a call passes through it, so it also hands each to the
+// executor's observer, at once rather than in order, and keeps the context
+// the observer gave each call.
 type orderedLog struct {
 	log *audit.Log
+
+	obs  Observer
+	base context.Context   // the batch's context, which each call's starts from
+	ctxs []context.Context // per call, from obs.CallStarted; set in phase 1
 
 	mu     sync.Mutex
 	cursor int
@@ -372,18 +386,41 @@ type orderedLog struct {
 	held   [][]audit.Event
 }
 
-func newOrderedLog(log *audit.Log, n int) *orderedLog {
-	if log == nil {
-		return &orderedLog{}
+func newOrderedLog(ctx context.Context, log *audit.Log, obs Observer, n int) *orderedLog {
+	o := &orderedLog{obs: obs}
+	if obs != nil {
+		o.base, o.ctxs = ctx, make([]context.Context, n)
 	}
-	return &orderedLog{log: log, done: make([]bool, n), held: make([][]audit.Event, n)}
+	if log != nil {
+		o.log, o.done, o.held = log, make([]bool, n), make([][]audit.Event, n)
+	}
+	return o
+}
+
+// context returns the context call i's later steps run under: the one the
+// observer gave it, or ctx without an observer.
+func (o *orderedLog) context(ctx context.Context, i int) context.Context {
+	if o.obs == nil {
+		return ctx
+	}
+	return o.ctxs[i]
 }
 
 func (o *orderedLog) record(i int, ev audit.Event) {
-	if o.log == nil {
+	if o.log == nil && o.obs == nil {
 		return
 	}
 	ev.Time = time.Now()
+	if o.obs != nil {
+		if ev.Kind == audit.CallRequested {
+			o.ctxs[i] = o.obs.CallStarted(o.base, ev)
+		} else {
+			o.obs.Step(o.ctxs[i], ev)
+		}
+	}
+	if o.log == nil {
+		return
+	}
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	if i == o.cursor {

@@ -14,6 +14,7 @@ import (
 	"github.com/spf13/cobra"
 	"github.com/toolwire/toolwire/audit"
 	"github.com/toolwire/toolwire/config"
+	"github.com/toolwire/toolwire/internal/telemetry"
 	"github.com/toolwire/toolwire/mcpclient"
 	"github.com/toolwire/toolwire/tool"
 	"golang.org/x/term"
@@ -60,6 +61,8 @@ func newRootCommand(e *env) *cobra.Command {
 		SilenceUsage:  true,
 		SilenceErrors: true,
 	}
+	root.Version = buildVersion().String()
+	root.SetVersionTemplate("{{.Version}}\n")
 	root.SetIn(e.stdin)
 	root.SetOut(e.stdout)
 	root.SetErr(e.stderr)
@@ -72,6 +75,7 @@ func newRootCommand(e *env) *cobra.Command {
 	root.AddCommand(newAuditCommand(e))
 	root.AddCommand(newLoginCommand(e, &g), newLogoutCommand(e, &g), newAuthCommand(e))
 	root.AddCommand(newPinsCommand(e, &g))
+	root.AddCommand(newVersionCommand(e))
 	return root
 }
 
@@ -92,7 +96,8 @@ type openOptions struct {
 	stateChanges chan<- mcpclient.Status // for servers --watch
 	file         *config.File            // already loaded (by serve); nil: open loads it
 	relay        mcpclient.RelayCapabilities
-	oauth        mcpclient.OAuthFunc // nil: handlers that cannot prompt (login required)
+	oauth        mcpclient.OAuthFunc  // nil: handlers that cannot prompt (login required)
+	telemetry    *telemetry.Telemetry // nil: none
 }
 
 // open loads the configuration, opens the audit log and starts every server
@@ -130,11 +135,11 @@ func open(ctx context.Context, e *env, g *globalFlags, oo openOptions) (*workspa
 		if err != nil {
 			return nil, &exitError{exitUsage, err}
 		}
-		auditLog = audit.NewLog(w.sink, &audit.LogOptions{Redactor: secrets, Logger: logger})
+		auditLog = audit.NewLog(oo.telemetry.Metrics().Sink(w.sink), &audit.LogOptions{Redactor: secrets, Logger: logger})
 	}
 	w.audit, w.secrets = auditLog, secrets
 	w.registry = tool.NewRegistry(&tool.RegistryOptions{Confirmer: oo.confirmer})
-	w.executor = tool.NewExecutor(w.registry, &tool.ExecutorOptions{Audit: auditLog, LogArguments: file.Audit.LogArguments, Logger: logger})
+	w.executor = tool.NewExecutor(w.registry, &tool.ExecutorOptions{Audit: auditLog, LogArguments: file.Audit.LogArguments, Logger: logger, Observer: oo.telemetry.Observer()})
 
 	sec := effectiveSecurity(file, g)
 	var egress *mcpclient.EgressPolicy
@@ -159,11 +164,12 @@ func open(ctx context.Context, e *env, g *globalFlags, oo openOptions) (*workspa
 		}
 		oauthFunc = oauthHandlers(e, store, nil)
 	}
+	middleware, wrapTransport := clientHooks(oo.telemetry)
 	w.manager = mcpclient.NewManager(file.Servers, w.registry, &mcpclient.Options{
 		Egress: egress, OAuth: oauthFunc,
 		Pins: pinStore, PinMode: pinMode, MaxDescription: sec.DescriptionLimit(), MaxTools: sec.ToolLimit(),
 		Logger: logger, LookupEnv: e.lookupEnv, Input: configInputPrompter(e), Secrets: secrets, Audit: auditLog, StateChanges: oo.stateChanges,
-		Relay: oo.relay,
+		Relay: oo.relay, Middleware: middleware, WrapTransport: wrapTransport,
 	})
 	if err := w.manager.Start(ctx); err != nil {
 		w.close()

@@ -26,6 +26,7 @@ func newServeCommand(e *env, g *globalFlags) *cobra.Command {
 		insecureNoAuth           bool
 		unprefixed               bool
 		maxBody                  int64
+		metricsAddr              string
 		approveWrite, approveDel string
 	)
 	cmd := &cobra.Command{
@@ -114,19 +115,27 @@ is refused with 413 Request Entity Too Large without being parsed.
 			// A stateless gateway cannot ask its clients anything, so its
 			// upstreams are not told that they may ask.
 			relay := mcpclient.RelayCapabilities{Sampling: !stateless, Elicitation: !stateless}
-			w, err := open(cmd.Context(), e, g, openOptions{confirmer: gateway.NewApprover(policy), file: file, relay: relay})
+			tel, stopTelemetry, err := serveTelemetry(cmd.Context(), e, metricsAddr)
+			if err != nil {
+				return err
+			}
+			defer stopTelemetry()
+			oo := openOptions{confirmer: gateway.NewApprover(policy), file: file, relay: relay}
+			var gwo gateway.Options
+			withTelemetry(cmd.Context(), tel, &oo, &gwo)
+			w, err := open(cmd.Context(), e, g, oo)
 			if err != nil {
 				return err
 			}
 			defer w.close()
+			tel.Metrics().ObserveUpstreams(w.manager.Status)
 			var upstreams []gateway.Upstream
 			for _, srv := range w.manager.Servers() {
 				upstreams = append(upstreams, srv)
 			}
-			gw := gateway.New(w.executor, &gateway.Options{
-				Unprefixed: unprefixed, Upstreams: upstreams,
-				MaxResultBytes: effectiveSecurity(w.file, g).ResultLimit(),
-			})
+			gwo.Unprefixed, gwo.Upstreams = unprefixed, upstreams
+			gwo.MaxResultBytes = effectiveSecurity(w.file, g).ResultLimit()
+			gw := gateway.New(w.executor, &gwo)
 			if err := gw.Collisions(); err != nil {
 				return &exitError{exitUsage, fmt.Errorf("--unprefixed: %w", err)}
 			}
@@ -149,6 +158,7 @@ is refused with 413 Request Entity Too Large without being parsed.
 	cmd.Flags().BoolVar(&stateless, "stateless", false, "with --http, serve without sessions")
 	cmd.Flags().BoolVar(&unprefixed, "unprefixed", false, "serve tools under their servers' own names (for a single upstream); two tools with the same name are refused at start-up")
 	cmd.Flags().Int64Var(&maxBody, "max-body", 0, "with --http, refuse request bodies larger than `BYTES` with 413 (0: go-sdk's default, 4 MiB)")
+	cmd.Flags().StringVar(&metricsAddr, "metrics-listen", "", "serve Prometheus metrics at http://`ADDR`/metrics, a listener of its own without authentication (keep it on loopback or a private network)")
 	cmd.Flags().BoolVar(&insecureNoAuth, "insecure-no-auth", false, "with --http and no gateway.tokens or gateway.jwt, accept a non-loopback address: anyone who can reach it may call every tool")
 	cmd.Flags().StringVar(&approveWrite, "approve-write", "elicit", "how write calls are approved: elicit, deny or allow (default: gateway.approvals.write, else elicit)")
 	cmd.Flags().StringVar(&approveDel, "approve-destructive", "elicit", "how destructive calls are approved: elicit, deny or allow (default: gateway.approvals.destructive, else elicit)")

@@ -376,9 +376,7 @@ func newBatchID() string {
 type orderedLog struct {
 	log *audit.Log
 
-	obs  Observer
-	base context.Context   // the batch's context, which each call's starts from
-	ctxs []context.Context // per call, from obs.CallStarted; set in phase 1
+	obs *observed // nil without an observer: a pointer, so no call without one pays for the fields
 
 	mu     sync.Mutex
 	cursor int
@@ -386,10 +384,17 @@ type orderedLog struct {
 	held   [][]audit.Event
 }
 
+// observed is what an orderedLog keeps for the executor's observer.
+type observed struct {
+	obs  Observer
+	base context.Context   // the batch's context, which each call's starts from
+	ctxs []context.Context // per call, from obs.CallStarted; set in phase 1
+}
+
 func newOrderedLog(ctx context.Context, log *audit.Log, obs Observer, n int) *orderedLog {
-	o := &orderedLog{obs: obs}
+	o := &orderedLog{}
 	if obs != nil {
-		o.base, o.ctxs = ctx, make([]context.Context, n)
+		o.obs = &observed{obs: obs, base: ctx, ctxs: make([]context.Context, n)}
 	}
 	if log != nil {
 		o.log, o.done, o.held = log, make([]bool, n), make([][]audit.Event, n)
@@ -403,7 +408,7 @@ func (o *orderedLog) context(ctx context.Context, i int) context.Context {
 	if o.obs == nil {
 		return ctx
 	}
-	return o.ctxs[i]
+	return o.obs.ctxs[i]
 }
 
 func (o *orderedLog) record(i int, ev audit.Event) {
@@ -411,11 +416,11 @@ func (o *orderedLog) record(i int, ev audit.Event) {
 		return
 	}
 	ev.Time = time.Now()
-	if o.obs != nil {
+	if ob := o.obs; ob != nil {
 		if ev.Kind == audit.CallRequested {
-			o.ctxs[i] = o.obs.CallStarted(o.base, ev)
+			ob.ctxs[i] = ob.obs.CallStarted(ob.base, ev)
 		} else {
-			o.obs.Step(o.ctxs[i], ev)
+			ob.obs.Step(ob.ctxs[i], ev)
 		}
 	}
 	if o.log == nil {

@@ -50,6 +50,8 @@ type globalFlags struct {
 	audit   string
 	verbose bool
 	strict  bool
+	// logFormat is --log-format: text or json (see newLogger).
+	logFormat string
 }
 
 func newRootCommand(e *env) *cobra.Command {
@@ -69,6 +71,13 @@ func newRootCommand(e *env) *cobra.Command {
 	root.PersistentFlags().StringArrayVarP(&g.config, "config", "c", nil, "configuration file in any supported dialect; repeat to combine files (e.g. a Claude Desktop file and a VS Code one); default $TOOLWIRE_CONFIG (a list separated by '"+string(os.PathListSeparator)+"'), then ./toolwire.yaml")
 	root.PersistentFlags().StringVar(&g.audit, "audit", "", "append audit events to this JSON Lines file (overrides the config's audit.file)")
 	root.PersistentFlags().BoolVarP(&g.verbose, "verbose", "v", false, "log debug detail, including servers' stderr, to stderr")
+	root.PersistentFlags().StringVar(&g.logFormat, "log-format", logText, "format of warnings and logs on stderr: text (\"toolwire: warning: ...\" lines) or json (one JSON object per line)")
+	root.PersistentPreRunE = func(*cobra.Command, []string) error {
+		if err := checkLogFormat(g.logFormat); err != nil {
+			return &exitError{exitUsage, err}
+		}
+		return nil
+	}
 	root.PersistentFlags().BoolVar(&g.strict, "strict", false, "the strict profile, as security.strict: true: remote servers reach only their own host and security.allowHosts, and tool pins are enforced (unless security.pins says otherwise)")
 	root.AddCommand(newToolsCommand(e, &g), newCallCommand(e, &g), newServersCommand(e, &g), newConfigCommand(e), newServeCommand(e, &g), newTokenCommand(e))
 	root.AddCommand(newRunCommand(e, &g), newChatCommand(e, &g))
@@ -111,12 +120,8 @@ func open(ctx context.Context, e *env, g *globalFlags, oo openOptions) (*workspa
 			return nil, err
 		}
 	}
-	level := slog.LevelWarn
-	if g.verbose {
-		level = slog.LevelDebug
-	}
 	secrets := audit.NewSecrets()
-	logger := slog.New(slog.NewTextHandler(e.stderr, &slog.HandlerOptions{Level: level, ReplaceAttr: maskAttr(secrets)}))
+	logger := newLogger(e.stderr, g, secrets)
 	for _, w := range file.Warnings {
 		logger.Warn(w)
 	}
@@ -178,7 +183,7 @@ func open(ctx context.Context, e *env, g *globalFlags, oo openOptions) (*workspa
 	failed := w.manager.Failed()
 	for _, st := range w.manager.Status() {
 		if msg, ok := failed[st.Name]; ok {
-			fmt.Fprintf(e.stderr, "toolwire: warning: %s\n", termSafe(msg))
+			logger.Warn(msg)
 		}
 	}
 	if n := len(w.manager.Servers()); n > 0 && len(failed) == n {

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"net"
 	"net/http"
 	"time"
@@ -110,12 +111,12 @@ is refused with 413 Request Entity Too Large without being parsed.
 					return &exitError{exitUsage, err}
 				}
 				defer ln.Close()
-				announceAuth(e.stderr, gwc, httpAddr, ln, &opts, insecureNoAuth)
+				announceAuth(newLogger(e.stderr, g, nil), gwc, httpAddr, ln, &opts, insecureNoAuth)
 			}
 			// A stateless gateway cannot ask its clients anything, so its
 			// upstreams are not told that they may ask.
 			relay := mcpclient.RelayCapabilities{Sampling: !stateless, Elicitation: !stateless}
-			tel, stopTelemetry, err := serveTelemetry(cmd.Context(), e, metricsAddr)
+			tel, stopTelemetry, err := serveTelemetry(cmd.Context(), e, g, metricsAddr)
 			if err != nil {
 				return err
 			}
@@ -287,20 +288,20 @@ func listenGateway(addr string, authenticated, insecure bool) (net.Listener, err
 
 // announceAuth settles the resource URL and says on stderr what protects
 // the gateway, loudly when nothing does.
-func announceAuth(stderr io.Writer, gwc *config.Gateway, addr string, ln net.Listener, opts *gateway.HTTPOptions, insecure bool) {
+func announceAuth(log *slog.Logger, gwc *config.Gateway, addr string, ln net.Listener, opts *gateway.HTTPOptions, insecure bool) {
 	host, _, _ := net.SplitHostPort(addr)
 	if opts.Verifier == nil {
 		if insecure && !netpolicy.IsLoopbackHost(host) {
-			fmt.Fprintf(stderr, "toolwire: WARNING: --insecure-no-auth: serving %s WITHOUT CALLER AUTHENTICATION.\n"+
-				"toolwire: WARNING: anyone who can reach this address can list and call every tool; approvals still apply.\n", ln.Addr())
+			log.Warn(fmt.Sprintf("--insecure-no-auth: serving %s WITHOUT CALLER AUTHENTICATION: "+
+				"anyone who can reach this address can list and call every tool; approvals still apply", ln.Addr()))
 		}
 		if gwc != nil && (gwc.Roles != nil || gwc.ResourceURL != "" || gwc.AuthorizationServers != nil) {
-			fmt.Fprintln(stderr, "toolwire: warning: gateway.tokens is empty and gateway.jwt is not set, so callers are not authenticated and gateway.roles, resourceURL and authorizationServers have no effect")
+			log.Warn("gateway.tokens is empty and gateway.jwt is not set, so callers are not authenticated and gateway.roles, resourceURL and authorizationServers have no effect")
 		}
 		return
 	}
 	if insecure {
-		fmt.Fprintln(stderr, "toolwire: note: --insecure-no-auth has no effect: gateway.tokens or gateway.jwt are configured, so every caller is authenticated")
+		log.Warn("--insecure-no-auth has no effect: gateway.tokens or gateway.jwt are configured, so every caller is authenticated")
 	}
 	if opts.ResourceURL != "" {
 		return
@@ -309,8 +310,8 @@ func announceAuth(stderr io.Writer, gwc *config.Gateway, addr string, ln net.Lis
 	// given with the port actually bound; a wildcard address names no
 	// URL, so the operator has to.
 	if ip := net.ParseIP(host); host == "" || (ip != nil && ip.IsUnspecified()) {
-		fmt.Fprintf(stderr, "toolwire: warning: gateway.resourceURL is not set and %q is not an address clients can use, "+
-			"so the metadata names no resource and 401 answers carry no WWW-Authenticate challenge; set gateway.resourceURL to the URL clients use\n", addr)
+		log.Warn(fmt.Sprintf("gateway.resourceURL is not set and %q is not an address clients can use, "+
+			"so the metadata names no resource and 401 answers carry no WWW-Authenticate challenge; set gateway.resourceURL to the URL clients use", addr))
 		return
 	}
 	_, port, _ := net.SplitHostPort(ln.Addr().String())

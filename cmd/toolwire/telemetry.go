@@ -19,7 +19,7 @@ import (
 // listener of its own, outside the MCP listener and its authentication
 // (scrapers do not carry MCP bearer tokens). stop ends both; it is never
 // nil.
-func serveTelemetry(ctx context.Context, e *env, metricsAddr string) (tel *telemetry.Telemetry, stop func(), err error) {
+func serveTelemetry(ctx context.Context, e *env, g *globalFlags, metricsAddr string) (tel *telemetry.Telemetry, stop func(), err error) {
 	tel, err = telemetry.New(ctx, telemetry.Options{Version: buildVersion().Version, LookupEnv: e.lookupEnv, Prometheus: metricsAddr != ""})
 	if err != nil {
 		return nil, func() {}, &exitError{exitUsage, err}
@@ -40,7 +40,7 @@ func serveTelemetry(ctx context.Context, e *env, metricsAddr string) (tel *telem
 	go func() {
 		defer close(done)
 		if err := hs.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
-			fmt.Fprintf(e.stderr, "toolwire: warning: serving metrics: %v\n", err)
+			newLogger(e.stderr, g, nil).Warn("serving metrics failed", "err", err)
 		}
 	}()
 	fmt.Fprintf(e.stderr, "toolwire: serving metrics at http://%s/metrics\n", ln.Addr())

@@ -36,6 +36,7 @@ import (
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/exporters/otlp/otlpmetric/otlpmetrichttp"
 	"go.opentelemetry.io/otel/exporters/otlp/otlptrace/otlptracehttp"
+	"go.opentelemetry.io/otel/metric"
 	"go.opentelemetry.io/otel/propagation"
 	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
 	"go.opentelemetry.io/otel/sdk/resource"
@@ -134,6 +135,24 @@ func New(ctx context.Context, opts Options) (*Telemetry, error) {
 	if manual != nil {
 		t.registry = prometheus.NewRegistry()
 		t.registry.MustRegister(&bridge{reader: manual}, collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	}
+	return t, nil
+}
+
+// WithProviders returns telemetry recording through tp and mp (either nil
+// for none) rather than through exporters of its own: for a program that
+// has set up its providers already, and for comparing no-op providers in
+// benchmarks. Shutting it down leaves the providers to their owner.
+func WithProviders(tp trace.TracerProvider, mp metric.MeterProvider) (*Telemetry, error) {
+	t := &Telemetry{prop: propagation.TraceContext{}}
+	if tp != nil {
+		t.tracer = tp.Tracer(instrumentation)
+	}
+	if mp != nil {
+		var err error
+		if t.metrics, err = newMetrics(mp.Meter(instrumentation)); err != nil {
+			return nil, err
+		}
 	}
 	return t, nil
 }

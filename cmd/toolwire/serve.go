@@ -64,7 +64,14 @@ every tool. "toolwire token new" makes a token and its hash.
 
 --max-body BYTES limits the size of a request body over HTTP: a larger one
 is refused with 413 Request Entity Too Large without being parsed.
-0 (the default) keeps go-sdk's limit of 4 MiB.`,
+0 (the default) keeps go-sdk's limit of 4 MiB.
+
+--metrics-listen ADDR serves Prometheus metrics at http://ADDR/metrics, on a
+listener of its own with no authentication: keep it on loopback or a private
+network. Traces and metrics go over OTLP/HTTP when OTEL_EXPORTER_OTLP_ENDPOINT
+(or a signal's own endpoint) is set, as the OpenTelemetry SDKs read it; the
+trace of a call continues the caller's traceparent and is passed upstream.
+docs/operations.md lists the metrics and spans.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			tuneGC(e.lookupEnv) // a long-running command

@@ -39,6 +39,10 @@ type Options struct {
 	// prompts and completions are served beside the tools, and to which
 	// clients' logging/setLevel is passed on.
 	Upstreams []Upstream
+	// Middleware is added to every MCP server the gateway makes, as
+	// receiving middleware outside the gateway's own (the first is the
+	// outermost): telemetry starts a span per request there.
+	Middleware []mcp.Middleware
 	// MaxResultBytes caps what a client receives of a result (see
 	// [tool.Result.Truncated]); the audit log and the executor's caller
 	// still see the whole. 0 means no cap.
@@ -125,6 +129,7 @@ func (g *Gateway) Server(visible func(name string) bool) (srv *mcp.Server, stop 
 	}
 	srv = mcp.NewServer(&mcp.Implementation{Name: g.opts.Name, Version: Version}, opts)
 	srv.AddReceivingMiddleware(s.guard, g.forwardLogLevel)
+	srv.AddReceivingMiddleware(g.opts.Middleware...) // telemetry: outermost, added last
 	s.srv = srv
 	s.sync()
 	if len(g.opts.Upstreams) > 0 {

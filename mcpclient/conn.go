@@ -77,6 +77,9 @@ func (s *Server) dial(ctx context.Context, cfg config.Server, connected func()) 
 		opts.CreateMessageHandler = s.onSample
 	}
 	client := mcp.NewClient(&mcp.Implementation{Name: "toolwire", Version: Version}, opts)
+	if s.opts.Middleware != nil {
+		client.AddSendingMiddleware(s.opts.Middleware(cfg.Name)...)
+	}
 
 	cctx, cancel := context.WithTimeout(ctx, s.timeout)
 	defer cancel()
@@ -292,6 +295,9 @@ func (s *Server) httpClient(cfg config.Server) (*http.Client, error) {
 		}
 		base = ht
 		secret = append(secret, slices.Collect(maps.Keys(headers))...)
+	}
+	if s.opts.WrapTransport != nil {
+		base = s.opts.WrapTransport(base)
 	}
 	client := netpolicy.NewClient(&netpolicy.ClientOptions{Transport: base, SecretHeaders: secret})
 	client.Timeout = timeout

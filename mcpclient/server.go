@@ -86,6 +86,14 @@ type Options struct {
 	// Relay says which requests a server may make of the calls' callers.
 	// The zero value advertises none.
 	Relay RelayCapabilities
+	// Middleware, when set, returns sending middleware for the client of
+	// the server named server: telemetry starts a span per request there
+	// and carries its trace context in the request's _meta.
+	Middleware func(server string) []mcp.Middleware
+	// WrapTransport, when set, wraps the transport of every HTTP server's
+	// client, inside the redirect and header rules: telemetry adds the
+	// traceparent header of each request's context there.
+	WrapTransport func(http.RoundTripper) http.RoundTripper
 	// StateChanges, when set, receives a snapshot of a server after each
 	// change of its state. Sends never block: when the channel is full the
 	// snapshot is dropped, so give it room (or read it promptly).

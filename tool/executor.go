@@ -45,6 +45,9 @@ type ExecutorOptions struct {
 	// the tools produced them; a caller can still mask one with
 	// [Result.Masked]. The audit log masks with its own redactor either way.
 	Mask *audit.Secrets
+	// Observer sees every step of every call as it happens (see
+	// [Observer]). Nil means none.
+	Observer Observer
 }
 
 // Executor runs calls against a registry: validate, confirm, run, audit.
@@ -55,6 +58,7 @@ type Executor struct {
 	logArgs bool
 	logger  *slog.Logger
 	mask    *audit.Secrets
+	obs     Observer
 }
 
 // NewExecutor returns an executor for reg. A nil opts means defaults.
@@ -64,6 +68,7 @@ func NewExecutor(reg *Registry, opts *ExecutorOptions) *Executor {
 		e.audit = opts.Audit
 		e.logArgs = opts.LogArguments
 		e.mask = opts.Mask
+		e.obs = opts.Observer
 		if opts.Logger != nil {
 			e.logger = opts.Logger
 		}
@@ -108,6 +113,9 @@ func (e *Executor) Run(ctx context.Context, calls []Call) []*Result {
 		return results
 	}
 	b := &batch{ex: e, id: newBatchID(), calls: calls, caller: IdentityFrom(ctx)}
+	if e.obs != nil {
+		b.obs = &observed{obs: e.obs, base: ctx, ctxs: make([]context.Context, len(calls))}
+	}
 	if e.mask != nil {
 		if c := CallerFrom(ctx); c != nil {
 			ctx = WithCaller(ctx, maskCaller(c, e.mask))
@@ -152,7 +160,8 @@ type batch struct {
 	ex     *Executor
 	id     string
 	calls  []Call
-	caller string // who made the calls, when known
+	caller string    // who made the calls, when known
+	obs    *observed // nil without an observer
 }
 
 // pending is a call that passed phase 1.
@@ -237,10 +246,14 @@ func (b *batch) rejectArgs(i int, t *Tool, res *Result, d time.Duration) {
 // required, so that the call it records is refused; otherwise the log
 // has reported it and the call goes on.
 func (b *batch) record(ev audit.Event) error {
-	if b.ex.audit == nil {
+	if b.ex.audit == nil && b.obs == nil {
 		return nil
 	}
 	ev.Time = time.Now()
+	b.obs.see(ev)
+	if b.ex.audit == nil {
+		return nil
+	}
 	if err := b.ex.audit.Record(ev); err != nil && b.ex.audit.Required() {
 		return err
 	}
@@ -254,6 +267,7 @@ func auditFailed(name string, err error) *Result {
 
 // execute is phase 2 for one call: confirm if needed, then run.
 func (b *batch) execute(ctx context.Context, p *pending) *Result {
+	ctx = b.obs.context(ctx, p.index)
 	t := p.tool
 	if err := ctx.Err(); err != nil {
 		return b.errored(p, contextResult(err, t.Name), 0)
@@ -418,4 +432,34 @@ func newBatchID() string {
 	var b [8]byte
 	_, _ = rand.Read(b[:])
 	return hex.EncodeToString(b[:])
+}
+
+// observed is what a batch keeps for the executor's observer: a pointer on
+// the batch, so that a call without an observer pays for none of it.
+type observed struct {
+	obs  Observer
+	base context.Context   // the batch's context, which each call's starts from
+	ctxs []context.Context // per call, from obs.CallStarted; set in phase 1
+}
+
+// see hands ev to the observer: a call's first event starts it, and the
+// context the observer returns is the one its later steps run under.
+func (o *observed) see(ev audit.Event) {
+	if o == nil {
+		return
+	}
+	if ev.Kind == audit.CallRequested {
+		o.ctxs[ev.Index] = o.obs.CallStarted(o.base, ev)
+		return
+	}
+	o.obs.Step(o.ctxs[ev.Index], ev)
+}
+
+// context returns the context call i's later steps run under: the one the
+// observer gave it, or ctx without an observer.
+func (o *observed) context(ctx context.Context, i int) context.Context {
+	if o == nil || o.ctxs[i] == nil {
+		return ctx
+	}
+	return o.ctxs[i]
 }

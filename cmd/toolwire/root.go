@@ -15,6 +15,7 @@ import (
 	"github.com/spf13/cobra"
 	"github.com/toolwire/toolwire/audit"
 	"github.com/toolwire/toolwire/config"
+	"github.com/toolwire/toolwire/internal/telemetry"
 	"github.com/toolwire/toolwire/mcpclient"
 	"github.com/toolwire/toolwire/tool"
 	"golang.org/x/term"
@@ -50,6 +51,8 @@ type globalFlags struct {
 	audit   string
 	verbose bool
 	strict  bool
+	// logFormat is --log-format: text or json (see newLogger).
+	logFormat string
 }
 
 func newRootCommand(e *env) *cobra.Command {
@@ -61,18 +64,28 @@ func newRootCommand(e *env) *cobra.Command {
 		SilenceUsage:  true,
 		SilenceErrors: true,
 	}
+	root.Version = buildVersion().String()
+	root.SetVersionTemplate("{{.Version}}\n")
 	root.SetIn(e.stdin)
 	root.SetOut(e.stdout)
 	root.SetErr(e.stderr)
 	root.PersistentFlags().StringArrayVarP(&g.config, "config", "c", nil, "configuration file in any supported dialect; repeat to combine files (e.g. a Claude Desktop file and a VS Code one); default $TOOLWIRE_CONFIG (a list separated by '"+string(os.PathListSeparator)+"'), then ./toolwire.yaml")
 	root.PersistentFlags().StringVar(&g.audit, "audit", "", "append audit events to this JSON Lines file (overrides the config's audit.file)")
 	root.PersistentFlags().BoolVarP(&g.verbose, "verbose", "v", false, "log debug detail, including servers' stderr, to stderr")
+	root.PersistentFlags().StringVar(&g.logFormat, "log-format", logText, "format of warnings and logs on stderr: text (\"toolwire: warning: ...\" lines) or json (one JSON object per line)")
+	root.PersistentPreRunE = func(*cobra.Command, []string) error {
+		if err := checkLogFormat(g.logFormat); err != nil {
+			return &exitError{exitUsage, err}
+		}
+		return nil
+	}
 	root.PersistentFlags().BoolVar(&g.strict, "strict", false, "the strict profile, as security.strict: true: remote servers reach only their own host and security.allowHosts, and tool pins are enforced (unless security.pins says otherwise)")
 	root.AddCommand(newToolsCommand(e, &g), newCallCommand(e, &g), newServersCommand(e, &g), newConfigCommand(e), newServeCommand(e, &g), newTokenCommand(e))
 	root.AddCommand(newRunCommand(e, &g), newChatCommand(e, &g))
 	root.AddCommand(newAuditCommand(e))
 	root.AddCommand(newLoginCommand(e, &g), newLogoutCommand(e, &g), newAuthCommand(e))
 	root.AddCommand(newPinsCommand(e, &g))
+	root.AddCommand(newVersionCommand(e))
 	return root
 }
 
@@ -93,7 +106,8 @@ type openOptions struct {
 	stateChanges chan<- mcpclient.Status // for servers --watch
 	file         *config.File            // already loaded (by serve); nil: open loads it
 	relay        mcpclient.RelayCapabilities
-	oauth        mcpclient.OAuthFunc // nil: handlers that cannot prompt (login required)
+	oauth        mcpclient.OAuthFunc  // nil: handlers that cannot prompt (login required)
+	telemetry    *telemetry.Telemetry // nil: none
 }
 
 // open loads the configuration, opens the audit log and starts every server
@@ -107,12 +121,8 @@ func open(ctx context.Context, e *env, g *globalFlags, oo openOptions) (*workspa
 			return nil, err
 		}
 	}
-	level := slog.LevelWarn
-	if g.verbose {
-		level = slog.LevelDebug
-	}
 	secrets := audit.NewSecrets()
-	logger := slog.New(slog.NewTextHandler(e.stderr, &slog.HandlerOptions{Level: level, ReplaceAttr: maskAttr(secrets)}))
+	logger := newLogger(e.stderr, g, secrets)
 	for _, w := range file.Warnings {
 		logger.Warn(w)
 	}
@@ -135,13 +145,13 @@ func open(ctx context.Context, e *env, g *globalFlags, oo openOptions) (*workspa
 		if err != nil {
 			return nil, &exitError{exitUsage, err}
 		}
-		auditLog = audit.NewLog(w.sink, &audit.LogOptions{Redactor: secrets, Logger: logger, Required: file.Audit.Required})
+		auditLog = audit.NewLog(oo.telemetry.Metrics().Sink(w.sink), &audit.LogOptions{Redactor: secrets, Logger: logger, Required: file.Audit.Required})
 	}
 	w.audit, w.secrets = auditLog, secrets
 	w.registry = tool.NewRegistry(&tool.RegistryOptions{Confirmer: oo.confirmer})
 	// Every result goes to a terminal, a model or a gateway's client: all
 	// are masked, by the executor, in one place.
-	w.executor = tool.NewExecutor(w.registry, &tool.ExecutorOptions{Audit: auditLog, LogArguments: file.Audit.LogArguments, Logger: logger, Mask: secrets})
+	w.executor = tool.NewExecutor(w.registry, &tool.ExecutorOptions{Audit: auditLog, LogArguments: file.Audit.LogArguments, Logger: logger, Mask: secrets, Observer: oo.telemetry.Observer()})
 
 	sec := effectiveSecurity(file, g)
 	var egress *mcpclient.EgressPolicy
@@ -166,11 +176,12 @@ func open(ctx context.Context, e *env, g *globalFlags, oo openOptions) (*workspa
 		}
 		oauthFunc = oauthHandlers(e, store, nil)
 	}
+	middleware, wrapTransport := clientHooks(oo.telemetry)
 	w.manager = mcpclient.NewManager(file.Servers, w.registry, &mcpclient.Options{
 		Egress: egress, OAuth: oauthFunc,
 		Pins: pinStore, PinMode: pinMode, MaxDescription: sec.DescriptionLimit(), MaxTools: sec.ToolLimit(),
 		Logger: logger, LookupEnv: e.lookupEnv, Input: configInputPrompter(e), Secrets: secrets, Audit: auditLog, StateChanges: oo.stateChanges,
-		Relay: oo.relay,
+		Relay: oo.relay, Middleware: middleware, WrapTransport: wrapTransport,
 	})
 	if err := w.manager.Start(ctx); err != nil {
 		w.close()
@@ -179,7 +190,7 @@ func open(ctx context.Context, e *env, g *globalFlags, oo openOptions) (*workspa
 	failed := w.manager.Failed()
 	for _, st := range w.manager.Status() {
 		if msg, ok := failed[st.Name]; ok {
-			fmt.Fprintf(e.stderr, "toolwire: warning: %s\n", termSafe(msg))
+			logger.Warn(msg)
 		}
 	}
 	if n := len(w.manager.Servers()); n > 0 && len(failed) == n {

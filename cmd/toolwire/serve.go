@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"net"
 	"net/http"
 	"time"
@@ -26,6 +27,7 @@ func newServeCommand(e *env, g *globalFlags) *cobra.Command {
 		insecureNoAuth           bool
 		unprefixed               bool
 		maxBody                  int64
+		metricsAddr              string
 		approveWrite, approveDel string
 		lf                       limitFlags
 	)
@@ -73,7 +75,14 @@ new sessions and calls are refused, calls in progress get --drain-grace,
 then are cancelled upstream. Each limit is also a key of gateway.limits;
 a flag given wins. docs/operations.md lists them with their defaults.
 Bearer tokens are refused over plain HTTP on a non-loopback address unless
---insecure-plain-http (for a TLS proxy in front).`,
+--insecure-plain-http (for a TLS proxy in front).
+
+--metrics-listen ADDR serves Prometheus metrics at http://ADDR/metrics, on a
+listener of its own with no authentication: keep it on loopback or a private
+network. Traces and metrics go over OTLP/HTTP when OTEL_EXPORTER_OTLP_ENDPOINT
+(or a signal's own endpoint) is set, as the OpenTelemetry SDKs read it; the
+trace of a call continues the caller's traceparent and is passed upstream.
+docs/operations.md lists the metrics and spans.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			tuneGC(e.lookupEnv) // a long-running command
@@ -136,24 +145,32 @@ Bearer tokens are refused over plain HTTP on a non-loopback address unless
 					return &exitError{exitUsage, err}
 				}
 				defer ln.Close()
-				announceAuth(e.stderr, gwc, httpAddr, ln, &opts, insecureNoAuth, ops.server.TLS != nil)
+				announceAuth(newLogger(e.stderr, g, nil), gwc, httpAddr, ln, &opts, insecureNoAuth, ops.server.TLS != nil)
 			}
 			// A stateless gateway cannot ask its clients anything, so its
 			// upstreams are not told that they may ask.
 			relay := mcpclient.RelayCapabilities{Sampling: !stateless, Elicitation: !stateless}
-			w, err := open(cmd.Context(), e, g, openOptions{confirmer: gateway.NewApprover(policy), file: file, relay: relay})
+			tel, stopTelemetry, err := serveTelemetry(cmd.Context(), e, g, metricsAddr)
+			if err != nil {
+				return err
+			}
+			defer stopTelemetry()
+			oo := openOptions{confirmer: gateway.NewApprover(policy), file: file, relay: relay}
+			var gwo gateway.Options
+			withTelemetry(cmd.Context(), tel, &oo, &gwo)
+			w, err := open(cmd.Context(), e, g, oo)
 			if err != nil {
 				return err
 			}
 			defer w.close()
+			tel.Metrics().ObserveUpstreams(w.manager.Status)
 			var upstreams []gateway.Upstream
 			for _, srv := range w.manager.Servers() {
 				upstreams = append(upstreams, srv)
 			}
-			gw := gateway.New(w.executor, &gateway.Options{
-				Unprefixed: unprefixed, Upstreams: upstreams,
-				MaxResultBytes: effectiveSecurity(w.file, g).ResultLimit(),
-			})
+			gwo.Unprefixed, gwo.Upstreams = unprefixed, upstreams
+			gwo.MaxResultBytes = effectiveSecurity(w.file, g).ResultLimit()
+			gw := gateway.New(w.executor, &gwo)
 			if err := gw.Collisions(); err != nil {
 				return &exitError{exitUsage, fmt.Errorf("--unprefixed: %w", err)}
 			}
@@ -178,6 +195,7 @@ Bearer tokens are refused over plain HTTP on a non-loopback address unless
 	cmd.Flags().BoolVar(&stateless, "stateless", false, "with --http, serve without sessions")
 	cmd.Flags().BoolVar(&unprefixed, "unprefixed", false, "serve tools under their servers' own names (for a single upstream); two tools with the same name are refused at start-up")
 	cmd.Flags().Int64Var(&maxBody, "max-body", 0, "with --http, refuse request bodies larger than `BYTES` with 413 (0: go-sdk's default, 4 MiB)")
+	cmd.Flags().StringVar(&metricsAddr, "metrics-listen", "", "serve Prometheus metrics at http://`ADDR`/metrics, a listener of its own without authentication (keep it on loopback or a private network)")
 	cmd.Flags().BoolVar(&insecureNoAuth, "insecure-no-auth", false, "with --http and no gateway.tokens or gateway.jwt, accept a non-loopback address: anyone who can reach it may call every tool")
 	lf.register(cmd)
 	cmd.Flags().StringVar(&approveWrite, "approve-write", "elicit", "how write calls are approved: elicit, deny or allow (default: gateway.approvals.write, else elicit)")
@@ -307,20 +325,20 @@ func listenGateway(addr string, authenticated, insecure bool) (net.Listener, err
 
 // announceAuth settles the resource URL and says on stderr what protects
 // the gateway, loudly when nothing does.
-func announceAuth(stderr io.Writer, gwc *config.Gateway, addr string, ln net.Listener, opts *gateway.HTTPOptions, insecure, tls bool) {
+func announceAuth(log *slog.Logger, gwc *config.Gateway, addr string, ln net.Listener, opts *gateway.HTTPOptions, insecure, tls bool) {
 	host, _, _ := net.SplitHostPort(addr)
 	if opts.Verifier == nil {
 		if insecure && !netpolicy.IsLoopbackHost(host) {
-			fmt.Fprintf(stderr, "toolwire: WARNING: --insecure-no-auth: serving %s WITHOUT CALLER AUTHENTICATION.\n"+
-				"toolwire: WARNING: anyone who can reach this address can list and call every tool; approvals still apply.\n", ln.Addr())
+			log.Warn(fmt.Sprintf("--insecure-no-auth: serving %s WITHOUT CALLER AUTHENTICATION: "+
+				"anyone who can reach this address can list and call every tool; approvals still apply", ln.Addr()))
 		}
 		if gwc != nil && (gwc.Roles != nil || gwc.ResourceURL != "" || gwc.AuthorizationServers != nil) {
-			fmt.Fprintln(stderr, "toolwire: warning: gateway.tokens is empty and gateway.jwt is not set, so callers are not authenticated and gateway.roles, resourceURL and authorizationServers have no effect")
+			log.Warn("gateway.tokens is empty and gateway.jwt is not set, so callers are not authenticated and gateway.roles, resourceURL and authorizationServers have no effect")
 		}
 		return
 	}
 	if insecure {
-		fmt.Fprintln(stderr, "toolwire: note: --insecure-no-auth has no effect: gateway.tokens or gateway.jwt are configured, so every caller is authenticated")
+		log.Warn("--insecure-no-auth has no effect: gateway.tokens or gateway.jwt are configured, so every caller is authenticated")
 	}
 	if opts.ResourceURL != "" {
 		return
@@ -329,8 +347,8 @@ func announceAuth(stderr io.Writer, gwc *config.Gateway, addr string, ln net.Lis
 	// given with the port actually bound; a wildcard address names no
 	// URL, so the operator has to.
 	if ip := net.ParseIP(host); host == "" || (ip != nil && ip.IsUnspecified()) {
-		fmt.Fprintf(stderr, "toolwire: warning: gateway.resourceURL is not set and %q is not an address clients can use, "+
-			"so the metadata names no resource and 401 answers carry no WWW-Authenticate challenge; set gateway.resourceURL to the URL clients use\n", addr)
+		log.Warn(fmt.Sprintf("gateway.resourceURL is not set and %q is not an address clients can use, "+
+			"so the metadata names no resource and 401 answers carry no WWW-Authenticate challenge; set gateway.resourceURL to the URL clients use", addr))
 		return
 	}
 	_, port, _ := net.SplitHostPort(ln.Addr().String())

@@ -289,7 +289,7 @@ func TestServeHTTPRefusesNonLoopbackWithoutAuthentication(t *testing.T) {
 	// With --insecure-no-auth it starts, says so loudly, and serves
 	// everything to anyone.
 	s := f.serveHTTPInProcess(t, "--http", "0.0.0.0:0", "--insecure-no-auth")
-	if !strings.Contains(s.stderr.String(), "WARNING: --insecure-no-auth") || !strings.Contains(s.stderr.String(), "WITHOUT CALLER AUTHENTICATION") {
+	if !strings.Contains(s.stderr.String(), "toolwire: warning: --insecure-no-auth: serving") || !strings.Contains(s.stderr.String(), "WITHOUT CALLER AUTHENTICATION") {
 		t.Errorf("no loud warning:\n%s", s.stderr.String())
 	}
 	_, port, _ := net.SplitHostPort(strings.TrimPrefix(s.base(), "http://"))
@@ -308,7 +308,7 @@ func TestServeHTTPWithTokensAcceptsAnyAddress(t *testing.T) {
 	f.appendConfig(t, "gateway:\n  tokens:\n    - {sha256: "+gateway.HashToken("t")+", subject: s, role: r}\n  roles: {r: ['*']}\n")
 	s := f.serveHTTPInProcess(t, "--http", "0.0.0.0:0", "--insecure-no-auth")
 	out := s.stderr.String()
-	if strings.Contains(out, "WARNING") || !strings.Contains(out, "--insecure-no-auth has no effect") || !strings.Contains(out, "gateway.resourceURL is not set") {
+	if strings.Contains(out, "WITHOUT CALLER AUTHENTICATION") || !strings.Contains(out, "--insecure-no-auth has no effect") || !strings.Contains(out, "gateway.resourceURL is not set") {
 		t.Errorf("stderr:\n%s", out)
 	}
 	_, port, _ := net.SplitHostPort(strings.TrimPrefix(s.base(), "http://"))
@@ -357,12 +357,12 @@ func TestServeHTTPOptionsFromConfig(t *testing.T) {
 	}
 	defer ln.Close()
 	var stderr syncBuffer
-	announceAuth(&stderr, gwc, "127.0.0.1:0", ln, &opts, false, false)
+	announceAuth(newLogger(&stderr, &globalFlags{}, nil), gwc, "127.0.0.1:0", ln, &opts, false, false)
 	if opts.ResourceURL != "https://mcp.example.com/mcp" {
 		t.Errorf("configured resource URL replaced by %q", opts.ResourceURL)
 	}
 	opts.ResourceURL = ""
-	announceAuth(&stderr, gwc, "localhost:0", ln, &opts, false, false)
+	announceAuth(newLogger(&stderr, &globalFlags{}, nil), gwc, "localhost:0", ln, &opts, false, false)
 	_, port, _ := net.SplitHostPort(ln.Addr().String())
 	if want := "http://localhost:" + port + "/mcp"; opts.ResourceURL != want {
 		t.Errorf("default resource URL = %q, want %q", opts.ResourceURL, want)
@@ -667,7 +667,7 @@ func TestServeHTTPWithJWTAcceptsAnyAddress(t *testing.T) {
 	f := newFixture(t, "")
 	f.appendConfig(t, "gateway:\n  roles: {r: ['*']}\n  jwt: {jwksURL: "+iss.jwksURL+", issuer: "+jwtIssuer+", audience: "+jwtAudience+"}\n")
 	s := f.serveHTTPInProcess(t, "--http", "0.0.0.0:0")
-	if out := s.stderr.String(); strings.Contains(out, "WARNING") {
+	if out := s.stderr.String(); strings.Contains(out, "WITHOUT CALLER AUTHENTICATION") {
 		t.Errorf("stderr:\n%s", out)
 	}
 	_, port, _ := net.SplitHostPort(strings.TrimPrefix(s.base(), "http://"))

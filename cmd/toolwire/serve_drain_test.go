@@ -17,9 +17,9 @@ import (
 
 func TestExposureProblemRefusesBearerOverPlainHTTPOffLoopback(t *testing.T) {
 	for _, c := range []struct {
-		addr                          string
+		addr                         string
 		authenticated, tls, insecure bool
-		refused                       bool
+		refused                      bool
 	}{
 		{"0.0.0.0:8443", true, false, false, true},
 		{"10.0.0.5:8443", true, false, false, true},

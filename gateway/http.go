@@ -206,7 +206,9 @@ func (r *roleServers) get(role string, visible func(string) bool) *mcp.Server {
 		return s
 	}
 	made, stop := r.g.Server(visible)
-	made.AddReceivingMiddleware(r.middleware) // before any session can see it
+	if r.middleware != nil {
+		made.AddReceivingMiddleware(r.middleware) // before any session can see it
+	}
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if s, ok := r.servers[role]; ok {

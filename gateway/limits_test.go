@@ -547,3 +547,48 @@ func TestBearerIsRefusedOverPlainHTTPOnANonLoopbackAddress(t *testing.T) {
 		}
 	}
 }
+
+// postOn sends one JSON-RPC message on session sid, with ctx.
+func postOn(ctx context.Context, url, sid, body string) (*http.Response, error) {
+	req, _ := http.NewRequestWithContext(ctx, http.MethodPost, url+"/mcp", strings.NewReader(body))
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Accept", "application/json, text/event-stream")
+	req.Header.Set("Mcp-Session-Id", sid)
+	req.Header.Set("Mcp-Protocol-Version", "2025-06-18")
+	return http.DefaultClient.Do(req)
+}
+
+func TestSessionExpiryCancelsItsCallsInFlight(t *testing.T) {
+	t.Parallel()
+	r := newLimitRig(t, HTTPOptions{Limits: Limits{SessionIdleTimeout: 200 * time.Millisecond}})
+	_, sid := initialize(t, r.url, "", nil)
+	if res, err := postOn(ctxT(t), r.url, sid, `{"jsonrpc":"2.0","method":"notifications/initialized"}`); err != nil || res.StatusCode != http.StatusAccepted {
+		t.Fatalf("initialized: %v %v", res, err)
+	}
+	// A call whose client goes away: its request ends, the call runs on,
+	// and the session is idle.
+	ctx, cancel := context.WithCancel(ctxT(t))
+	go func() {
+		if res, err := postOn(ctx, r.url, sid, `{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"hang","arguments":{}}}`); err == nil {
+			_, _ = io.Copy(io.Discard, res.Body)
+			res.Body.Close()
+		}
+	}()
+	r.waitEntered(t, 1)
+	cancel()
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		var cancelled bool
+		for _, ev := range r.mem.Events() {
+			cancelled = cancelled || (ev.Kind == audit.CallErrored && ev.Tool == "hang" && ev.Reason == string(tool.ReasonCancelled))
+		}
+		closed := r.eventsOf(SessionClosed)
+		if cancelled && len(closed) == 1 && closed[0].End == EndExpired {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("after the idle timeout: call cancelled %v, sessions closed %+v; want the call cancelled and the session expired", cancelled, closed)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}

@@ -1,6 +1,7 @@
 package gateway
 
 import (
+	"bufio"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -590,5 +591,60 @@ func TestSessionExpiryCancelsItsCallsInFlight(t *testing.T) {
 			t.Fatalf("after the idle timeout: call cancelled %v, sessions closed %+v; want the call cancelled and the session expired", cancelled, closed)
 		}
 		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+func TestABatchCannotFanOutPastTheLimit(t *testing.T) {
+	t.Parallel()
+	r := newLimitRig(t, HTTPOptions{Limits: Limits{MaxCallsPerSession: 2}})
+	res, sid := initialize(t, r.url, "", nil)
+	if res.StatusCode != http.StatusOK {
+		t.Fatal(res.Status)
+	}
+	mustPost := func(ctx context.Context, version, msg string) *http.Response {
+		req, _ := http.NewRequestWithContext(ctx, http.MethodPost, r.url+"/mcp", strings.NewReader(msg))
+		req.Header.Set("Content-Type", "application/json")
+		req.Header.Set("Accept", "application/json, text/event-stream")
+		req.Header.Set("Mcp-Session-Id", sid)
+		req.Header.Set("Mcp-Protocol-Version", version)
+		res, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return res
+	}
+	if res := mustPost(ctxT(t), "2025-06-18", `{"jsonrpc":"2.0","method":"notifications/initialized"}`); res.StatusCode != http.StatusAccepted {
+		t.Fatalf("initialized: %s", res.Status)
+	}
+	var batch []string
+	for i := range 6 {
+		batch = append(batch, fmt.Sprintf(`{"jsonrpc":"2.0","id":%d,"method":"tools/call","params":{"name":"hang","arguments":{}}}`, 10+i))
+	}
+	// Batches exist up to 2025-03-26, which the gateway still negotiates.
+	res = mustPost(ctxT(t), "2025-03-26", "["+strings.Join(batch, ",")+"]")
+	if res.StatusCode != http.StatusOK {
+		b, _ := io.ReadAll(res.Body)
+		t.Skipf("the SDK does not take this batch: %s %s", res.Status, b)
+	}
+	defer res.Body.Close()
+	r.waitEntered(t, 2)
+	// The four past the limit are answered while the two run.
+	refused := 0
+	sc := bufio.NewScanner(res.Body)
+	for refused < 4 && sc.Scan() {
+		if line := sc.Text(); strings.HasPrefix(line, "data:") && strings.Contains(line, LimitCallsPerSession) && strings.Contains(line, `"isError":true`) {
+			refused++
+		}
+	}
+	if refused != 4 {
+		t.Fatalf("%d of the batch's calls were refused naming %s, want 4 (%v)", refused, LimitCallsPerSession, sc.Err())
+	}
+	select {
+	case <-r.entered:
+		t.Error("a call of the batch past the limit reached the tool")
+	default:
+	}
+	if code := deleteSession(t, r.url, sid); code != http.StatusNoContent {
+		t.Errorf("DELETE: %d", code)
 	}
 }

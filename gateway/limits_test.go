@@ -471,6 +471,8 @@ func TestOriginIsValidated(t *testing.T) {
 		{"http://evil.example", http.StatusForbidden},
 		{"http://app.example.com", http.StatusForbidden},
 		{"null", http.StatusForbidden},
+		{"http://" + strings.TrimPrefix(r.url, "http://"), http.StatusOK}, // its own origin, on loopback
+		{"http://localhost:1", http.StatusForbidden},                      // another port
 	} {
 		header := map[string]string{}
 		if c.origin != "" {

@@ -209,13 +209,12 @@ func (t *tracker) wrap(next http.Handler) http.Handler {
 			}
 			next.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), trackedKey{}, s)))
 			t.mu.Lock()
-			s.active--
 			bound := s.ss != nil
 			t.mu.Unlock()
 			if !bound { // not an initialize, or it failed: go-sdk kept no session
 				t.release(s, EndClosed)
 			} else {
-				t.idle(s)
+				t.idle(s) // the end of this first request (admit counted it)
 			}
 			return
 		}

@@ -2,9 +2,12 @@ package gateway
 
 import (
 	"fmt"
+	"net"
 	"net/http"
 	"net/url"
 	"strings"
+
+	"github.com/toolwire/toolwire/netpolicy"
 )
 
 // checkOrigin refuses, with 403, a request whose Origin header is not one
@@ -13,7 +16,11 @@ import (
 // (through DNS rebinding, or as a simple cross-origin POST). A request
 // without Origin is not from a browser and passes; "null" (an opaque
 // origin) passes only if listed. Origins compare as scheme://host[:port],
-// case-insensitively, the default port being the same as none.
+// case-insensitively, the default port being the same as none. The
+// gateway's own origin on a loopback host (Origin http://localhost:PORT to
+// Host localhost:PORT) also passes, as the transport's conformance suite
+// expects: no other page can send it, since the gateway serves none and a
+// rebinding page's origin carries its own host name.
 func checkOrigin(allowed []string, next http.Handler) http.Handler {
 	set := map[string]bool{}
 	for _, o := range allowed {
@@ -25,12 +32,27 @@ func checkOrigin(allowed []string, next http.Handler) http.Handler {
 			next.ServeHTTP(w, r)
 			return
 		}
-		if len(origins) > 1 || !set[normalOrigin(origins[0])] {
+		if len(origins) > 1 || !(set[normalOrigin(origins[0])] || ownLoopbackOrigin(r, origins[0])) {
 			http.Error(w, fmt.Sprintf("Forbidden: origin %q is not allowed (the gateway's allowed origins: gateway.allowedOrigins)", origins[0]), http.StatusForbidden)
 			return
 		}
 		next.ServeHTTP(w, r)
 	})
+}
+
+// ownLoopbackOrigin reports whether origin is r's own origin on a
+// loopback host.
+func ownLoopbackOrigin(r *http.Request, origin string) bool {
+	scheme := "http"
+	if r.TLS != nil {
+		scheme = "https"
+	}
+	host, _, err := net.SplitHostPort(r.Host)
+	if err != nil {
+		host = r.Host
+	}
+	host = strings.Trim(host, "[]")
+	return netpolicy.IsLoopbackHost(host) && normalOrigin(origin) == normalOrigin(scheme+"://"+r.Host)
 }
 
 // normalOrigin returns o as compared: lower-case scheme and host, the

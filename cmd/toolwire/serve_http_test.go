@@ -288,7 +288,9 @@ func TestServeHTTPRefusesNonLoopbackWithoutAuthentication(t *testing.T) {
 
 	// With --insecure-no-auth it starts, says so loudly, and serves
 	// everything to anyone.
-	s := f.serveHTTPInProcess(t, "--http", "0.0.0.0:0", "--insecure-no-auth")
+	// Plain HTTP on a wildcard address needs --insecure-plain-http with
+	// tokens (TestExposureProblemRefusesBearerOverPlainHTTPOffLoopback).
+	s := f.serveHTTPInProcess(t, "--http", "0.0.0.0:0", "--insecure-no-auth", "--insecure-plain-http")
 	if !strings.Contains(s.stderr.String(), "toolwire: warning: --insecure-no-auth: serving") || !strings.Contains(s.stderr.String(), "WITHOUT CALLER AUTHENTICATION") {
 		t.Errorf("no loud warning:\n%s", s.stderr.String())
 	}
@@ -306,7 +308,9 @@ func TestServeHTTPRefusesNonLoopbackWithoutAuthentication(t *testing.T) {
 func TestServeHTTPWithTokensAcceptsAnyAddress(t *testing.T) {
 	f := newFixture(t, "")
 	f.appendConfig(t, "gateway:\n  tokens:\n    - {sha256: "+gateway.HashToken("t")+", subject: s, role: r}\n  roles: {r: ['*']}\n")
-	s := f.serveHTTPInProcess(t, "--http", "0.0.0.0:0", "--insecure-no-auth")
+	// Plain HTTP on a wildcard address needs --insecure-plain-http with
+	// tokens (TestExposureProblemRefusesBearerOverPlainHTTPOffLoopback).
+	s := f.serveHTTPInProcess(t, "--http", "0.0.0.0:0", "--insecure-no-auth", "--insecure-plain-http")
 	out := s.stderr.String()
 	if strings.Contains(out, "WITHOUT CALLER AUTHENTICATION") || !strings.Contains(out, "--insecure-no-auth has no effect") || !strings.Contains(out, "gateway.resourceURL is not set") {
 		t.Errorf("stderr:\n%s", out)
@@ -666,7 +670,7 @@ func TestServeHTTPWithJWTAcceptsAnyAddress(t *testing.T) {
 	iss := newTestIssuer(t)
 	f := newFixture(t, "")
 	f.appendConfig(t, "gateway:\n  roles: {r: ['*']}\n  jwt: {jwksURL: "+iss.jwksURL+", issuer: "+jwtIssuer+", audience: "+jwtAudience+"}\n")
-	s := f.serveHTTPInProcess(t, "--http", "0.0.0.0:0")
+	s := f.serveHTTPInProcess(t, "--http", "0.0.0.0:0", "--insecure-plain-http")
 	if out := s.stderr.String(); strings.Contains(out, "WITHOUT CALLER AUTHENTICATION") {
 		t.Errorf("stderr:\n%s", out)
 	}

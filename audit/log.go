@@ -51,7 +51,7 @@ var ErrClosed = errors.New("audit log closed")
 // event of that call: its refusal, its result or its failure.
 func (k Kind) Ends() bool {
 	switch k {
-	case ValidationFailed, ConfirmationRejected, CallExecuted, CallErrored:
+	case ValidationFailed, ConfirmationRejected, CallExecuted, CallErrored, CallRefused:
 		return true
 	}
 	return false

@@ -282,3 +282,20 @@ func kindsOf(evs []audit.Event) string {
 	}
 	return strings.Join(ks, " ")
 }
+
+// Every kind that ends a call is an outcome to Close: a call the gateway
+// refused (call.refused) gets no second, shutdown outcome.
+func TestLogCloseTakesEveryEndingKindAsTheOutcome(t *testing.T) {
+	for _, kind := range []audit.Kind{audit.ValidationFailed, audit.ConfirmationRejected, audit.CallExecuted, audit.CallErrored, audit.CallRefused} {
+		sink := &closableSink{}
+		l := audit.NewLog(sink, nil)
+		l.Record(audit.Event{Kind: audit.CallRequested, Batch: "b", Index: 0})
+		l.Record(audit.Event{Kind: kind, Batch: "b", Index: 0})
+		if err := l.Close(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+		if n := len(sink.Events()); n != 2 {
+			t.Errorf("after %s, Close wrote %d events more", kind, n-2)
+		}
+	}
+}

@@ -83,6 +83,7 @@ const MetadataPath = "/.well-known/oauth-protected-resource"
 // Close stops them.
 func (g *Gateway) Handler(opts HTTPOptions) *Handler {
 	tr := newTracker(opts.Limits, opts.Stateless, opts.Observe, opts.Audit)
+	tr.refuse = g.refuse
 	byRole := &roleServers{g: g, roles: opts.Roles, servers: map[string]*mcp.Server{}, middleware: []mcp.Middleware{tr.middleware}}
 	var bound *sessions // sessions bound to their credential; none without tokens or sessions
 	if opts.Verifier != nil && !opts.Stateless {

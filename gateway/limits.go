@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"math"
@@ -18,6 +19,7 @@ import (
 	"golang.org/x/time/rate"
 
 	"github.com/toolwire/toolwire/audit"
+	"github.com/toolwire/toolwire/tool"
 )
 
 // Limits bound what callers may hold of an HTTP gateway. A zero field sets
@@ -129,7 +131,9 @@ type tracker struct {
 	limits    Limits
 	stateless bool
 	observe   func(Event)
-	audit     *audit.Log
+	audit     *audit.Log // for refused sessions
+	// refuse audits a refused call ([Gateway.refuse]); nil audits none.
+	refuse func(ctx context.Context, name string, args json.RawMessage, reason tool.Reason, msg string) *tool.Result
 
 	mu       sync.Mutex
 	open     int                 // sessions admitted, bound or still initializing
@@ -520,7 +524,7 @@ func (t *tracker) middleware(next mcp.MethodHandler) mcp.MethodHandler {
 			callCtx, done, limit := t.startCall(ctx, s)
 			if limit != "" {
 				res := refusal(limit, name)
-				t.refuseCall(s, name, limit, res.Content[0].(*mcp.TextContent).Text)
+				t.refuseCall(ctx, s, name, limit, res.Content[0].(*mcp.TextContent).Text)
 				return res, nil
 			}
 			defer done()
@@ -530,12 +534,16 @@ func (t *tracker) middleware(next mcp.MethodHandler) mcp.MethodHandler {
 	}
 }
 
-// refuseCall audits a refused call as the executor audits a refusal: the
-// request, then its outcome, with the caller.
-func (t *tracker) refuseCall(s *session, name, limit, msg string) {
-	batch := newID()
-	t.record(audit.Event{Kind: audit.CallRequested, Batch: batch, Caller: s.subject, Tool: name})
-	t.record(audit.Event{Kind: audit.CallErrored, Batch: batch, Caller: s.subject, Tool: name, Reason: limit, Error: msg})
+// refuseCall audits a refused call the one way the gateway audits every
+// refusal ([Gateway.refuse]: call.requested, then call.refused, with the
+// caller), and reports it.
+func (t *tracker) refuseCall(ctx context.Context, s *session, name, limit, msg string) {
+	if t.refuse != nil {
+		if s.subject != "" {
+			ctx = tool.WithIdentity(ctx, s.subject)
+		}
+		t.refuse(ctx, name, nil, tool.Reason(limit), msg)
+	}
 	t.observe(Event{Kind: CallRefused, Caller: s.caller, Limit: limit, Tool: name})
 }
 

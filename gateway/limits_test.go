@@ -249,7 +249,7 @@ func TestCallsPastTheConcurrencyLimitAreRefusedAtOnce(t *testing.T) {
 	}
 	var requested, limited int
 	for _, ev := range r.mem.Events() {
-		if ev.Kind == audit.CallErrored && ev.Reason == LimitCallsPerSession {
+		if ev.Kind == audit.CallRefused && ev.Reason == LimitCallsPerSession {
 			limited++
 		}
 		if ev.Kind == audit.CallRequested {

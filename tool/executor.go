@@ -112,10 +112,7 @@ func (e *Executor) Run(ctx context.Context, calls []Call) []*Result {
 	if len(calls) == 0 {
 		return results
 	}
-	b := &batch{ex: e, id: newBatchID(), calls: calls, caller: IdentityFrom(ctx)}
-	if e.obs != nil {
-		b.obs = &observed{obs: e.obs, base: ctx, ctxs: make([]context.Context, len(calls))}
-	}
+	b := e.newBatch(ctx, calls)
 	if e.mask != nil {
 		if c := CallerFrom(ctx); c != nil {
 			ctx = WithCaller(ctx, maskCaller(c, e.mask))
@@ -169,6 +166,15 @@ type pending struct {
 	index int
 	tool  *Tool
 	args  json.RawMessage // validated, re-encoded
+}
+
+// newBatch returns the batch of calls made under ctx.
+func (e *Executor) newBatch(ctx context.Context, calls []Call) *batch {
+	b := &batch{ex: e, id: newBatchID(), calls: calls, caller: IdentityFrom(ctx)}
+	if e.obs != nil {
+		b.obs = &observed{obs: e.obs, base: ctx, ctxs: make([]context.Context, len(calls))}
+	}
+	return b
 }
 
 // event returns an audit event for call i with its common fields filled.

@@ -2,7 +2,6 @@ package tool
 
 import (
 	"context"
-	"time"
 
 	"github.com/toolwire/toolwire/audit"
 )
@@ -16,18 +15,15 @@ import (
 // for it, which need not be registered (empty when the call was refused
 // before its name was read).
 func (e *Executor) Refuse(ctx context.Context, c Call, reason Reason, msg string) *Result {
-	res := ErrorResult(reason, msg)
-	if e.audit == nil {
-		return res
-	}
-	ev := audit.Event{Kind: audit.CallRequested, Batch: newBatchID(), CallID: c.ID, Caller: IdentityFrom(ctx), Tool: c.Name, ArgsBytes: len(c.Args)}
+	b := e.newBatch(ctx, []Call{c})
+	ev := b.event(0, audit.CallRequested, nil)
+	ev.ArgsBytes = len(c.Args)
 	if e.logArgs {
 		ev.Args = loggable(c.Args)
 	}
-	ev.Time = time.Now()
-	e.audit.Record(ev)
-	ev.Kind, ev.Reason, ev.Error, ev.Args, ev.ArgsBytes = audit.CallRefused, string(reason), msg, nil, 0
-	ev.Time = time.Now()
-	e.audit.Record(ev)
-	return res
+	_ = b.record(ev) // nothing runs either way
+	ev = b.event(0, audit.CallRefused, nil)
+	ev.Reason, ev.Error = string(reason), msg
+	_ = b.record(ev)
+	return ErrorResult(reason, msg)
 }

@@ -185,6 +185,7 @@ docs/operations.md lists the metrics and spans.`,
 			}
 			opts.Audit = w.audit
 			opts.Ready = requiredReady(w)
+			opts.Observe = tel.Metrics().GatewayEvents()
 			h := gw.Handler(opts)
 			defer h.Close()
 			return serveHTTP(cmd.Context(), e, ln, h, ops)

@@ -152,7 +152,7 @@ func TestE2EServeHTTPDrainsOnSIGTERM(t *testing.T) {
 		switch ev.Kind {
 		case "call.requested":
 			requested = append(requested, ev.Batch)
-		case "call.executed", "call.errored", "validation.failed", "confirmation.rejected":
+		case "call.executed", "call.errored", "call.refused", "validation.failed", "confirmation.rejected":
 			outcome[ev.Batch] = ev.Reason
 		}
 	}

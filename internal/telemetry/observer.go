@@ -87,8 +87,7 @@ func (o *observer) Step(ctx context.Context, ev audit.Event) {
 		o.child(ctx, c, "confirm", ev)
 		o.metrics.approvalDecided(ctx, c.tool, c.tier, ev.Kind == audit.ConfirmationAccepted)
 	}
-	switch ev.Kind {
-	case audit.ValidationFailed, audit.ConfirmationRejected, audit.CallExecuted, audit.CallErrored:
+	if ev.Kind.Ends() {
 		o.end(ctx, c, ev)
 	}
 }

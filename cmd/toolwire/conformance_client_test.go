@@ -37,6 +37,7 @@ const (
 // conformance/client-expected-failures.yml fail, each with a reason given,
 // and that the checks passed are at least go-sdk's example client's.
 func TestConformanceClientScenarios(t *testing.T) {
+	t.Parallel() // mostly waiting on other processes: runs beside the rest
 	npmDir := conformanceSuite(t)
 	expected := expectedClientFailures(t, conformanceClientExpected)
 

@@ -18,6 +18,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 )
@@ -126,12 +127,10 @@ func (r conformanceRun) withVerdict(v string) []string {
 // what go-sdk's own server scores (44 checks passed, none failed), and
 // stateless mode fails only what a stateless server cannot do.
 func TestConformanceSuiteThroughServeHTTP(t *testing.T) {
+	t.Parallel() // mostly waiting on other processes: runs beside the rest
 	npmDir := conformanceSuite(t)
 	dir := t.TempDir()
-	fixtureBin := filepath.Join(dir, "fixture")
-	if err := goBuild(fixtureBin, conformanceFixturePkg, false); err != nil {
-		t.Fatal(err)
-	}
+	fixtureBin := conformanceFixture(t)
 	config := filepath.Join(dir, "toolwire.yaml")
 	if err := os.WriteFile(config, []byte("servers:\n  everything:\n    command: "+quoteYAML(fixtureBin)+"\n"), 0o600); err != nil {
 		t.Fatal(err)
@@ -139,6 +138,7 @@ func TestConformanceSuiteThroughServeHTTP(t *testing.T) {
 
 	for _, mode := range []string{"stateful", "stateless"} {
 		t.Run(mode, func(t *testing.T) {
+			t.Parallel()
 			args := []string{"--config", config, "serve", "--http", "127.0.0.1:0", "--unprefixed"}
 			if mode == "stateless" {
 				args = append(args, "--stateless")
@@ -186,12 +186,10 @@ func TestConformanceSuiteThroughServeHTTP(t *testing.T) {
 // as it does over stdio. Losing it is a race that loses about one run in
 // two, so the scenarios run three times.
 func TestConformanceReportsThroughServeHTTPToAnHTTPUpstream(t *testing.T) {
+	t.Parallel() // mostly waiting on other processes: runs beside the rest
 	npmDir := conformanceSuite(t)
 	dir := t.TempDir()
-	fixtureBin := filepath.Join(dir, "fixture")
-	if err := goBuild(fixtureBin, conformanceFixturePkg, false); err != nil {
-		t.Fatal(err)
-	}
+	fixtureBin := conformanceFixture(t)
 	upstream := serveFixtureHTTP(t, fixtureBin)
 	config := filepath.Join(dir, "toolwire.yaml")
 	if err := os.WriteFile(config, []byte("servers:\n  everything:\n    url: "+quoteYAML(upstream)+"\n"), 0o600); err != nil {
@@ -302,4 +300,29 @@ func serveForConformance(t *testing.T, args []string) string {
 		t.Fatalf("serve printed no URL within %s\nstderr:\n%s", conformanceStartTimeout, stderr.String())
 	}
 	return ""
+}
+
+var (
+	fixtureOnce sync.Once
+	fixturePath string
+	fixtureErr  error
+)
+
+// conformanceFixture returns the suite's fixture server, built once for
+// every test that needs it.
+func conformanceFixture(t *testing.T) string {
+	t.Helper()
+	fixtureOnce.Do(func() {
+		dir, err := e2eBuildDir()
+		if err != nil {
+			fixtureErr = err
+			return
+		}
+		fixturePath = filepath.Join(dir, "conformance-fixture")
+		fixtureErr = goBuild(fixturePath, conformanceFixturePkg, false)
+	})
+	if fixtureErr != nil {
+		t.Fatal(fixtureErr)
+	}
+	return fixturePath
 }

@@ -616,6 +616,7 @@ func e2eErrOf(ch chan error) error {
 // server's process, watches it reconnect, interrupts toolwire and checks
 // that nothing it started is left running.
 func TestE2EMixedDialectsWatchKillReconnectExit(t *testing.T) {
+	t.Parallel() // mostly waiting on other processes: runs beside the rest
 	bin := e2eToolwire(t)
 	dir := t.TempDir()
 	marker := e2eMarker(t)

@@ -95,6 +95,7 @@ func (r tsCallResult) text() string {
 // declares no elicitation capability, list the tools and call three of
 // them through it.
 func TestTypeScriptClientThroughServeHTTP(t *testing.T) {
+	t.Parallel() // mostly waiting on other processes: runs beside the rest
 	node, npmDir := interopSDK(t)
 	client, err := filepath.Abs(filepath.Join("..", "..", "interop", "ts", "client.mjs"))
 	if err != nil {

@@ -83,6 +83,18 @@ func (e *Executor) Call(ctx context.Context, name string, args json.RawMessage) 
 // Audit events are written in input order: all of one call's events come
 // before the next call's, even though calls run concurrently.
 func (e *Executor) Run(ctx context.Context, calls []Call) []*Result {
+	return e.RunEach(ctx, calls, nil)
+}
+
+// RunEach is Run that also tells done of each call's result as soon as
+// that call ends, so that a caller can show it before slower calls of the
+// batch finish. done, when not nil, is called once per call, from the
+// goroutine that ran it: concurrently for calls that run concurrently.
+// A call's handler sees [CallInfoFrom] in its context.
+func (e *Executor) RunEach(ctx context.Context, calls []Call, done func(i int, res *Result)) []*Result {
+	if done == nil {
+		done = func(int, *Result) {}
+	}
 	results := make([]*Result, len(calls))
 	if len(calls) == 0 {
 		return results
@@ -95,6 +107,7 @@ func (e *Executor) Run(ctx context.Context, calls []Call) []*Result {
 		if p, res := b.prepare(i); res != nil {
 			results[i] = res
 			b.log.finish(i)
+			done(i, res)
 		} else {
 			valid = append(valid, p)
 		}
@@ -104,6 +117,7 @@ func (e *Executor) Run(ctx context.Context, calls []Call) []*Result {
 	// goroutine, which spares the common single call a goroutine.
 	if len(valid) == 1 {
 		results[valid[0].index] = b.execute(ctx, valid[0])
+		done(valid[0].index, results[valid[0].index])
 	} else {
 		var wg sync.WaitGroup
 		for _, p := range valid {
@@ -111,6 +125,7 @@ func (e *Executor) Run(ctx context.Context, calls []Call) []*Result {
 			go func() {
 				defer wg.Done()
 				results[p.index] = b.execute(ctx, p)
+				done(p.index, results[p.index])
 			}()
 		}
 		wg.Wait()
@@ -197,6 +212,7 @@ func (b *batch) rejectArgs(i int, t *Tool, res *Result, d time.Duration) {
 // execute is phase 2 for one call: confirm if needed, then run.
 func (b *batch) execute(ctx context.Context, p *pending) *Result {
 	defer b.log.finish(p.index)
+	ctx = context.WithValue(ctx, callInfoKey{}, CallInfo{Index: p.index, ID: b.calls[p.index].ID, Name: b.calls[p.index].Name})
 	t := p.tool
 	if err := ctx.Err(); err != nil {
 		return b.errored(p, contextResult(err, t.Name), 0)
@@ -238,13 +254,19 @@ func (b *batch) confirm(ctx context.Context, p *pending) *Result {
 		b.log.record(p.index, ev)
 		return nil
 	}
-	msg := fmt.Sprintf("call to %q was declined; do not retry it", t.Name)
-	if err != nil {
+	reason, msg := ReasonDeclined, fmt.Sprintf("call to %q was declined; do not retry it", t.Name)
+	switch {
+	case errors.Is(err, ErrNobodyToAsk):
+		reason, msg = ReasonUnconfirmed, fmt.Sprintf("call to %q did not run: %v", t.Name, err)
+	case err != nil && ctx.Err() != nil:
+		// Ctrl-C at the question: the call was cancelled, not refused.
+		reason, msg = ReasonCancelled, fmt.Sprintf("call to %q was cancelled while waiting for confirmation", t.Name)
+	case err != nil:
 		msg = fmt.Sprintf("call to %q was not confirmed: %v; do not retry it", t.Name, err)
 	}
-	res := ErrorResult(ReasonDeclined, msg)
+	res := ErrorResult(reason, msg)
 	ev.Kind = audit.ConfirmationRejected
-	ev.Reason = string(ReasonDeclined)
+	ev.Reason = string(reason)
 	ev.Error = msg
 	b.log.record(p.index, ev)
 	return res

@@ -5,7 +5,6 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"io"
 	"strings"
@@ -16,7 +15,7 @@ import (
 
 // errNoTerminal is why a call that needs confirmation is refused when
 // nobody is there to ask.
-var errNoTerminal = errors.New("no terminal to ask for confirmation (pass --yes to approve)")
+var errNoTerminal = fmt.Errorf("%w: no terminal (pass --yes to approve)", tool.ErrNobodyToAsk)
 
 // terminalConfirmer asks on the terminal before a write or destructive call,
 // showing the tool, its tier, its description and the validated arguments.

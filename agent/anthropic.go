@@ -58,6 +58,8 @@ type Anthropic struct {
 	maxTokens int
 	idle      time.Duration
 	ep        endpoint
+	hc        *http.Client
+	key       string
 }
 
 // NewAnthropic returns a provider for model at the options' endpoint. The
@@ -101,6 +103,8 @@ func NewAnthropic(model string, opts *AnthropicOptions) (*Anthropic, error) {
 		model:     model,
 		maxTokens: o.MaxTokens,
 		idle:      idleTimeout(o.IdleTimeout),
+		hc:        hc,
+		key:       o.APIKey,
 		ep:        endpoint{provider: "anthropic", baseURL: u.String(), keyEnv: o.APIKeyEnv, hasKey: o.APIKey != ""},
 	}, nil
 }

@@ -58,6 +58,8 @@ type OpenAI struct {
 	noImages bool
 	idle     time.Duration
 	ep       endpoint
+	hc       *http.Client
+	key      string
 }
 
 // NewOpenAI returns a provider for model at the options' endpoint. The SDK
@@ -97,6 +99,8 @@ func NewOpenAI(model string, opts *OpenAIOptions) (*OpenAI, error) {
 		model:    model,
 		noImages: o.NoImages,
 		idle:     idleTimeout(o.IdleTimeout),
+		hc:       hc,
+		key:      o.APIKey,
 		ep:       endpoint{provider: "openai", baseURL: u.String(), keyEnv: o.APIKeyEnv, hasKey: o.APIKey != ""},
 	}, nil
 }

@@ -337,7 +337,10 @@ func failure(ctx context.Context, name string, err error) *Result {
 		return ErrorResult(ReasonUnavailable, fmt.Sprintf("tool %q is unavailable: %v", name, err))
 	case errors.Is(err, context.DeadlineExceeded) || errors.Is(ctx.Err(), context.DeadlineExceeded):
 		return ErrorResult(ReasonTimeout, fmt.Sprintf("tool %q timed out: %v", name, err))
-	case errors.Is(err, context.Canceled) || ctx.Err() != nil:
+	case errors.Is(err, context.Canceled):
+		// Go's "context canceled" tells a person nothing more.
+		return ErrorResult(ReasonCancelled, fmt.Sprintf("tool %q was cancelled", name))
+	case ctx.Err() != nil:
 		return ErrorResult(ReasonCancelled, fmt.Sprintf("tool %q was cancelled: %v", name, err))
 	}
 	return ErrorResult(ReasonFailed, fmt.Sprintf("tool %q failed: %v", name, err))

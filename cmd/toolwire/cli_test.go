@@ -460,3 +460,24 @@ func TestServersTableShowsEveryServer(t *testing.T) {
 		t.Errorf("broken row = %q", lines[2])
 	}
 }
+
+func TestCallOfAnUnknownToolSuggestsTheClosestNames(t *testing.T) {
+	f := newFixture(t, "")
+	o := f.run(t, "", false, "call", "demo__ecko", "text=hi")
+	o.expect(t, exitUsage)
+	mustContain(t, "stderr", o.stderr, `unknown tool "demo__ecko"; did you mean demo__echo?`)
+	o = f.run(t, "", false, "call", "write_note")
+	o.expect(t, exitUsage)
+	mustContain(t, "stderr", o.stderr, "did you mean demo__write_note")
+}
+
+func TestMissingConfigFileSaysNoSuchFile(t *testing.T) {
+	f := newFixture(t, "")
+	f.config = filepath.Join(f.dir, "nope.yaml")
+	o := f.run(t, "", false, "tools")
+	o.expect(t, exitUsage)
+	mustContain(t, "stderr", o.stderr, "configuration "+f.config+": no such file")
+	if strings.Contains(o.stderr, "not a valid configuration") {
+		t.Errorf("stderr = %s", o.stderr)
+	}
+}

@@ -87,15 +87,19 @@ func (approveAll) Confirm(context.Context, tool.PendingCall) (bool, error) { ret
 // progressPrinter shows a server's progress reports for the running call on
 // stderr, one line each.
 type progressPrinter struct {
-	mu  sync.Mutex
-	out io.Writer
+	mu    sync.Mutex
+	out   io.Writer
+	label bool // name the call each report belongs to (run and chat, whose calls run together)
 }
 
-func (p *progressPrinter) Progress(_ context.Context, pr tool.Progress) {
+func (p *progressPrinter) Progress(ctx context.Context, pr tool.Progress) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	var b strings.Builder
 	b.WriteString("progress ")
+	if ci, ok := tool.CallInfoFrom(ctx); ok && p.label {
+		b.WriteString(termSafe(ci.Name) + " ")
+	}
 	if pr.Total > 0 {
 		fmt.Fprintf(&b, "%g/%g", pr.Progress, pr.Total)
 	} else {

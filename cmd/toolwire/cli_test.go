@@ -13,6 +13,7 @@ import (
 
 	"github.com/toolwire/toolwire/audit"
 	"github.com/toolwire/toolwire/internal/demo"
+	"github.com/toolwire/toolwire/tool"
 )
 
 // TestMain lets the test binary double as the demo MCP server, so the CLI
@@ -479,5 +480,18 @@ func TestMissingConfigFileSaysNoSuchFile(t *testing.T) {
 	mustContain(t, "stderr", o.stderr, "configuration "+f.config+": no such file")
 	if strings.Contains(o.stderr, "not a valid configuration") {
 		t.Errorf("stderr = %s", o.stderr)
+	}
+}
+
+func TestCallErrorNamesTheToolOnce(t *testing.T) {
+	for _, res := range []*tool.Result{
+		tool.ErrorResult(tool.ReasonCancelled, `tool "demo__slow" was cancelled`),
+		tool.ErrorResult(tool.ReasonTimeout, `tool "demo__slow" timed out: context deadline exceeded`),
+		tool.ErrorResult(tool.ReasonTool, `disk full`),
+	} {
+		err := resultError("demo__slow", res, nil)
+		if n := strings.Count(err.Error(), "demo__slow"); n != 1 {
+			t.Errorf("%s: error %q names the tool %d times, want once", res.Reason, err, n)
+		}
 	}
 }

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"sync"
 	"time"
 
 	"github.com/toolwire/toolwire/audit"
@@ -25,6 +26,16 @@ const (
 // asks for tools after the maximum number of tool rounds. The calls it
 // asked for last are not run.
 var ErrRoundLimit = errors.New("tool round limit reached")
+
+// ErrCut is returned by [Conversation.Send] when the model's reply ended
+// at its token limit without calling a tool: its text (in the [Outcome])
+// is not a finished answer.
+var ErrCut = errors.New("reply cut at the token limit")
+
+// ToolCutReason is the reason of the result a call gets when the reply's
+// token limit ended it while the model was writing it ([ToolCall].Cut).
+// The call is not run; the model is told why, and may write it again.
+const ToolCutReason tool.Reason = "cut_off"
 
 // Options configures an [Agent]. A nil *Options, and each zero field, means
 // the default.
@@ -65,9 +76,15 @@ type Options struct {
 	// in order; t is the registered tool, or nil for an unknown tool and
 	// for the find_tools meta-tool.
 	OnToolCall func(call ToolCall, t *tool.Tool)
-	// OnToolResult is told of each call's whole result after the round
-	// ran, in order.
+	// OnToolResult is told of each call's whole result as soon as that
+	// call ends, so in the order the calls end; calls to it are never
+	// concurrent.
 	OnToolResult func(call ToolCall, res *tool.Result)
+	// OnWait is told when a wait starts: with retry 0 when request
+	// attempt (from 1) is sent to the model, and with the wait and the
+	// failure when a retry of a rate limit or an overload is put off by
+	// retry, starting now. Calls come from the goroutine calling Send.
+	OnWait func(attempt int, retry time.Duration, err error)
 }
 
 // Agent runs the tool loop: it sends a conversation and the registry's
@@ -163,7 +180,9 @@ func (c *Conversation) Messages() []Message {
 //
 // The returned Outcome is never nil: after an error it holds the steps
 // taken so far. Send fails with [ErrRoundLimit] when the model still calls
-// tools after the last round, with ctx's error when ctx ends (the model
+// tools after the last round, with [ErrCut] when the answer was cut at the
+// model's token limit (a call the limit cut gets a [ToolCutReason] result
+// and the loop goes on), with ctx's error when ctx ends (the model
 // request and the tool calls in flight are cancelled), and with a
 // [*ProviderError] when the model cannot be reached or keeps refusing.
 // The conversation stays usable after any of these: every tool call in
@@ -181,6 +200,9 @@ func (c *Conversation) Send(ctx context.Context, text string) (*Outcome, error) 
 		c.messages = append(c.messages, Message{Role: Assistant, Text: resp.Text, Calls: resp.Calls})
 		out.Text = resp.Text
 		if len(resp.Calls) == 0 {
+			if resp.Cut {
+				return out, fmt.Errorf("%w: the model's reply ended at its length limit, so the answer is incomplete", ErrCut)
+			}
 			return out, nil
 		}
 		if out.Rounds >= c.a.opts.MaxToolRounds {
@@ -214,10 +236,25 @@ func (c *Conversation) runRound(ctx context.Context, round int, calls []ToolCall
 	var batch []tool.Call
 	var where []int
 	isMeta := func(call ToolCall) bool { return metaTool != "" && call.Name == metaTool }
+	var mu sync.Mutex // OnToolResult is called from the calls' goroutines
+	finish := func(i int) {
+		if isMeta(steps[i].Call) && !steps[i].Result.IsError {
+			steps[i].Sent = ToolResult{CallID: steps[i].Call.ID, Name: metaTool, Parts: []Part{{Text: steps[i].Result.Text()}}}
+		} else {
+			steps[i].Sent = compact(steps[i].Call, steps[i].Result, c.a.opts.ResultBudget, c.a.opts.ImageBudget)
+		}
+		if c.a.opts.OnToolResult != nil {
+			mu.Lock()
+			defer mu.Unlock()
+			c.a.opts.OnToolResult(steps[i].Call, steps[i].Result)
+		}
+	}
 	for i, call := range calls {
 		steps[i] = Step{Round: round, Call: call}
 		var t *tool.Tool
-		if !isMeta(call) {
+		if call.Cut {
+			t, _ = reg.Lookup(call.Name)
+		} else if !isMeta(call) {
 			t, _ = reg.Lookup(call.Name)
 			batch = append(batch, tool.Call{ID: call.ID, Name: call.Name, Args: json.RawMessage(call.Args)})
 			where = append(where, i)
@@ -227,34 +264,33 @@ func (c *Conversation) runRound(ctx context.Context, round int, calls []ToolCall
 		}
 	}
 	for i, call := range calls {
-		if !isMeta(call) {
+		switch {
+		case call.Cut:
+			steps[i].Result = tool.ErrorResult(ToolCutReason, fmt.Sprintf(
+				"your reply reached its length limit while you were writing this call to %q, so its arguments are incomplete and it was not run; call it again, with shorter arguments if they were long", call.Name))
+		case isMeta(call):
+			text, names, ok := findTools(reg, call.Args)
+			res := tool.TextResult(text)
+			if !ok {
+				res = tool.ErrorResult(tool.ReasonInvalidArgs, text)
+			}
+			c.tools.load(names...)
+			steps[i].Result = res
+		default:
 			continue
 		}
-		text, names, ok := findTools(reg, call.Args)
-		res := tool.TextResult(text)
-		if !ok {
-			res = tool.ErrorResult(tool.ReasonInvalidArgs, text)
-		}
-		c.tools.load(names...)
-		steps[i].Result = res
+		finish(i)
 	}
-	for j, res := range c.a.ex.Run(ctx, batch) {
+	c.a.ex.RunEach(ctx, batch, func(j int, res *tool.Result) {
 		i := where[j]
 		steps[i].Result = res
-		if res.Reason != tool.ReasonUnknownTool {
+		finish(i)
+	})
+	for i := range steps {
+		if !isMeta(calls[i]) && !calls[i].Cut && steps[i].Result.Reason != tool.ReasonUnknownTool {
 			// A tool the model called directly stays in view when the
 			// meta-tool is in use.
 			c.tools.load(calls[i].Name)
-		}
-	}
-	for i := range steps {
-		if isMeta(steps[i].Call) && !steps[i].Result.IsError {
-			steps[i].Sent = ToolResult{CallID: steps[i].Call.ID, Name: metaTool, Parts: []Part{{Text: steps[i].Result.Text()}}}
-		} else {
-			steps[i].Sent = compact(steps[i].Call, steps[i].Result, c.a.opts.ResultBudget, c.a.opts.ImageBudget)
-		}
-		if c.a.opts.OnToolResult != nil {
-			c.a.opts.OnToolResult(steps[i].Call, steps[i].Result)
 		}
 	}
 	return steps
@@ -275,6 +311,9 @@ func notRun(calls []ToolCall, rounds int) []ToolResult {
 // the options, and audits every failure.
 func (c *Conversation) complete(ctx context.Context, req *Request) (*Response, error) {
 	for attempt := 1; ; attempt++ {
+		if c.a.opts.OnWait != nil {
+			c.a.opts.OnWait(attempt, 0, nil)
+		}
 		resp, err := c.a.provider.Complete(ctx, req)
 		if err == nil {
 			return resp, nil
@@ -295,6 +334,9 @@ func (c *Conversation) complete(ctx context.Context, req *Request) (*Response, e
 		if why == "" {
 			ev.Backoff = wait
 			c.a.opts.Audit.Record(ev)
+			if c.a.opts.OnWait != nil {
+				c.a.opts.OnWait(attempt, wait, pe)
+			}
 			if err := c.a.sleep(ctx, wait); err != nil {
 				return nil, err
 			}

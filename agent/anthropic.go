@@ -10,6 +10,7 @@ import (
 	"net/http"
 	"slices"
 	"strings"
+	"time"
 
 	"github.com/anthropics/anthropic-sdk-go/v2"
 	"github.com/anthropics/anthropic-sdk-go/v2/option"
@@ -41,6 +42,11 @@ type AnthropicOptions struct {
 	AllowInsecureHTTP bool
 	// MaxTokens bounds each reply (default [DefaultMaxTokens]).
 	MaxTokens int
+	// IdleTimeout bounds how long the reply stream may send nothing,
+	// the wait for its first event included (default
+	// [DefaultIdleTimeout]; negative means no limit). The API sends
+	// pings while the model works, so silence means a stalled stream.
+	IdleTimeout time.Duration
 }
 
 // Anthropic is a [Provider] speaking Anthropic's Messages API, streamed.
@@ -50,7 +56,10 @@ type Anthropic struct {
 	svc       anthropic.MessageService
 	model     string
 	maxTokens int
+	idle      time.Duration
 	ep        endpoint
+	hc        *http.Client
+	key       string
 }
 
 // NewAnthropic returns a provider for model at the options' endpoint. The
@@ -93,12 +102,20 @@ func NewAnthropic(model string, opts *AnthropicOptions) (*Anthropic, error) {
 		svc:       client.Messages,
 		model:     model,
 		maxTokens: o.MaxTokens,
+		idle:      idleTimeout(o.IdleTimeout),
+		hc:        hc,
+		key:       o.APIKey,
 		ep:        endpoint{provider: "anthropic", baseURL: u.String(), keyEnv: o.APIKeyEnv, hasKey: o.APIKey != ""},
 	}, nil
 }
 
-// Complete streams one message.
-func (p *Anthropic) Complete(ctx context.Context, req *Request) (*Response, error) {
+// Complete streams one message. The reply is complete at its
+// message_stop event; a stream that ends before it is an [ErrStalled]
+// error, and a reply stopped for "max_tokens" is [Response].Cut, with
+// each tool_use block the limit ended before its content_block_stop.
+func (p *Anthropic) Complete(parent context.Context, req *Request) (*Response, error) {
+	ctx, touch, stop := idleWatch(parent, p.idle)
+	defer stop()
 	params := anthropic.MessageNewParams{
 		Model:     p.model,
 		MaxTokens: int64(p.maxTokens),
@@ -120,12 +137,28 @@ func (p *Anthropic) Complete(ctx context.Context, req *Request) (*Response, erro
 		kind, id, name string
 		input          strings.Builder
 		startInput     string
+		stopped        bool
 	}
 	blocks := map[int64]*block{}
-	var text strings.Builder
+	var (
+		text       strings.Builder
+		stopReason string
+		ended      bool
+	)
 	for stream.Next() {
+		touch()
 		ev := stream.Current()
 		switch ev.Type {
+		case "content_block_stop":
+			if b, ok := blocks[ev.Index]; ok {
+				b.stopped = true
+			}
+		case "message_delta":
+			if r := string(ev.Delta.StopReason); r != "" {
+				stopReason = r
+			}
+		case "message_stop":
+			ended = true
 		case "content_block_start":
 			b := &block{kind: ev.ContentBlock.Type, id: ev.ContentBlock.ID, name: ev.ContentBlock.Name}
 			if b.kind == "tool_use" && ev.ContentBlock.Input != nil {
@@ -156,10 +189,16 @@ func (p *Anthropic) Complete(ctx context.Context, req *Request) (*Response, erro
 			}
 		}
 	}
-	if err := stream.Err(); err != nil {
-		return nil, p.classify(ctx, err)
+	if err := p.ep.idleError(ctx, parent, p.idle); err != nil {
+		return nil, err
 	}
-	resp := &Response{Text: text.String()}
+	if err := stream.Err(); err != nil {
+		return nil, p.classify(parent, err)
+	}
+	if !ended {
+		return nil, p.ep.unterminated("message_stop event")
+	}
+	resp := &Response{Text: text.String(), Cut: stopReason == "max_tokens"}
 	for _, i := range slices.Sorted(maps.Keys(blocks)) {
 		b := blocks[i]
 		if b.kind != "tool_use" {
@@ -169,12 +208,17 @@ func (p *Anthropic) Complete(ctx context.Context, req *Request) (*Response, erro
 		if args == "" {
 			args = b.startInput
 		}
-		resp.Calls = append(resp.Calls, ToolCall{ID: b.id, Name: b.name, Args: args})
+		resp.Calls = append(resp.Calls, ToolCall{ID: b.id, Name: b.name, Args: args, Cut: resp.Cut && !b.stopped})
 	}
 	return resp, nil
 }
 
 func (p *Anthropic) classify(ctx context.Context, err error) error {
+	if ctx.Err() == nil {
+		if status, msg, ok := streamedError(err); ok {
+			return p.ep.statusError(status, nil, msg, err)
+		}
+	}
 	var apiErr *anthropic.Error
 	if errors.As(err, &apiErr) && ctx.Err() == nil && apiErr.StatusCode != 0 {
 		var h http.Header
@@ -184,6 +228,52 @@ func (p *Anthropic) classify(ctx context.Context, err error) error {
 		return p.ep.statusError(apiErr.StatusCode, h, apiErr.Message, err)
 	}
 	return p.ep.transportError(ctx, err)
+}
+
+// streamErrorStatus maps the error types the Messages API sends in an
+// "error" event of a stream that had started with 200 OK to the HTTP
+// status the same error has before a stream starts, so that an
+// overloaded_error mid-stream is retried like a 529.
+var streamErrorStatus = map[string]int{
+	"invalid_request_error": http.StatusBadRequest,
+	"authentication_error":  http.StatusUnauthorized,
+	"permission_error":      http.StatusForbidden,
+	"not_found_error":       http.StatusNotFound,
+	"request_too_large":     http.StatusRequestEntityTooLarge,
+	"rate_limit_error":      http.StatusTooManyRequests,
+	"api_error":             http.StatusInternalServerError,
+	"overloaded_error":      529,
+}
+
+// streamedError reads an error event of the stream: the SDK hands it over
+// either as an *anthropic.Error holding the event's JSON, or as a plain
+// error quoting it.
+func streamedError(err error) (status int, msg string, ok bool) {
+	var raw string
+	var apiErr *anthropic.Error
+	if errors.As(err, &apiErr) {
+		if apiErr.StatusCode != http.StatusOK && apiErr.StatusCode != 0 {
+			return 0, "", false // an error status, before any stream
+		}
+		raw = apiErr.RawJSON()
+	} else if r, found := strings.CutPrefix(err.Error(), "received error while streaming: "); found {
+		raw = r
+	}
+	var ev struct {
+		Type  string `json:"type"`
+		Error struct {
+			Type    string `json:"type"`
+			Message string `json:"message"`
+		} `json:"error"`
+	}
+	if raw == "" || json.Unmarshal([]byte(raw), &ev) != nil || ev.Type != "error" {
+		return 0, "", false
+	}
+	status, ok = streamErrorStatus[ev.Error.Type]
+	if !ok {
+		status = http.StatusInternalServerError
+	}
+	return status, ev.Error.Message + " (sent mid-stream)", true
 }
 
 // anthropicMessages translates the conversation into Messages API turns.

@@ -80,6 +80,10 @@ func errorText(res *tool.Result) string {
 	switch res.Reason {
 	case tool.ReasonDeclined:
 		return "error (declined): " + msg + ". The user refused this call: do not call it again; continue without it or explain what you would have done."
+	case tool.ReasonUnconfirmed:
+		return "error (not confirmed): " + msg + ". Nobody was there to confirm this call, so it did not run; the user did not refuse it. Tell the user it needs their confirmation (or an approval such as --yes) instead of calling it again."
+	case ToolCutReason:
+		return "error (cut off): " + msg
 	case tool.ReasonInvalidArgs:
 		return "error (invalid arguments): " + msg + ". Nothing was run; correct the arguments and call again."
 	case tool.ReasonUnknownTool:

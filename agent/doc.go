@@ -33,6 +33,11 @@
 //   - Rate limits are retried within [Options].MaxRetries and MaxRetryWait,
 //     honouring the endpoint's Retry-After; every failed request to the model
 //     is recorded in the audit log as an llm.failed event.
+//   - A reply cut at the model's token limit is never an answer: Send
+//     returns [ErrCut] (with the partial text), and a call the limit cut is
+//     not run; its result tells the model why ([ToolCutReason]).
+//   - A reply stream that ends before its terminator, or sends nothing for
+//     the provider's IdleTimeout, fails with [ErrStalled].
 //   - Cancelling the context cancels the request to the model and every tool
 //     call in flight.
 //   - The model is sent what the executor returns: build it with

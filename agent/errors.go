@@ -29,14 +29,18 @@ var (
 	// (a bad request, an unknown model, a server error), or its reply
 	// could not be read to the end.
 	ErrRequest = errors.New("request failed")
+	// ErrStalled means the reply stream sent nothing for longer than the
+	// provider's idle timeout, or ended before its terminator (OpenAI's
+	// finish_reason, Anthropic's message_stop): what came is incomplete.
+	ErrStalled = errors.New("stream stalled")
 )
 
 // ProviderError is a provider's failure to get a reply.
 type ProviderError struct {
 	// Provider names the provider: "openai" or "anthropic".
 	Provider string
-	// Kind is one of ErrUnauthorized, ErrRateLimited, ErrUnreachable and
-	// ErrRequest.
+	// Kind is one of ErrUnauthorized, ErrRateLimited, ErrUnreachable,
+	// ErrStalled and ErrRequest.
 	Kind error
 	// Status is the HTTP status, or 0 when there was no response.
 	Status int
@@ -70,6 +74,8 @@ func (e *ProviderError) reason() string {
 		return "rate_limited"
 	case ErrUnreachable:
 		return "unreachable"
+	case ErrStalled:
+		return "stalled"
 	}
 	return "request_failed"
 }
@@ -172,11 +178,13 @@ func retryAfter(h http.Header, now time.Time) (time.Duration, bool) {
 	if v == "" {
 		return 0, false
 	}
-	if s, err := strconv.ParseInt(v, 10, 64); err == nil {
-		if s < 0 || s > int64(24*time.Hour/time.Second) {
+	// Seconds may be fractional ("2.5"): the providers' own SDKs read the
+	// header as a float, and endpoints behind them send such values.
+	if s, err := strconv.ParseFloat(v, 64); err == nil {
+		if !(s >= 0 && s <= float64(24*time.Hour/time.Second)) { // also NaN
 			return 0, false
 		}
-		return time.Duration(s) * time.Second, true
+		return time.Duration(s * float64(time.Second)), true
 	}
 	if t, err := http.ParseTime(v); err == nil {
 		d := t.Sub(now)

@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"slices"
 	"strings"
+	"time"
 
 	"github.com/openai/openai-go/v3"
 	"github.com/openai/openai-go/v3/option"
@@ -39,6 +40,10 @@ type OpenAIOptions struct {
 	// NoImages describes images from tool results in text instead of
 	// sending them, for models without vision.
 	NoImages bool
+	// IdleTimeout bounds how long the reply stream may send nothing,
+	// the wait for its first chunk included (default
+	// [DefaultIdleTimeout]; negative means no limit).
+	IdleTimeout time.Duration
 }
 
 // OpenAI is a [Provider] speaking OpenAI's Chat Completions API, streamed.
@@ -51,7 +56,10 @@ type OpenAI struct {
 	svc      openai.ChatCompletionService
 	model    string
 	noImages bool
+	idle     time.Duration
 	ep       endpoint
+	hc       *http.Client
+	key      string
 }
 
 // NewOpenAI returns a provider for model at the options' endpoint. The SDK
@@ -90,12 +98,20 @@ func NewOpenAI(model string, opts *OpenAIOptions) (*OpenAI, error) {
 		svc:      openai.NewChatCompletionService(reqOpts...),
 		model:    model,
 		noImages: o.NoImages,
+		idle:     idleTimeout(o.IdleTimeout),
+		hc:       hc,
+		key:      o.APIKey,
 		ep:       endpoint{provider: "openai", baseURL: u.String(), keyEnv: o.APIKeyEnv, hasKey: o.APIKey != ""},
 	}, nil
 }
 
-// Complete streams one chat completion.
-func (p *OpenAI) Complete(ctx context.Context, req *Request) (*Response, error) {
+// Complete streams one chat completion. The reply is complete once a
+// chunk gives its finish_reason; a stream that ends before one is an
+// [ErrStalled] error, and a reply finished for "length" is [Response].Cut,
+// its last call with it.
+func (p *OpenAI) Complete(parent context.Context, req *Request) (*Response, error) {
+	ctx, touch, stop := idleWatch(parent, p.idle)
+	defer stop()
 	params := openai.ChatCompletionNewParams{
 		Model:    shared.ChatModel(p.model),
 		Messages: p.messages(req),
@@ -111,11 +127,16 @@ func (p *OpenAI) Complete(ctx context.Context, req *Request) (*Response, error) 
 		calls   = map[int64]*openaiPartialCall{} // by key, in order of first chunk
 		order   []int64
 		byIndex = map[int64]int64{} // the stream's tool-call index -> key of its current call
+		finish  string
 	)
 	for stream.Next() {
+		touch()
 		for _, choice := range stream.Current().Choices {
 			if choice.Index != 0 {
 				continue
+			}
+			if choice.FinishReason != "" {
+				finish = choice.FinishReason
 			}
 			d := choice.Delta
 			if d.Content != "" {
@@ -148,10 +169,16 @@ func (p *OpenAI) Complete(ctx context.Context, req *Request) (*Response, error) 
 			}
 		}
 	}
-	if err := stream.Err(); err != nil {
-		return nil, p.classify(ctx, err)
+	if err := p.ep.idleError(ctx, parent, p.idle); err != nil {
+		return nil, err
 	}
-	resp := &Response{Text: text.String()}
+	if err := stream.Err(); err != nil {
+		return nil, p.classify(parent, err)
+	}
+	if finish == "" {
+		return nil, p.ep.unterminated("finish_reason")
+	}
+	resp := &Response{Text: text.String(), Cut: finish == "length"}
 	slices.Sort(order)
 	for _, i := range order {
 		pc := calls[i]
@@ -162,6 +189,10 @@ func (p *OpenAI) Complete(ctx context.Context, req *Request) (*Response, error) 
 			id = fmt.Sprintf("call_%d", i)
 		}
 		resp.Calls = append(resp.Calls, ToolCall{ID: id, Name: pc.name, Args: pc.args.String()})
+	}
+	if resp.Cut && len(resp.Calls) > 0 {
+		// Calls stream one after the other: the limit ended the last.
+		resp.Calls[len(resp.Calls)-1].Cut = true
 	}
 	return resp, nil
 }

@@ -39,6 +39,11 @@ type Response struct {
 	// Calls are the tool calls the model asked for, in its order. None
 	// means the reply is a final answer.
 	Calls []ToolCall
+	// Cut reports a reply that ended at its token limit (OpenAI's
+	// finish_reason "length", Anthropic's stop_reason "max_tokens"): its
+	// text is not a finished answer, and a call marked Cut was still
+	// being written.
+	Cut bool
 }
 
 // Role says who a message is from.
@@ -77,6 +82,9 @@ type ToolCall struct {
 	// object, but a model can produce anything, so they are validated
 	// before any tool sees them.
 	Args string
+	// Cut reports a call the reply's token limit ended while the model
+	// was writing it: its arguments are incomplete, so it is never run.
+	Cut bool
 }
 
 // ToolResult is what the model is shown of one call's result: a compacted

@@ -228,6 +228,8 @@ func TestRetryAfterHeaders(t *testing.T) {
 		{"none", nil, 0, false},
 		{"seconds", map[string]string{"Retry-After": "12"}, 12 * time.Second, true},
 		{"zero", map[string]string{"Retry-After": "0"}, 0, true},
+		{"fractional seconds", map[string]string{"Retry-After": "2.5"}, 2500 * time.Millisecond, true},
+		{"not a number", map[string]string{"Retry-After": "NaN"}, 0, false},
 		{"milliseconds win", map[string]string{"Retry-After": "12", "Retry-After-Ms": "1500"}, 1500 * time.Millisecond, true},
 		{"http date", map[string]string{"Retry-After": now.Add(90 * time.Second).Format(http.TimeFormat)}, 90 * time.Second, true},
 		{"date in the past", map[string]string{"Retry-After": now.Add(-time.Hour).Format(http.TimeFormat)}, 0, true},

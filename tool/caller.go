@@ -40,6 +40,31 @@ func CallerFrom(ctx context.Context) Caller {
 	return c
 }
 
+// CallInfo names the call of a batch that a context belongs to, so that a
+// [Caller] serving several concurrent calls can tell whose progress it is
+// shown.
+type CallInfo struct {
+	// Index is the call's position in its batch.
+	Index int
+	// ID is the caller's id for the call ([Call].ID), possibly empty.
+	ID string
+	// Name is the tool's registered name.
+	Name string
+}
+
+type callInfoKey struct{}
+
+// CallInfoFrom returns the call the executor is running under ctx, if any.
+func CallInfoFrom(ctx context.Context) (CallInfo, bool) {
+	c, ok := ctx.Value(callInfoKey{}).(CallInfo)
+	return c, ok
+}
+
+// ErrNobodyToAsk, wrapped in a [Confirmer]'s error, says that nobody could
+// be asked (no terminal, say): the call ends as [ReasonUnconfirmed], not as
+// a refusal.
+var ErrNobodyToAsk = errors.New("nobody to ask for confirmation")
+
 type identityKey struct{}
 
 // WithIdentity returns a context whose calls are attributed to who (an

@@ -214,7 +214,7 @@ func TestConfirmerCalledConcurrentlyWithinABatch(t *testing.T) {
 	}
 }
 
-func TestConfirmerApprovalAfterContextEndsIsDeclined(t *testing.T) {
+func TestConfirmerApprovalAfterContextEndsIsCancelled(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	rec := &recorder{}
 	conf := tool.ConfirmFunc(func(context.Context, tool.PendingCall) (bool, error) {
@@ -223,9 +223,11 @@ func TestConfirmerApprovalAfterContextEndsIsDeclined(t *testing.T) {
 	})
 	ex := tool.NewExecutor(newRegistry(t, conf, &tool.Tool{Name: "w", Tier: tool.Write, Handler: rec.handle}), nil)
 	res := ex.Call(ctx, "w", nil)
-	wantError(t, res, tool.ReasonDeclined)
-	if !strings.Contains(res.Message, context.Canceled.Error()) {
-		t.Errorf("message %q does not say the context was cancelled", res.Message)
+	// Cancelled, not refused, and said in words rather than as Go's
+	// "context canceled".
+	wantError(t, res, tool.ReasonCancelled)
+	if !strings.Contains(res.Message, "cancelled while waiting for confirmation") || strings.Contains(res.Message, context.Canceled.Error()) {
+		t.Errorf("message %q does not say the call was cancelled", res.Message)
 	}
 	if rec.calls() != 0 {
 		t.Error("handler ran after the context ended during confirmation")
@@ -405,10 +407,10 @@ func (c *deadlineCtx) expire() {
 func TestDeadlineDuringHandlerWithWrappedErrorIsTimeout(t *testing.T) {
 	ctx := newDeadlineCtx()
 	ex := tool.NewExecutor(newRegistry(t, nil, &tool.Tool{Name: "slow", Tier: tool.Read,
-		Handler: func(ctx context.Context, _ json.RawMessage) (*tool.Result, error) {
-			ctx.(*deadlineCtx).expire() // the deadline passes mid-call
-			<-ctx.Done()
-			return nil, ctx.Err()
+		Handler: func(hctx context.Context, _ json.RawMessage) (*tool.Result, error) {
+			ctx.expire() // the deadline passes mid-call
+			<-hctx.Done()
+			return nil, hctx.Err()
 		}}), nil)
 	res := ex.Call(ctx, "slow", nil)
 	wantError(t, res, tool.ReasonTimeout)
@@ -423,8 +425,8 @@ func TestDeadlineDuringHandlerWithUnwrappedErrorIsTimeout(t *testing.T) {
 	// its own unwrapped error, as a transport whose connection was torn
 	// down by the deadline would.
 	ex := tool.NewExecutor(newRegistry(t, nil, &tool.Tool{Name: "slow", Tier: tool.Read,
-		Handler: func(ctx context.Context, _ json.RawMessage) (*tool.Result, error) {
-			ctx.(*deadlineCtx).expire()
+		Handler: func(context.Context, json.RawMessage) (*tool.Result, error) {
+			ctx.expire()
 			return nil, errors.New("connection closed")
 		}}), nil)
 	wantError(t, ex.Call(ctx, "slow", nil), tool.ReasonTimeout)

@@ -108,6 +108,17 @@ func (e *Executor) Call(ctx context.Context, name string, args json.RawMessage) 
 // ([audit.LogOptions].Required), a call whose events up to its start
 // cannot be written is refused ([ReasonAuditFailed]) instead of run.
 func (e *Executor) Run(ctx context.Context, calls []Call) []*Result {
+	return e.RunEach(ctx, calls, nil)
+}
+
+// RunEach is Run that also tells done of each call's result as soon as
+// that call ends, so that a caller can show it before slower calls of the
+// batch finish. done, when not nil, is called once per call, from the
+// goroutine that ran it: concurrently for calls that run concurrently. It
+// gets the result Run returns for that call (masked, with
+// [ExecutorOptions].Mask). A call's handler sees [CallInfoFrom] in its
+// context.
+func (e *Executor) RunEach(ctx context.Context, calls []Call, done func(i int, res *Result)) []*Result {
 	results := make([]*Result, len(calls))
 	if len(calls) == 0 {
 		return results
@@ -117,18 +128,23 @@ func (e *Executor) Run(ctx context.Context, calls []Call) []*Result {
 		if c := CallerFrom(ctx); c != nil {
 			ctx = WithCaller(ctx, maskCaller(c, e.mask))
 		}
-		defer func() {
-			for i, res := range results {
-				results[i] = res.Masked(e.mask)
-			}
-		}()
+	}
+	// end stores call i's result, masked once, and tells done.
+	end := func(i int, res *Result) {
+		if e.mask != nil {
+			res = res.Masked(e.mask)
+		}
+		results[i] = res
+		if done != nil {
+			done(i, res)
+		}
 	}
 
 	// Phase 1: look up and validate, in order.
 	var valid []*pending
 	for i := range calls {
 		if p, res := b.prepare(i); res != nil {
-			results[i] = res
+			end(i, res)
 		} else {
 			valid = append(valid, p)
 		}
@@ -137,14 +153,14 @@ func (e *Executor) Run(ctx context.Context, calls []Call) []*Result {
 	// Phase 2: confirm and run concurrently. One call runs on this
 	// goroutine, which spares the common single call a goroutine.
 	if len(valid) == 1 {
-		results[valid[0].index] = b.execute(ctx, valid[0])
+		end(valid[0].index, b.execute(ctx, valid[0]))
 	} else {
 		var wg sync.WaitGroup
 		for _, p := range valid {
 			wg.Add(1)
 			go func() {
 				defer wg.Done()
-				results[p.index] = b.execute(ctx, p)
+				end(p.index, b.execute(ctx, p))
 			}()
 		}
 		wg.Wait()
@@ -274,6 +290,7 @@ func auditFailed(name string, err error) *Result {
 // execute is phase 2 for one call: confirm if needed, then run.
 func (b *batch) execute(ctx context.Context, p *pending) *Result {
 	ctx = b.obs.context(ctx, p.index)
+	ctx = context.WithValue(ctx, callInfoKey{}, CallInfo{Index: p.index, ID: b.calls[p.index].ID, Name: b.calls[p.index].Name})
 	t := p.tool
 	if err := ctx.Err(); err != nil {
 		return b.errored(p, contextResult(err, t.Name), 0)
@@ -319,13 +336,19 @@ func (b *batch) confirm(ctx context.Context, p *pending) *Result {
 		}
 		return nil
 	}
-	msg := fmt.Sprintf("call to %q was declined; do not retry it", t.Name)
-	if err != nil {
+	reason, msg := ReasonDeclined, fmt.Sprintf("call to %q was declined; do not retry it", t.Name)
+	switch {
+	case errors.Is(err, ErrNobodyToAsk):
+		reason, msg = ReasonUnconfirmed, fmt.Sprintf("call to %q did not run: %v", t.Name, err)
+	case err != nil && ctx.Err() != nil:
+		// Ctrl-C at the question: the call was cancelled, not refused.
+		reason, msg = ReasonCancelled, fmt.Sprintf("call to %q was cancelled while waiting for confirmation", t.Name)
+	case err != nil:
 		msg = fmt.Sprintf("call to %q was not confirmed: %v; do not retry it", t.Name, err)
 	}
-	res := ErrorResult(ReasonDeclined, msg)
+	res := ErrorResult(reason, msg)
 	ev.Kind = audit.ConfirmationRejected
-	ev.Reason = string(ReasonDeclined)
+	ev.Reason = string(reason)
 	ev.Error = msg
 	_ = b.record(ev)
 	return res
@@ -396,7 +419,10 @@ func failure(ctx context.Context, name string, err error) *Result {
 		return ErrorResult(ReasonUnavailable, fmt.Sprintf("tool %q is unavailable: %v", name, err))
 	case errors.Is(err, context.DeadlineExceeded) || errors.Is(ctx.Err(), context.DeadlineExceeded):
 		return ErrorResult(ReasonTimeout, fmt.Sprintf("tool %q timed out: %v", name, err))
-	case errors.Is(err, context.Canceled) || ctx.Err() != nil:
+	case errors.Is(err, context.Canceled):
+		// Go's "context canceled" tells a person nothing more.
+		return ErrorResult(ReasonCancelled, fmt.Sprintf("tool %q was cancelled", name))
+	case ctx.Err() != nil:
 		return ErrorResult(ReasonCancelled, fmt.Sprintf("tool %q was cancelled: %v", name, err))
 	}
 	return ErrorResult(ReasonFailed, fmt.Sprintf("tool %q failed: %v", name, err))

@@ -36,9 +36,13 @@ const (
 	// ReasonInvalidArgs means the arguments were not JSON, not an object,
 	// or failed the tool's input schema. Nothing was sent to the tool.
 	ReasonInvalidArgs Reason = "invalid_arguments"
-	// ReasonDeclined means confirmation was refused, or could not be asked.
-	// The model should not retry the same call.
+	// ReasonDeclined means confirmation was refused (or the confirmer
+	// failed). The model should not retry the same call.
 	ReasonDeclined Reason = "declined"
+	// ReasonUnconfirmed means nobody could be asked to confirm the call
+	// (the confirmer returned [ErrNobodyToAsk]): nobody refused it, but it
+	// did not run.
+	ReasonUnconfirmed Reason = "unconfirmed"
 	// ReasonFailed means the handler could not produce a result (a broken
 	// connection, a protocol error, a panic).
 	ReasonFailed Reason = "failed"

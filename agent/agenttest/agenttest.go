@@ -17,6 +17,7 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"strings"
 	"sync"
 	"testing"
 )
@@ -30,9 +31,28 @@ type Server struct {
 	t     testing.TB
 	steps []http.HandlerFunc
 
-	mu   sync.Mutex
-	got  []map[string]any
-	keys []string
+	mu     sync.Mutex
+	got    []map[string]any
+	keys   []string
+	models http.HandlerFunc
+	listed []string // the credential of each GET of the model list
+}
+
+// SetModels makes h answer the model list (GET …/models), which the CLI
+// asks for to check the key before it starts anything. By default the
+// list is answered with no models. Those requests are not steps of the
+// script; ModelKeys returns their credentials.
+func (s *Server) SetModels(h http.HandlerFunc) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.models = h
+}
+
+// ModelKeys returns the credential each GET of the model list carried.
+func (s *Server) ModelKeys() []string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return append([]string(nil), s.listed...)
 }
 
 // NewServer starts a server answering request i with steps[i]. A request
@@ -48,15 +68,25 @@ func NewServer(t testing.TB, steps ...http.HandlerFunc) *Server {
 }
 
 func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
+	if r.Method == http.MethodGet && strings.HasSuffix(r.URL.Path, "/models") {
+		s.mu.Lock()
+		h := s.models
+		s.listed = append(s.listed, credential(r))
+		s.mu.Unlock()
+		if h == nil {
+			w.Header().Set("Content-Type", "application/json")
+			fmt.Fprint(w, `{"object":"list","data":[]}`)
+			return
+		}
+		h(w, r)
+		return
+	}
 	body, _ := io.ReadAll(r.Body)
 	var req map[string]any
 	if err := json.Unmarshal(body, &req); err != nil {
 		s.t.Errorf("request to %s is not JSON: %v\n%s", r.URL.Path, err, body)
 	}
-	key := r.Header.Get("Authorization")
-	if k := r.Header.Get("X-Api-Key"); k != "" {
-		key = k
-	}
+	key := credential(r)
 	s.mu.Lock()
 	i := len(s.got)
 	s.got = append(s.got, req)
@@ -68,6 +98,13 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	s.steps[i](w, r)
+}
+
+func credential(r *http.Request) string {
+	if k := r.Header.Get("X-Api-Key"); k != "" {
+		return k
+	}
+	return r.Header.Get("Authorization")
 }
 
 // Requests returns the request bodies received so far, decoded.

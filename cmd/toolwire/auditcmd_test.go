@@ -61,10 +61,14 @@ func TestAuditVerifyNamesTheFirstBadLine(t *testing.T) {
 
 	o := f.run(t, "", false, "audit", "verify", path)
 	o.expect(t, exitToolErr)
-	for _, s := range []string{path + ": line 3: hash chain broken", "line 2 was changed", "; lines 1-2 are intact"} {
+	for _, s := range []string{path + ": line 3: hash chain broken", "line 2 was changed", "; line 1 is intact"} {
 		if !strings.Contains(o.stderr, s) {
 			t.Errorf("stderr lacks %q:\n%s", s, o.stderr)
 		}
+	}
+	// Line 2 is the changed one: it is not also called intact.
+	if strings.Contains(o.stderr, "lines 1-2 are intact") {
+		t.Errorf("stderr calls the changed line intact:\n%s", o.stderr)
 	}
 	if o.stdout != "" {
 		t.Errorf("stdout = %q, want nothing", o.stdout)

@@ -2,9 +2,11 @@ package main
 
 import (
 	"bytes"
+	"cmp"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 
 	"github.com/spf13/cobra"
@@ -78,10 +80,16 @@ func resultError(name string, res *tool.Result, w *workspace) error {
 		return nil
 	}
 	switch res.Reason {
-	case tool.ReasonDeclined:
+	case tool.ReasonDeclined, tool.ReasonUnconfirmed:
 		return &exitError{exitDeclined, errors.New(res.Message)}
+	case tool.ReasonCancelled, tool.ReasonTimeout, tool.ReasonFailed, tool.ReasonUnavailable:
+		// The executor's message names the tool already.
+		return &exitError{exitToolErr, errors.New(res.Message)}
 	case tool.ReasonUnknownTool:
 		msg := res.Message
+		if near := closestNames(name, w.registry.List(), 3); len(near) > 0 {
+			msg += "; did you mean " + strings.Join(near, ", ") + "?"
+		}
 		if n := len(w.manager.Failed()); n > 0 {
 			msg += fmt.Sprintf(" (%d server(s) failed to start; see the warnings above)", n)
 		}
@@ -90,6 +98,59 @@ func resultError(name string, res *tool.Result, w *workspace) error {
 		return &exitError{exitUsage, errors.New(res.Message)}
 	}
 	return &exitError{exitToolErr, fmt.Errorf("%s: %s", name, res.Message)}
+}
+
+// closestNames returns up to n registered names close to name: those
+// within a third of its length in edits (case-insensitive), or holding it
+// (or its part after "__") whole, closest first.
+func closestNames(name string, tools []*tool.Tool, n int) []string {
+	type cand struct {
+		name string
+		dist int
+	}
+	want := strings.ToLower(name)
+	_, short, _ := strings.Cut(want, "__")
+	var cs []cand
+	for _, t := range tools {
+		got := strings.ToLower(t.Name)
+		d := editDistance(want, got)
+		_, gotShort, _ := strings.Cut(got, "__")
+		switch {
+		case d <= max(1, len(want)/3):
+		case strings.Contains(got, want), short != "" && strings.Contains(got, short), gotShort != "" && gotShort == want:
+			d = len(got) // after the close spellings
+		default:
+			continue
+		}
+		cs = append(cs, cand{t.Name, d})
+	}
+	slices.SortStableFunc(cs, func(a, b cand) int { return cmp.Or(a.dist-b.dist, strings.Compare(a.name, b.name)) })
+	var out []string
+	for i := 0; i < len(cs) && i < n; i++ {
+		out = append(out, cs[i].name)
+	}
+	return out
+}
+
+// editDistance is the Levenshtein distance between a and b, in bytes.
+func editDistance(a, b string) int {
+	prev := make([]int, len(b)+1)
+	cur := make([]int, len(b)+1)
+	for j := range prev {
+		prev[j] = j
+	}
+	for i := 1; i <= len(a); i++ {
+		cur[0] = i
+		for j := 1; j <= len(b); j++ {
+			cost := 1
+			if a[i-1] == b[j-1] {
+				cost = 0
+			}
+			cur[j] = min(prev[j]+1, cur[j-1]+1, prev[j-1]+cost)
+		}
+		prev, cur = cur, prev
+	}
+	return prev[len(b)]
 }
 
 // pairsToJSON builds the arguments object from key=value pairs. A value is

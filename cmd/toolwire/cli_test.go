@@ -13,6 +13,7 @@ import (
 
 	"github.com/toolwire/toolwire/audit"
 	"github.com/toolwire/toolwire/internal/demo"
+	"github.com/toolwire/toolwire/tool"
 )
 
 // TestMain lets the test binary double as the demo MCP server, so the CLI
@@ -469,5 +470,39 @@ func TestServersTableShowsEveryServer(t *testing.T) {
 	}
 	if f := strings.Fields(lines[2]); f[0] != "broken" || f[2] != "failed" || !strings.Contains(lines[2], "/nonexistent/mcp-server") {
 		t.Errorf("broken row = %q", lines[2])
+	}
+}
+
+func TestCallOfAnUnknownToolSuggestsTheClosestNames(t *testing.T) {
+	f := newFixture(t, "")
+	o := f.run(t, "", false, "call", "demo__ecko", "text=hi")
+	o.expect(t, exitUsage)
+	mustContain(t, "stderr", o.stderr, `unknown tool "demo__ecko"; did you mean demo__echo?`)
+	o = f.run(t, "", false, "call", "write_note")
+	o.expect(t, exitUsage)
+	mustContain(t, "stderr", o.stderr, "did you mean demo__write_note")
+}
+
+func TestMissingConfigFileSaysNoSuchFile(t *testing.T) {
+	f := newFixture(t, "")
+	f.config = filepath.Join(f.dir, "nope.yaml")
+	o := f.run(t, "", false, "tools")
+	o.expect(t, exitUsage)
+	mustContain(t, "stderr", o.stderr, "configuration "+f.config+": no such file")
+	if strings.Contains(o.stderr, "not a valid configuration") {
+		t.Errorf("stderr = %s", o.stderr)
+	}
+}
+
+func TestCallErrorNamesTheToolOnce(t *testing.T) {
+	for _, res := range []*tool.Result{
+		tool.ErrorResult(tool.ReasonCancelled, `tool "demo__slow" was cancelled`),
+		tool.ErrorResult(tool.ReasonTimeout, `tool "demo__slow" timed out: context deadline exceeded`),
+		tool.ErrorResult(tool.ReasonTool, `disk full`),
+	} {
+		err := resultError("demo__slow", res, nil)
+		if n := strings.Count(err.Error(), "demo__slow"); n != 1 {
+			t.Errorf("%s: error %q names the tool %d times, want once", res.Reason, err, n)
+		}
 	}
 }

@@ -3,7 +3,6 @@ package main
 import (
 	"bufio"
 	"context"
-	"errors"
 	"fmt"
 	"io"
 	"strings"
@@ -14,7 +13,7 @@ import (
 
 // errNoTerminal is why a call that needs confirmation is refused when
 // nobody is there to ask.
-var errNoTerminal = errors.New("no terminal to ask for confirmation (pass --yes to approve)")
+var errNoTerminal = fmt.Errorf("%w: no terminal (pass --yes to approve)", tool.ErrNobodyToAsk)
 
 // terminalConfirmer asks on the terminal before a write or destructive call,
 // showing the call as tool.PendingCall.Render does (the gateway's approvals
@@ -72,15 +71,19 @@ func (approveAll) Confirm(context.Context, tool.PendingCall) (bool, error) { ret
 // progressPrinter shows a server's progress reports for the running call on
 // stderr, one line each.
 type progressPrinter struct {
-	mu  sync.Mutex
-	out io.Writer
+	mu    sync.Mutex
+	out   io.Writer
+	label bool // name the call each report belongs to (run and chat, whose calls run together)
 }
 
-func (p *progressPrinter) Progress(_ context.Context, pr tool.Progress) {
+func (p *progressPrinter) Progress(ctx context.Context, pr tool.Progress) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	var b strings.Builder
 	b.WriteString("progress ")
+	if ci, ok := tool.CallInfoFrom(ctx); ok && p.label {
+		b.WriteString(termSafe(ci.Name) + " ")
+	}
 	if pr.Total > 0 {
 		fmt.Fprintf(&b, "%g/%g", pr.Progress, pr.Total)
 	} else {

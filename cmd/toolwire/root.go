@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"log/slog"
 	"os"
 	"path/filepath"
@@ -176,20 +177,27 @@ func open(ctx context.Context, e *env, g *globalFlags, oo openOptions) (*workspa
 		}
 		oauthFunc = oauthHandlers(e, store, nil)
 	}
+	changes, lines := oo.stateChanges, (*startLines)(nil)
+	if changes == nil && stderrIsTerminal(e) && len(file.Servers) > 0 {
+		lines = newStartLines(e.stderr, file.Servers)
+		changes = lines.changes
+	}
 	middleware, wrapTransport := clientHooks(oo.telemetry)
 	w.manager = mcpclient.NewManager(file.Servers, w.registry, &mcpclient.Options{
 		Egress: egress, OAuth: oauthFunc,
 		Pins: pinStore, PinMode: pinMode, MaxDescription: sec.DescriptionLimit(), MaxTools: sec.ToolLimit(),
-		Logger: logger, LookupEnv: e.lookupEnv, Input: configInputPrompter(e), Secrets: secrets, Audit: auditLog, StateChanges: oo.stateChanges,
+		Logger: logger, LookupEnv: e.lookupEnv, Input: configInputPrompter(e), Secrets: secrets, Audit: auditLog, StateChanges: changes,
 		Relay: oo.relay, Middleware: middleware, WrapTransport: wrapTransport,
 	})
-	if err := w.manager.Start(ctx); err != nil {
+	startErr := w.manager.Start(ctx)
+	shown := lines.finish()
+	if startErr != nil {
 		w.close()
-		return nil, &exitError{exitToolErr, err}
+		return nil, &exitError{exitToolErr, startErr}
 	}
 	failed := w.manager.Failed()
 	for _, st := range w.manager.Status() {
-		if msg, ok := failed[st.Name]; ok {
+		if msg, ok := failed[st.Name]; ok && !shown[st.Name] {
 			logger.Warn(msg)
 		}
 	}
@@ -198,6 +206,75 @@ func open(ctx context.Context, e *env, g *globalFlags, oo openOptions) (*workspa
 		return nil, &exitError{exitToolErr, errors.New("no server could be started")}
 	}
 	return w, nil
+}
+
+// startLines shows, on a terminal, one line per server as it starts: that
+// it is starting, then its state and how long it took ("files ready in
+// 1.2 s (5 tools)", "search failed: …"), so that a slow start (an npx
+// download, say) is not silence.
+type startLines struct {
+	out     io.Writer
+	start   time.Time
+	changes chan mcpclient.Status
+	done    chan map[string]bool
+	stop    chan struct{}
+}
+
+func newStartLines(out io.Writer, servers []config.Server) *startLines {
+	l := &startLines{out: out, start: time.Now(), changes: make(chan mcpclient.Status, 16*len(servers)+16),
+		done: make(chan map[string]bool, 1), stop: make(chan struct{})}
+	names := make([]string, len(servers))
+	for i, s := range servers {
+		names[i] = termSafe(s.Name)
+	}
+	fmt.Fprintf(out, "toolwire: starting %s…\n", strings.Join(names, ", "))
+	go l.run()
+	return l
+}
+
+func (l *startLines) run() {
+	shown := map[string]bool{}
+	show := func(st mcpclient.Status) {
+		if shown[st.Name] {
+			return
+		}
+		took := fmt.Sprintf("%.1f s", st.Since.Sub(l.start).Seconds())
+		switch st.State {
+		case mcpclient.Ready:
+			fmt.Fprintf(l.out, "toolwire: %s ready in %s (%d tools)\n", termSafe(st.Name), took, st.Tools)
+		case mcpclient.Failed:
+			fmt.Fprintf(l.out, "toolwire: %s failed after %s: %s\n", termSafe(st.Name), took, termSafe(oneLine(st.LastError, 300)))
+		default:
+			return
+		}
+		shown[st.Name] = true
+	}
+	for {
+		select {
+		case st := <-l.changes:
+			show(st)
+		case <-l.stop:
+			for {
+				select {
+				case st := <-l.changes:
+					show(st)
+				default:
+					l.done <- shown
+					return
+				}
+			}
+		}
+	}
+}
+
+// finish ends the lines once Start returned, and reports the servers
+// whose outcome was shown. A nil *startLines shows nothing.
+func (l *startLines) finish() map[string]bool {
+	if l == nil {
+		return nil
+	}
+	close(l.stop)
+	return <-l.done
 }
 
 // auditCloseWait bounds how long closing waits for calls still running to
@@ -238,6 +315,13 @@ func loadConfig(e *env, g *globalFlags) (*config.File, error) {
 	paths, err := configPaths(e, g.config)
 	if err != nil {
 		return nil, &exitError{exitUsage, err}
+	}
+	for _, p := range paths {
+		// Said plainly here: the parser would call a missing file an
+		// invalid configuration.
+		if _, err := os.Stat(p); errors.Is(err, fs.ErrNotExist) {
+			return nil, &exitError{exitUsage, fmt.Errorf("configuration %s: no such file", p)}
+		}
 	}
 	file, err := loadConfigs(paths)
 	if err != nil {

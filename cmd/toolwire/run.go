@@ -9,6 +9,7 @@ import (
 	"os"
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/spf13/cobra"
 	"github.com/toolwire/toolwire/agent"
@@ -37,6 +38,7 @@ type agentFlags struct {
 	maxTokens    int
 	noImages     bool
 	insecureHTTP bool
+	idleTimeout  time.Duration
 }
 
 func (f *agentFlags) register(cmd *cobra.Command) {
@@ -47,11 +49,12 @@ func (f *agentFlags) register(cmd *cobra.Command) {
 	fl.StringVar(&f.apiKeyEnv, "api-key-env", "", "environment variable holding the API key (default $TOOLWIRE_API_KEY_ENV, then OPENAI_API_KEY or ANTHROPIC_API_KEY)")
 	fl.StringVar(&f.system, "system", "", "system prompt")
 	fl.BoolVarP(&f.yes, "yes", "y", false, "approve every write and destructive call without asking")
-	fl.IntVar(&f.maxRounds, "max-rounds", agent.DefaultMaxToolRounds, "most rounds of tool calls per task")
+	fl.IntVar(&f.maxRounds, "max-rounds", agent.DefaultMaxToolRounds, "most rounds of tool calls per task (at least 1)")
 	fl.IntVar(&f.toolBudget, "tool-budget", agent.DefaultToolBudget, "estimated tokens of tool definitions per request; above it the model searches tools with find_tools")
 	fl.IntVar(&f.resultBudget, "result-budget", agent.DefaultResultBudget, "bytes of text of one tool result shown to the model; longer results are cut")
 	fl.IntVar(&f.maxTokens, "max-tokens", agent.DefaultMaxTokens, "reply length limit (anthropic only)")
 	fl.BoolVar(&f.noImages, "no-images", false, "describe images from tool results in text instead of sending them (openai only; for models without vision)")
+	fl.DurationVar(&f.idleTimeout, "idle-timeout", agent.DefaultIdleTimeout, "give up on a reply stream that sends nothing this long, the wait for its first byte included (0: wait forever)")
 	fl.BoolVar(&f.insecureHTTP, "insecure-http", false, "allow a plain http base URL on a host other than loopback (the key and the conversation travel unencrypted)")
 }
 
@@ -85,19 +88,29 @@ func (f *agentFlags) buildProvider(e *env, cfg config.Agent) (agent.Provider, st
 	}
 	baseURL := firstNonEmpty(setting(e, f.baseURL, "TOOLWIRE_BASE_URL"), cfg.BaseURL)
 	keyEnv := firstNonEmpty(setting(e, f.apiKeyEnv, "TOOLWIRE_API_KEY_ENV"), cfg.APIKeyEnv)
+	if f.maxRounds < 1 {
+		return nil, "", fmt.Errorf("--max-rounds %d: want at least 1 (a round is one reply's tool calls; with none the model could not use a tool)", f.maxRounds)
+	}
+	if f.idleTimeout < 0 {
+		return nil, "", fmt.Errorf("--idle-timeout %v: want a duration of 0 (no limit) or more", f.idleTimeout)
+	}
+	idle := f.idleTimeout
+	if idle == 0 {
+		idle = -1 // the agent's "no limit"
+	}
 	switch name {
 	case "openai":
 		keyEnv = firstNonEmpty(keyEnv, "OPENAI_API_KEY")
 		key, _ := e.lookupEnv(keyEnv)
 		p, err := agent.NewOpenAI(model, &agent.OpenAIOptions{
-			BaseURL: baseURL, APIKey: key, APIKeyEnv: keyEnv, NoImages: f.noImages, AllowInsecureHTTP: f.insecureHTTP,
+			BaseURL: baseURL, APIKey: key, APIKeyEnv: keyEnv, NoImages: f.noImages, AllowInsecureHTTP: f.insecureHTTP, IdleTimeout: idle,
 		})
 		return p, key, err
 	case "anthropic":
 		keyEnv = firstNonEmpty(keyEnv, "ANTHROPIC_API_KEY")
 		key, _ := e.lookupEnv(keyEnv)
 		p, err := agent.NewAnthropic(model, &agent.AnthropicOptions{
-			BaseURL: baseURL, APIKey: key, APIKeyEnv: keyEnv, MaxTokens: f.maxTokens, AllowInsecureHTTP: f.insecureHTTP,
+			BaseURL: baseURL, APIKey: key, APIKeyEnv: keyEnv, MaxTokens: f.maxTokens, AllowInsecureHTTP: f.insecureHTTP, IdleTimeout: idle,
 		})
 		return p, key, err
 	}
@@ -154,10 +167,18 @@ func startSession(ctx context.Context, e *env, g *globalFlags, f *agentFlags, in
 	if err != nil {
 		return nil, &exitError{exitUsage, err}
 	}
+	// A refused key is found before any server starts (some take a minute
+	// to): the provider lists the models with it, which costs no tokens.
+	if kc, ok := provider.(interface{ CheckKey(context.Context) error }); ok {
+		if err := kc.CheckKey(ctx); err != nil {
+			return nil, &exitError{exitUsage, err}
+		}
+	}
 	ui := &agentUI{out: e.stdout, errOut: e.stderr}
-	var progress tool.Caller = &progressPrinter{out: e.stderr}
+	var progress tool.Caller = &progressPrinter{out: e.stderr, label: true}
 	if stderrIsTerminal(e) {
 		ui.spin = &spinner{out: e.stderr}
+		ui.wait = &waitLine{out: e.stderr}
 		progress = ui.spin
 	}
 	var confirmer tool.Confirmer = &terminalConfirmer{in: e.stdin, out: e.stderr, interactive: e.isTerminal(), reader: in}
@@ -182,11 +203,15 @@ func startSession(ctx context.Context, e *env, g *globalFlags, f *agentFlags, in
 		OnText:        ui.text,
 		OnToolCall:    ui.toolCall,
 		OnToolResult:  ui.toolResult,
+		OnWait:        ui.waiting,
 	})
 	return s, nil
 }
 
-func (s *session) close() { s.w.close() }
+func (s *session) close() {
+	s.ui.wait.stop()
+	s.w.close()
+}
 
 // agentError maps the agent's error to the command's exit status.
 func agentError(err error) error {
@@ -197,6 +222,8 @@ func agentError(err error) error {
 		return &exitError{exitInterrupted, errors.New("interrupted: the model request and the tool calls in flight were cancelled")}
 	case errors.Is(err, agent.ErrUnauthorized):
 		return &exitError{exitUsage, err}
+	case errors.Is(err, agent.ErrCut):
+		return &exitError{exitToolErr, fmt.Errorf("%w (the text above is cut off; --max-tokens raises the limit for anthropic)", err)}
 	}
 	return &exitError{exitToolErr, err}
 }
@@ -210,13 +237,15 @@ func stderrIsTerminal(e *env) bool {
 // tool call and its outcome on stderr.
 type agentUI struct {
 	out, errOut io.Writer
-	spin        *spinner // nil unless stderr is a terminal
+	spin        *spinner  // nil unless stderr is a terminal
+	wait        *waitLine // nil unless stderr is a terminal
 
 	mu      sync.Mutex
 	midLine bool // stdout's last text did not end a line
 }
 
 func (u *agentUI) text(delta string) {
+	u.wait.stop()
 	u.mu.Lock()
 	defer u.mu.Unlock()
 	s := termSafe(delta)
@@ -229,6 +258,7 @@ func (u *agentUI) text(delta string) {
 
 // endText ends the model's last line of text.
 func (u *agentUI) endText() {
+	u.wait.stop()
 	u.mu.Lock()
 	defer u.mu.Unlock()
 	if u.midLine {
@@ -239,6 +269,10 @@ func (u *agentUI) endText() {
 
 func (u *agentUI) toolCall(call agent.ToolCall, t *tool.Tool) {
 	u.endText()
+	if call.Cut {
+		fmt.Fprintf(u.errOut, "→ %s [cut off by the token limit: not run]\n", termSafe(call.Name))
+		return
+	}
 	args := oneLine(call.Args, 160)
 	switch {
 	case t != nil:
@@ -250,13 +284,117 @@ func (u *agentUI) toolCall(call agent.ToolCall, t *tool.Tool) {
 	}
 }
 
+// toolResult shows a call's outcome as soon as it ends, with the start of
+// what it returned.
 func (u *agentUI) toolResult(call agent.ToolCall, res *tool.Result) {
 	u.spin.clear()
 	if res.IsError {
 		fmt.Fprintf(u.errOut, "← %s: %s: %s\n", termSafe(call.Name), res.Reason, termSafe(oneLine(res.Message, 200)))
 		return
 	}
+	if p := resultPreview(res); p != "" {
+		fmt.Fprintf(u.errOut, "← %s: ok: %s\n", termSafe(call.Name), p)
+		return
+	}
 	fmt.Fprintf(u.errOut, "← %s: ok\n", termSafe(call.Name))
+}
+
+// resultPreview is the start of a result on one line: its text, else a
+// stand-in for its first other block.
+func resultPreview(res *tool.Result) string {
+	if t := strings.TrimSpace(res.Text()); t != "" {
+		return oneLine(t, 80)
+	}
+	for _, c := range res.Content {
+		switch c := c.(type) {
+		case *tool.Image:
+			return fmt.Sprintf("[image %s, %d bytes]", termSafe(c.MIMEType), len(c.Data))
+		case *tool.Audio:
+			return fmt.Sprintf("[audio %s, %d bytes]", termSafe(c.MIMEType), len(c.Data))
+		case *tool.Resource:
+			return "[resource " + oneLine(c.URI, 60) + "]"
+		case *tool.ResourceLink:
+			return "[link " + oneLine(c.URI, 60) + "]"
+		}
+	}
+	return ""
+}
+
+// waiting is the agent's OnWait: on a terminal, a line that says the
+// model is being waited for, or counts down to a retry.
+func (u *agentUI) waiting(attempt int, retry time.Duration, err error) {
+	if u.wait == nil {
+		return
+	}
+	u.endText()
+	u.spin.clear()
+	if retry > 0 {
+		u.wait.begin(fmt.Sprintf("%s; retrying", oneLine(err.Error(), 120)), retry)
+		return
+	}
+	what := "waiting for the model"
+	if attempt > 1 {
+		what = fmt.Sprintf("waiting for the model (attempt %d)", attempt)
+	}
+	u.wait.begin(what, 0)
+}
+
+// waitLine is a line on stderr, redrawn every tenth of a second while the
+// run waits: for the model's first token (with the time waited so far),
+// or for a retry (with the time left). Text, a tool call or the end of the
+// run removes it. A nil *waitLine does nothing.
+type waitLine struct {
+	out io.Writer
+
+	mu    sync.Mutex
+	done  chan struct{} // closed to stop the drawing goroutine; nil when idle
+	ended chan struct{} // closed by the goroutine once the line is cleared
+}
+
+func (l *waitLine) begin(what string, countdown time.Duration) {
+	if l == nil {
+		return
+	}
+	l.stop()
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	done, ended := make(chan struct{}), make(chan struct{})
+	l.done, l.ended = done, ended
+	start := time.Now()
+	go func() {
+		defer close(ended)
+		tick := time.NewTicker(100 * time.Millisecond)
+		defer tick.Stop()
+		for frame := 0; ; frame++ {
+			since := time.Since(start)
+			line := fmt.Sprintf("%s %s… %.0f s", spinnerFrames[frame%len(spinnerFrames)], what, since.Seconds())
+			if countdown > 0 {
+				line = fmt.Sprintf("%s %s in %.1f s", spinnerFrames[frame%len(spinnerFrames)], what, max(countdown-since, 0).Seconds())
+			}
+			fmt.Fprint(l.out, "\r\033[K"+line)
+			select {
+			case <-done:
+				fmt.Fprint(l.out, "\r\033[K")
+				return
+			case <-tick.C:
+			}
+		}
+	}()
+}
+
+// stop removes the line and waits until it is gone.
+func (l *waitLine) stop() {
+	if l == nil {
+		return
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.done == nil {
+		return
+	}
+	close(l.done)
+	<-l.ended
+	l.done, l.ended = nil, nil
 }
 
 // pausing wraps c so that the spinner does not draw over a question.
@@ -286,7 +424,7 @@ type spinner struct {
 
 var spinnerFrames = []string{"⠋", "⠙", "⠹", "⠸", "⠼", "⠴", "⠦", "⠧", "⠇", "⠏"}
 
-func (s *spinner) Progress(_ context.Context, p tool.Progress) {
+func (s *spinner) Progress(ctx context.Context, p tool.Progress) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.held > 0 {
@@ -296,6 +434,10 @@ func (s *spinner) Progress(_ context.Context, p tool.Progress) {
 	b.WriteString("\r\033[K")
 	b.WriteString(spinnerFrames[s.frame%len(spinnerFrames)])
 	s.frame++
+	if ci, ok := tool.CallInfoFrom(ctx); ok {
+		// Calls of one reply run together: say whose progress this is.
+		b.WriteString(" " + termSafe(ci.Name))
+	}
 	if p.Total > 0 {
 		fmt.Fprintf(&b, " %g/%g", p.Progress, p.Total)
 	} else {

@@ -342,9 +342,11 @@ func TestRunDeclinedConfirmationTellsTheModelNotToRetry(t *testing.T) {
 		name     string
 		cli      agentCLI
 		prompted bool
+		told     []string
 	}{
-		{"answered no", agentCLI{stdin: "n\n", terminal: true}, true},
-		{"no terminal", agentCLI{stdin: "y\n"}, false},
+		{"answered no", agentCLI{stdin: "n\n", terminal: true}, true, []string{"error (declined)", "do not call it again"}},
+		// Nobody could be asked: not a refusal (TestRunWithoutATerminalTellsTheModelNobodyCouldBeAsked).
+		{"no terminal", agentCLI{stdin: "y\n"}, false, []string{"error (not confirmed)", "the user did not refuse it"}},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			srv := agenttest.NewServer(t,
@@ -357,7 +359,7 @@ func TestRunDeclinedConfirmationTellsTheModelNotToRetry(t *testing.T) {
 				t.Errorf("prompted = %v, want %v:\n%s", prompted, c.prompted, o.stderr)
 			}
 			got := agenttest.OpenAIToolResults(srv.Requests()[1])
-			mustContain(t, "declined result", got[0][1], "error (declined)", "do not call it again")
+			mustContain(t, "declined result", got[0][1], c.told...)
 			if titles := f.noteTitles(t); len(titles) != 1 {
 				t.Errorf("notes = %v, want the note kept", titles)
 			}
@@ -618,4 +620,58 @@ func TestRunSpinnerFollowsProgressAndStaysOffQuestions(t *testing.T) {
 	}
 	var none *spinner
 	none.clear() // a nil spinner (stderr not a terminal) does nothing
+}
+
+func TestRunSaysACutAnswerIsCut(t *testing.T) {
+	f := newFixture(t, "")
+	srv := agenttest.NewServer(t, agenttest.SSE(
+		agenttest.Event{Data: `{"id":"c","object":"chat.completion.chunk","created":1,"model":"m","choices":[{"index":0,"delta":{"role":"assistant","content":"The steps are: one, tw"},"finish_reason":null}]}`},
+		agenttest.Event{Data: `{"id":"c","object":"chat.completion.chunk","created":1,"model":"m","choices":[{"index":0,"delta":{},"finish_reason":"length"}]}`},
+		agenttest.Event{Data: "[DONE]"}))
+	o := f.runAgent(t, context.Background(), agentCLI{}, openaiArgs(srv, "steps")...)
+	o.expect(t, exitToolErr)
+	if o.stdout != "The steps are: one, tw\n" {
+		t.Errorf("stdout = %q", o.stdout)
+	}
+	mustContain(t, "stderr", o.stderr, "cut at the token limit", "the answer is incomplete")
+}
+
+func TestRunRejectsZeroRounds(t *testing.T) {
+	f := newFixture(t, "")
+	srv := agenttest.NewServer(t)
+	o := f.runAgent(t, context.Background(), agentCLI{}, openaiArgs(srv, "--max-rounds", "0", "x")...)
+	o.expect(t, exitUsage)
+	mustContain(t, "stderr", o.stderr, "--max-rounds 0: want at least 1")
+}
+
+func TestRunFindsARefusedKeyBeforeStartingServers(t *testing.T) {
+	f := newFixture(t, "")
+	srv := agenttest.NewServer(t) // no completion may be asked for
+	srv.SetModels(agenttest.Status(http.StatusUnauthorized, "Incorrect API key provided"))
+	o := f.runAgent(t, context.Background(), agentCLI{env: map[string]string{"OPENAI_API_KEY": "sk-wrong"}}, openaiArgs(srv, "x")...)
+	o.expect(t, exitUsage)
+	mustContain(t, "stderr", o.stderr, "refused the API key", "Incorrect API key provided", "check the key in OPENAI_API_KEY")
+	if keys := srv.ModelKeys(); len(keys) != 1 || keys[0] != "Bearer sk-wrong" {
+		t.Errorf("model list asked with %q, want once with the key", keys)
+	}
+	// No server started: the audit log, which records server.started, was
+	// never opened.
+	if _, err := os.Stat(f.audit); !os.IsNotExist(err) {
+		t.Errorf("servers were started before the key was found refused (audit stat: %v)", err)
+	}
+}
+
+func TestRunWithoutATerminalTellsTheModelNobodyCouldBeAsked(t *testing.T) {
+	f := newFixture(t, "")
+	srv := agenttest.NewServer(t,
+		agenttest.OpenAIReply("", agenttest.Call{ID: "w1", Name: "demo__write_note", Args: `{"title":"t","body":"b"}`}),
+		agenttest.OpenAIReply("I could not save it."))
+	o := f.runAgent(t, context.Background(), agentCLI{}, openaiArgs(srv, "save")...)
+	o.expect(t, exitOK)
+	sent := agenttest.OpenAIToolResults(srv.Requests()[1])[0][1]
+	mustContain(t, "tool message", sent, "no terminal", "the user did not refuse it")
+	if strings.Contains(sent, "The user refused") {
+		t.Errorf("the model was told the user refused: %s", sent)
+	}
+	mustContain(t, "audit", strings.Join(f.auditLines(t), "\n"), "confirmation.rejected demo__write_note w1 unconfirmed")
 }

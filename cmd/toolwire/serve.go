@@ -177,7 +177,7 @@ docs/operations.md lists the metrics and spans.`,
 			if stdio {
 				srv, stop := gw.Server(nil)
 				defer stop()
-				t := &stdioconn.Transport{Reader: io.NopCloser(e.stdin), Writer: nopWriteCloser{e.stdout}}
+				t := &stdioconn.Transport{Reader: io.NopCloser(e.stdin), Writer: nopWriteCloser{e.stdout}, AnswerMalformed: true}
 				if err := srv.Run(cmd.Context(), t); err != nil && !errors.Is(err, context.Canceled) {
 					return &exitError{exitToolErr, fmt.Errorf("serving stdio: %w", err)}
 				}

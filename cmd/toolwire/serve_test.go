@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bufio"
 	"bytes"
 	"context"
 	"encoding/json"
@@ -293,5 +294,65 @@ func TestServeHostFileToolsAreNotReadOnly(t *testing.T) {
 	}
 	if !res.IsError || resultText(res) == "hi" {
 		t.Errorf("unconfirmed write ran: %+v", res)
+	}
+}
+
+// A malformed line gets a JSON-RPC parse error and the gateway serves on.
+func TestServeStdioAnswersAMalformedLineAndKeepsServing(t *testing.T) {
+	f := newFixture(t, "")
+	toServer, fromClient := io.Pipe()
+	toClient, fromServer := io.Pipe()
+	var stderr syncBuffer
+	e := &env{stdin: toServer, stdout: fromServer, stderr: &stderr, isTerminal: func() bool { return false }, lookupEnv: func(string) (string, bool) { return "", false }}
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	done := make(chan int, 1)
+	go func() {
+		root := newRootCommand(e)
+		root.SetArgs([]string{"--config", f.config, "serve", "--stdio"})
+		done <- exitCode(root.ExecuteContext(ctx), &stderr)
+	}()
+	lines := bufio.NewReader(toClient)
+	send := func(s string) {
+		t.Helper()
+		if _, err := io.WriteString(fromClient, s+"\n"); err != nil {
+			t.Fatalf("write %q: %v\n%s", s, err, stderr.String())
+		}
+	}
+	read := func() string {
+		t.Helper()
+		type got struct {
+			line string
+			err  error
+		}
+		ch := make(chan got, 1)
+		go func() { line, err := lines.ReadString('\n'); ch <- got{line, err} }()
+		select {
+		case g := <-ch:
+			if g.err != nil {
+				t.Fatalf("read: %v\n%s", g.err, stderr.String())
+			}
+			return g.line
+		case <-time.After(20 * time.Second):
+			t.Fatalf("no answer from serve --stdio in 20 s\n%s", stderr.String())
+		}
+		return ""
+	}
+	send(`{"jsonrpc":"2.0","id":1,"method":"initialize",oops}`)
+	if got := read(); !strings.HasPrefix(got, `{"jsonrpc":"2.0","id":null,"error":{"code":-32700,`) {
+		t.Errorf("answer to a malformed line = %q, want a parse error", got)
+	}
+	send(`{"jsonrpc":"2.0","id":2,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"raw","version":"1"}}}`)
+	if got := read(); !strings.Contains(got, `"id":2`) || !strings.Contains(got, `"result"`) {
+		t.Errorf("answer to initialize after the malformed line = %q", got)
+	}
+	_ = fromClient.Close()
+	select {
+	case code := <-done:
+		if code != exitOK {
+			t.Errorf("serve exited %d\n%s", code, stderr.String())
+		}
+	case <-time.After(20 * time.Second):
+		t.Errorf("serve did not stop\n%s", stderr.String())
 	}
 }

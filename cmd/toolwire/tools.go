@@ -5,8 +5,13 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
+	"os"
 	"strings"
 	"text/tabwriter"
+	"unicode/utf8"
+
+	"golang.org/x/term"
 
 	"github.com/spf13/cobra"
 	"github.com/toolwire/toolwire/tool"
@@ -44,12 +49,39 @@ type refuseAll struct{}
 func (refuseAll) Confirm(_ context.Context, _ tool.PendingCall) (bool, error) { return false, nil }
 
 func printToolsTable(e *env, tools []*tool.Tool) {
+	// On a terminal the description gets what the other columns leave of
+	// its width, so that no row wraps; elsewhere (a pipe, a file) 72 runes.
+	desc := 72
+	if width, ok := terminalWidth(e.stdout); ok {
+		used := 0
+		cols := []int{len("NAME"), len("TIER"), len("FROM"), len("SERVER")}
+		for _, t := range tools {
+			cols[0] = max(cols[0], utf8.RuneCountInString(t.Name))
+			cols[1] = max(cols[1], len(t.Tier.String()))
+			cols[2] = max(cols[2], len(cmp.Or(string(t.TierSource), "-")))
+			cols[3] = max(cols[3], utf8.RuneCountInString(t.Origin.Source))
+		}
+		for _, c := range cols {
+			used += c + 2
+		}
+		desc = max(width-used-1, 12)
+	}
 	tw := tabwriter.NewWriter(e.stdout, 0, 0, 2, ' ', 0)
 	fmt.Fprintln(tw, "NAME\tTIER\tFROM\tSERVER\tDESCRIPTION")
 	for _, t := range tools {
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", t.Name, t.Tier, cmp.Or(string(t.TierSource), "-"), t.Origin.Source, oneLine(t.Description, 72))
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", t.Name, t.Tier, cmp.Or(string(t.TierSource), "-"), t.Origin.Source, oneLine(t.Description, desc))
 	}
 	_ = tw.Flush()
+}
+
+// terminalWidth returns the width of w when it is a terminal.
+func terminalWidth(w io.Writer) (int, bool) {
+	f, ok := w.(*os.File)
+	if !ok || !term.IsTerminal(int(f.Fd())) {
+		return 0, false
+	}
+	width, _, err := term.GetSize(int(f.Fd()))
+	return width, err == nil && width > 0
 }
 
 // toolJSON is the --json shape of one tool.

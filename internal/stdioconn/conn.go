@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"sync"
@@ -50,6 +51,10 @@ type Conn struct {
 	closeOnce sync.Once
 	closer    func() error
 	closeErr  error
+
+	// answerMalformed: a server's Conn answers a message it cannot
+	// decode with a parse error and reads on (see Transport).
+	answerMalformed bool
 }
 
 // incoming is what readLoop hands to Read: one message, a batch, or the
@@ -58,6 +63,9 @@ type incoming struct {
 	msg   jsonrpc.Message
 	batch []jsonrpc.Message
 	err   error
+	// malformed: err is about this message alone, which was framed
+	// whole, so reading may go on after it.
+	malformed bool
 }
 
 // newConn returns a Conn reading r and writing w; closer releases both,
@@ -65,7 +73,7 @@ type incoming struct {
 // reading goroutine, which ends when r fails or the Conn is closed (if r's
 // Read never returns, for a reader that Close cannot interrupt, it stays
 // blocked there, as go-sdk's does).
-func newConn(r io.Reader, w io.Writer, closer func() error, maxMessageSize int) *Conn {
+func newConn(r io.Reader, w io.Writer, closer func() error, maxMessageSize int, answerMalformed bool) *Conn {
 	if maxMessageSize == 0 {
 		maxMessageSize = DefaultMaxMessageSize
 	}
@@ -74,6 +82,8 @@ func newConn(r io.Reader, w io.Writer, closer func() error, maxMessageSize int) 
 		done:     make(chan struct{}),
 		w:        w,
 		closer:   closer,
+
+		answerMalformed: answerMalformed,
 	}
 	go c.readLoop(newFramer(r, maxMessageSize))
 	return c
@@ -88,8 +98,11 @@ func (c *Conn) readLoop(f *framer) {
 		case <-c.done:
 			return
 		}
-		if in.err != nil {
+		if in.err != nil && !(in.malformed && c.answerMalformed) {
 			return
+		}
+		if errors.Is(in.err, errTrailingData) {
+			f.skipLine()
 		}
 	}
 }
@@ -98,7 +111,9 @@ func (c *Conn) readLoop(f *framer) {
 func readMessage(f *framer, w *wireMessage) incoming {
 	value, depth, err := f.next()
 	if err != nil {
-		return incoming{err: err}
+		// Data after a value on its line is one bad line; the framer
+		// can start again on the next (see Conn.readLoop).
+		return incoming{err: err, malformed: errors.Is(err, errTrailingData)}
 	}
 	// go-sdk frames messages with encoding/json, which refuses malformed
 	// JSON before anything is decoded, and then decodes them with
@@ -106,15 +121,15 @@ func readMessage(f *framer, w *wireMessage) incoming {
 	// validates as the latter; the two agree on what is well-formed
 	// (FuzzValidAgreement), so the first pass, the slower, is left out.
 	if depth > maxDepth {
-		return incoming{err: fmt.Errorf("read message: %w", errTooDeep)}
+		return incoming{err: fmt.Errorf("read message: %w", errTooDeep), malformed: true}
 	}
 	// An array is a batch; go-sdk also takes null for an (empty) one.
 	if value[0] == '[' || value[0] == 'n' {
 		batch, err := decodeBatch(value, true)
-		return incoming{batch: batch, err: err}
+		return incoming{batch: batch, err: err, malformed: err != nil}
 	}
 	msg, err := w.decode(value, true)
-	return incoming{msg: msg, err: err}
+	return incoming{msg: msg, err: err, malformed: err != nil}
 }
 
 // Read returns the next message. It returns io.EOF once the Conn is closed,
@@ -133,12 +148,23 @@ func (c *Conn) Read(ctx context.Context) (jsonrpc.Message, error) {
 		return nil, c.readErr
 	}
 	var in incoming
-	select {
-	case <-ctx.Done():
-		return nil, ctx.Err()
-	case <-c.done:
-		return nil, io.EOF
-	case in = <-c.incoming:
+	for {
+		select {
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		case <-c.done:
+			return nil, io.EOF
+		case in = <-c.incoming:
+		}
+		if in.err == nil || !in.malformed || !c.answerMalformed {
+			break
+		}
+		// JSON-RPC 2.0, section 5.1: invalid JSON gets a parse error, with
+		// a null id since none could be read; the next line is served.
+		if err := c.answerParseError(in.err); err != nil {
+			c.readErr = err
+			return nil, err
+		}
 	}
 	if in.err != nil {
 		select {
@@ -289,6 +315,16 @@ func (c *Conn) Write(ctx context.Context, msg jsonrpc.Message) error {
 	if err := appendMessage(&c.wbuf, msg); err != nil {
 		return fmt.Errorf("write message: %w", err)
 	}
+	return c.flush()
+}
+
+func (c *Conn) answerParseError(cause error) error {
+	msg, _ := json.Marshal("parse error: " + cause.Error())
+	c.writeMu.Lock()
+	defer c.writeMu.Unlock()
+	defer c.trimWriteBuffer()
+	c.wbuf.Reset()
+	fmt.Fprintf(&c.wbuf, `{"jsonrpc":"2.0","id":null,"error":{"code":-32700,"message":%s}}`, msg)
 	return c.flush()
 }
 

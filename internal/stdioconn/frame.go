@@ -1,6 +1,7 @@
 package stdioconn
 
 import (
+	"bytes"
 	"errors"
 	"fmt"
 	"io"
@@ -107,6 +108,21 @@ func (f *framer) next() (value []byte, depth int, err error) {
 		return nil, 0, errTrailingData
 	}
 	return value, s.maxDepth, nil
+}
+
+// skipLine drops the rest of the current line, through its line feed, so
+// that framing starts again on the next line after a malformed one.
+func (f *framer) skipLine() {
+	for {
+		if i := bytes.IndexByte(f.buf[f.start:f.end], '\n'); i >= 0 {
+			f.start += i + 1
+			return
+		}
+		f.start = f.end
+		if f.fill() != nil {
+			return
+		}
+	}
 }
 
 func (f *framer) tooLarge() error {

@@ -26,6 +26,11 @@ type Transport struct {
 	// with the blank space before it. 0 means DefaultMaxMessageSize; a
 	// negative value, no bound.
 	MaxMessageSize int
+	// AnswerMalformed makes the connection answer a message that is not
+	// well-formed JSON-RPC with a parse error (code -32700, id null) and
+	// read on, as a JSON-RPC server does; without it such a message ends
+	// reading with its error. A message too large to frame always ends it.
+	AnswerMalformed bool
 }
 
 // Connect returns a *Conn reading Reader and writing Writer. Closing it
@@ -36,7 +41,7 @@ func (t *Transport) Connect(context.Context) (mcp.Connection, error) {
 	}
 	r, w := t.Reader, t.Writer
 	closeBoth := func() error { return errors.Join(r.Close(), w.Close()) }
-	return newConn(r, w, closeBoth, t.MaxMessageSize), nil
+	return newConn(r, w, closeBoth, t.MaxMessageSize, t.AnswerMalformed), nil
 }
 
 // defaultTerminateDuration is go-sdk's default for CommandTransport.
@@ -88,7 +93,7 @@ func (t *CommandTransport) Connect(context.Context) (mcp.Connection, error) {
 	p := &process{cmd: t.Command, stdin: stdin, grace: grace}
 	// Standard output is not closed by Close: Wait closes it once the
 	// process has exited, which ends the reading goroutine.
-	return newConn(stdout, stdin, p.stop, t.MaxMessageSize), nil
+	return newConn(stdout, stdin, p.stop, t.MaxMessageSize, false), nil
 }
 
 // A process is a started command and the write end of its standard input.

@@ -23,13 +23,13 @@ func TestQuickstartWithoutTerminal(t *testing.T) {
 	}
 	text := out.String()
 	for _, want := range []string{
-		"demo__delete_note        destructive", // tools listed with tiers
-		"demo__write_note         write",       // the override from the config
-		"\nhello from toolwire\n",              // the read tool's output
-		`missing property 'b'`,                 // the schema refusal
-		`saved note "groceries"`,               // the write approved with --yes
-		"no terminal to ask for confirmation",  // the destructive call refused
-		"confirmation.rejected  ",              // and the audit log shows it
+		"demo__delete_note        destructive",        // tools listed with tiers
+		"demo__write_note         write",              // the override from the config
+		"\nhello from toolwire\n",                     // the read tool's output
+		`missing property 'b'`,                        // the schema refusal
+		`saved note "groceries"`,                      // the write approved with --yes
+		"nobody to ask for confirmation: no terminal", // the destructive call refused, not declined
+		"confirmation.rejected  ",                     // and the audit log shows it
 		"call.executed",
 	} {
 		if !strings.Contains(text, want) {

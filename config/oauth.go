@@ -1,6 +1,6 @@
 package config
 
-var oauthFields = []string{"clientId", "clientSecretEnv", "scopes", "grant", "authMethod"}
+var oauthFields = []string{"clientId", "clientSecretEnv", "privateKeyFile", "privateKeyEnv", "scopes", "grant", "authMethod"}
 
 // OAuth says how toolwire authorizes with a remote server that requires
 // OAuth 2.1 (its "oauth" field). Without one, a server that answers 401
@@ -14,6 +14,12 @@ type OAuth struct {
 	// ClientSecretEnv names the environment variable holding the client's
 	// secret, read each time it is needed; the secret never goes in a file.
 	ClientSecretEnv string
+	// PrivateKeyFile is a PEM file holding the client's private key, for
+	// private_key_jwt client authentication (RFC 7523); PrivateKeyEnv
+	// names an environment variable holding the PEM text instead. At most
+	// one of them, and not with ClientSecretEnv.
+	PrivateKeyFile string
+	PrivateKeyEnv  string
 	// Scopes to ask for; empty means those the server advertises.
 	Scopes []string
 	// Grant is "authorization_code" (the default: a person logs in) or
@@ -21,8 +27,9 @@ type OAuth struct {
 	// ClientSecretEnv).
 	Grant string
 	// AuthMethod is how the client authenticates at the token endpoint:
-	// "client_secret_basic" or "client_secret_post"; empty means what the
-	// authorization server lists, post first.
+	// "client_secret_basic" or "client_secret_post" with a secret,
+	// "private_key_jwt" with a private key; empty means private_key_jwt
+	// with a key, else what the authorization server lists, post first.
 	AuthMethod string
 }
 
@@ -47,6 +54,19 @@ func (d *decoder) oauth(v *node, path string) *OAuth {
 				}
 				o.ClientSecretEnv = s
 			}
+		case "privateKeyFile":
+			if s, ok := d.nonEmpty(p.value, fpath); ok {
+				o.PrivateKeyFile = d.resolvePath(p.value.line, fpath, s, false)
+			}
+		case "privateKeyEnv":
+			if s, ok := d.nonEmpty(p.value, fpath); ok {
+				if !isEnvName(s) {
+					// Not quoted: a key pasted here by mistake stays out of the message.
+					d.errorf(p.value.line, fpath, "must name an environment variable (letters, digits and _) holding the PEM key; never put the key in the file")
+					continue
+				}
+				o.PrivateKeyEnv = s
+			}
 		case "scopes":
 			if list, ok := d.strList(p.value, fpath, true); ok {
 				o.Scopes = list
@@ -61,8 +81,8 @@ func (d *decoder) oauth(v *node, path string) *OAuth {
 			}
 		case "authMethod":
 			if s, ok := d.nonEmpty(p.value, fpath); ok {
-				if s != "client_secret_basic" && s != "client_secret_post" {
-					d.errorf(p.value.line, fpath, "unknown authMethod %q (want client_secret_basic or client_secret_post)", s)
+				if s != "client_secret_basic" && s != "client_secret_post" && s != "private_key_jwt" {
+					d.errorf(p.value.line, fpath, "unknown authMethod %q (want client_secret_basic, client_secret_post or private_key_jwt)", s)
 					continue
 				}
 				o.AuthMethod = s
@@ -71,8 +91,20 @@ func (d *decoder) oauth(v *node, path string) *OAuth {
 			d.unknownField(p, path, oauthFields)
 		}
 	}
-	if o.Grant == "client_credentials" && (o.ClientID == "" || o.ClientSecretEnv == "") {
-		d.errorf(v.line, path, "grant client_credentials needs clientId and clientSecretEnv")
+	keyed := o.PrivateKeyFile != "" || o.PrivateKeyEnv != ""
+	switch {
+	case o.PrivateKeyFile != "" && o.PrivateKeyEnv != "":
+		d.errorf(v.line, path, "privateKeyFile and privateKeyEnv exclude each other (one private key)")
+	case keyed && o.ClientSecretEnv != "":
+		d.errorf(v.line, path, "a private key (privateKeyFile or privateKeyEnv) and clientSecretEnv exclude each other: the client authenticates with one")
+	case keyed && o.ClientID == "":
+		d.errorf(v.line, path, "a private key (privateKeyFile or privateKeyEnv) needs clientId, the client it authenticates")
+	case keyed && o.AuthMethod != "" && o.AuthMethod != "private_key_jwt":
+		d.errorf(v.line, path, "authMethod %s with a private key (want private_key_jwt, or no authMethod)", o.AuthMethod)
+	case !keyed && o.AuthMethod == "private_key_jwt":
+		d.errorf(v.line, path, "authMethod private_key_jwt needs privateKeyFile or privateKeyEnv")
+	case o.Grant == "client_credentials" && (o.ClientID == "" || o.ClientSecretEnv == "" && !keyed):
+		d.errorf(v.line, path, "grant client_credentials needs clientId and clientSecretEnv (or privateKeyFile or privateKeyEnv)")
 	}
 	return o
 }

@@ -288,7 +288,8 @@ func (c *Client) config(redirect string) *oauth2.Config {
 // secret.
 func authStyle(method string) oauth2.AuthStyle {
 	switch method {
-	case "client_secret_post", "none":
+	case "client_secret_post", "none", "private_key_jwt":
+		// private_key_jwt: client_id with the assertion, in the body.
 		return oauth2.AuthStyleInParams
 	case "client_secret_basic":
 		return oauth2.AuthStyleInHeader

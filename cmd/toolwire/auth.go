@@ -34,7 +34,7 @@ func oauthHandlers(e *env, store *oauth.Store, fetcher oauth.Fetcher) mcpclient.
 		}
 		if o.Grant == "client_credentials" {
 			return oauth.NewClientCredentialsHandler(&oauth.ClientCredentialsConfig{
-				Server: cfg.Name, ClientID: o.ClientID, SecretEnv: o.ClientSecretEnv, AuthMethod: o.AuthMethod, Scopes: o.Scopes, HTTPClient: client,
+				Server: cfg.Name, ClientID: o.ClientID, SecretEnv: o.ClientSecretEnv, Key: clientKey(o), AuthMethod: o.AuthMethod, Scopes: o.Scopes, HTTPClient: client,
 			})
 		}
 		hc := &oauth.HandlerConfig{Server: cfg.Name, Store: store, HTTPClient: client, Scopes: o.Scopes, Fetcher: fetcher}
@@ -205,4 +205,13 @@ func remoteServer(file *config.File, name string) (config.Server, error) {
 		names = append(names, s.Name)
 	}
 	return config.Server{}, &exitError{exitUsage, fmt.Errorf("no server %q in the configuration (servers: %v)", name, names)}
+}
+
+// clientKey is the private key a server's oauth settings name, or nil when
+// they name none.
+func clientKey(o *config.OAuth) *oauth.ClientKey {
+	if o.PrivateKeyFile == "" && o.PrivateKeyEnv == "" {
+		return nil
+	}
+	return &oauth.ClientKey{File: o.PrivateKeyFile, Env: o.PrivateKeyEnv}
 }

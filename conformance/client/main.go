@@ -82,8 +82,7 @@ func logLevel() slog.Level {
 type scenarioContext struct {
 	ClientID     string `json:"client_id"`
 	ClientSecret string `json:"client_secret"`
-	// PrivateKeyPEM is given for private_key_jwt, which toolwire does not
-	// offer (see scenarios.go).
+	// PrivateKeyPEM is the client's key for private_key_jwt.
 	PrivateKeyPEM string `json:"private_key_pem"`
 }
 

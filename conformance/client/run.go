@@ -48,6 +48,11 @@ func run(ctx context.Context, r *runner) error {
 			return err
 		}
 	}
+	if cfg.OAuth != nil && cfg.OAuth.PrivateKeyEnv != "" {
+		if err := os.Setenv(cfg.OAuth.PrivateKeyEnv, r.cctx.PrivateKeyPEM); err != nil {
+			return err
+		}
+	}
 	// A store of its own per run: the suite's servers are new each time.
 	dir, err := os.MkdirTemp("", "toolwire-conformance-")
 	if err != nil {
@@ -107,7 +112,7 @@ func (r *runner) handlers(store *oauth.Store) mcpclient.OAuthFunc {
 		}
 		if o.Grant == "client_credentials" {
 			return oauth.NewClientCredentialsHandler(&oauth.ClientCredentialsConfig{
-				Server: cfg.Name, ClientID: o.ClientID, SecretEnv: o.ClientSecretEnv, AuthMethod: o.AuthMethod, Scopes: o.Scopes, HTTPClient: client,
+				Server: cfg.Name, ClientID: o.ClientID, SecretEnv: o.ClientSecretEnv, Key: clientKey(o), AuthMethod: o.AuthMethod, Scopes: o.Scopes, HTTPClient: client,
 			})
 		}
 		hc := &oauth.HandlerConfig{
@@ -157,3 +162,12 @@ func follow(ctx context.Context, authURL string) error {
 type approveAll struct{}
 
 func (approveAll) Confirm(context.Context, tool.PendingCall) (bool, error) { return true, nil }
+
+// clientKey is the private key a server's oauth settings name, or nil when
+// they name none.
+func clientKey(o *config.OAuth) *oauth.ClientKey {
+	if o.PrivateKeyFile == "" && o.PrivateKeyEnv == "" {
+		return nil
+	}
+	return &oauth.ClientKey{File: o.PrivateKeyFile, Env: o.PrivateKeyEnv}
+}

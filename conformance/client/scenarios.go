@@ -27,6 +27,10 @@ type scenario struct {
 // environment (config.OAuth.ClientSecretEnv).
 const secretEnv = "TOOLWIRE_CONFORMANCE_CLIENT_SECRET"
 
+// keyEnv is the variable through which the private key the suite hands
+// out (PEM) reaches toolwire, as config.OAuth.PrivateKeyEnv names it.
+const keyEnv = "TOOLWIRE_CONFORMANCE_PRIVATE_KEY"
+
 // authTool is the tool every auth/* scenario's server offers.
 const authTool = "test-tool"
 
@@ -63,8 +67,7 @@ var scenarios = map[string]scenario{
 	"auth/offline-access-not-supported":         authCode,
 
 	"auth/client-credentials-basic": {oauth: clientCredentials, tool: authTool, args: `{}`},
-	"auth/client-credentials-jwt": {oauth: clientCredentials, tool: authTool, args: `{}`,
-		unsupported: "the client_credentials grant with private_key_jwt client authentication: the oauth package offers client_secret_basic and client_secret_post only (go-sdk's extauth has no private_key_jwt)"},
+	"auth/client-credentials-jwt":   {oauth: clientCredentialsJWT, tool: authTool, args: `{}`},
 	"auth/cross-app-access-complete-flow": {tool: authTool, args: `{}`,
 		unsupported: "cross-app access (RFC 8693 token exchange of an ID-JAG, then the RFC 7523 JWT bearer grant): not implemented by the oauth package"},
 }
@@ -86,6 +89,12 @@ func preregistered(c *scenarioContext) *config.OAuth {
 
 func clientCredentials(c *scenarioContext) *config.OAuth {
 	return &config.OAuth{Grant: "client_credentials", ClientID: c.ClientID, ClientSecretEnv: secretEnv}
+}
+
+// clientCredentialsJWT is client_credentials with private_key_jwt client
+// authentication (RFC 7523), the key named by its variable.
+func clientCredentialsJWT(c *scenarioContext) *config.OAuth {
+	return &config.OAuth{Grant: "client_credentials", ClientID: c.ClientID, PrivateKeyEnv: keyEnv}
 }
 
 func scenarioNames() []string { return slices.Sorted(maps.Keys(scenarios)) }

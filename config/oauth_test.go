@@ -1,0 +1,42 @@
+package config
+
+import (
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+func TestServerOAuthPrivateKey(t *testing.T) {
+	src := "servers:\n  r:\n    url: https://mcp.example.com/mcp\n    oauth:\n      clientId: app\n      privateKeyFile: keys/app.pem\n      grant: client_credentials\n"
+	f, err := Parse("/etc/toolwire/t.yaml", []byte(src), "/etc/toolwire")
+	if err != nil {
+		t.Fatal(err)
+	}
+	o := f.Servers[0].OAuth
+	if want := filepath.FromSlash("/etc/toolwire/keys/app.pem"); o == nil || o.PrivateKeyFile != want || o.AuthMethod != "" {
+		t.Fatalf("oauth = %+v, want the key file %s (relative to the file)", o, want)
+	}
+	out, err := Marshal(f)
+	if err != nil || !strings.Contains(string(out), "privateKeyFile:") {
+		t.Errorf("marshal: %v\n%s", err, out)
+	}
+	f, err = Parse("t.yaml", []byte("servers:\n  r:\n    url: https://h/\n    oauth: {clientId: a, privateKeyEnv: APP_KEY, authMethod: private_key_jwt, grant: client_credentials}\n"), "")
+	if err != nil || f.Servers[0].OAuth.PrivateKeyEnv != "APP_KEY" || f.Servers[0].OAuth.AuthMethod != "private_key_jwt" {
+		t.Fatalf("privateKeyEnv: %v", err)
+	}
+	for _, tc := range []struct{ src, want string }{
+		{"oauth: {clientId: a, privateKeyEnv: \"-----BEGIN s3cr3t\"}", "servers.r.oauth.privateKeyEnv: must name an environment variable"},
+		{"oauth: {clientId: a, privateKeyEnv: K, privateKeyFile: k.pem}", "privateKeyFile and privateKeyEnv exclude each other"},
+		{"oauth: {clientId: a, privateKeyEnv: K, clientSecretEnv: S}", "and clientSecretEnv exclude each other"},
+		{"oauth: {privateKeyEnv: K}", "needs clientId"},
+		{"oauth: {clientId: a, privateKeyEnv: K, authMethod: client_secret_basic}", "authMethod client_secret_basic with a private key"},
+		{"oauth: {clientId: a, clientSecretEnv: S, authMethod: private_key_jwt}", "authMethod private_key_jwt needs privateKeyFile or privateKeyEnv"},
+		{"oauth: {clientId: a, authMethod: tls_client_auth}", `unknown authMethod "tls_client_auth"`},
+	} {
+		full := "servers:\n  r:\n    url: https://h/\n    " + tc.src + "\n"
+		_, err := Parse("t.yaml", []byte(full), "")
+		if err == nil || !strings.Contains(err.Error(), tc.want) || strings.Contains(err.Error(), "s3cr3t") {
+			t.Errorf("%s: error %v, want it to contain %q (and no key)", tc.src, err, tc.want)
+		}
+	}
+}

@@ -180,7 +180,7 @@ func serverNode(s Server) (*yaml.Node, error) {
 	}
 	if s.OAuth != nil {
 		o := &yaml.Node{Kind: yaml.MappingNode}
-		for _, kv := range [][2]string{{"clientId", s.OAuth.ClientID}, {"clientSecretEnv", s.OAuth.ClientSecretEnv}, {"privateKeyFile", s.OAuth.PrivateKeyFile}, {"privateKeyEnv", s.OAuth.PrivateKeyEnv}, {"grant", s.OAuth.Grant}, {"authMethod", s.OAuth.AuthMethod}} {
+		for _, kv := range [][2]string{{"clientId", s.OAuth.ClientID}, {"clientSecretEnv", s.OAuth.ClientSecretEnv}, {"privateKeyFile", s.OAuth.PrivateKeyFile}, {"privateKeyEnv", s.OAuth.PrivateKeyEnv}, {"clientMetadataUrl", s.OAuth.ClientMetadataURL}, {"grant", s.OAuth.Grant}, {"authMethod", s.OAuth.AuthMethod}} {
 			if kv[1] != "" {
 				addPair(o, kv[0], str(kv[1]))
 			}

@@ -1,6 +1,8 @@
 package config
 
-var oauthFields = []string{"clientId", "clientSecretEnv", "privateKeyFile", "privateKeyEnv", "scopes", "grant", "authMethod"}
+import "net/url"
+
+var oauthFields = []string{"clientId", "clientSecretEnv", "privateKeyFile", "privateKeyEnv", "clientMetadataUrl", "scopes", "grant", "authMethod"}
 
 // OAuth says how toolwire authorizes with a remote server that requires
 // OAuth 2.1 (its "oauth" field). Without one, a server that answers 401
@@ -20,6 +22,12 @@ type OAuth struct {
 	// one of them, and not with ClientSecretEnv.
 	PrivateKeyFile string
 	PrivateKeyEnv  string
+	// ClientMetadataURL is the https URL where the operator publishes
+	// toolwire's client metadata (a Client ID Metadata Document, printed by
+	// `toolwire oauth metadata`): the client_id at authorization servers
+	// that support such documents, instead of a registration. Not with
+	// ClientID.
+	ClientMetadataURL string
 	// Scopes to ask for; empty means those the server advertises.
 	Scopes []string
 	// Grant is "authorization_code" (the default: a person logs in) or
@@ -67,6 +75,15 @@ func (d *decoder) oauth(v *node, path string) *OAuth {
 				}
 				o.PrivateKeyEnv = s
 			}
+		case "clientMetadataUrl":
+			if s, ok := d.nonEmpty(p.value, fpath); ok {
+				u, err := url.Parse(s)
+				if err != nil || u.Scheme != "https" || u.Host == "" || u.Path == "" || u.Path == "/" || u.Fragment != "" || u.User != nil {
+					d.errorf(p.value.line, fpath, "want an https URL with a path to the client metadata document (no fragment, no user info), got %q", s)
+					continue
+				}
+				o.ClientMetadataURL = s
+			}
 		case "scopes":
 			if list, ok := d.strList(p.value, fpath, true); ok {
 				o.Scopes = list
@@ -93,6 +110,8 @@ func (d *decoder) oauth(v *node, path string) *OAuth {
 	}
 	keyed := o.PrivateKeyFile != "" || o.PrivateKeyEnv != ""
 	switch {
+	case o.ClientMetadataURL != "" && (o.ClientID != "" || o.Grant == "client_credentials"):
+		d.errorf(v.line, path, "clientMetadataUrl is the client ID of a login without a configured client: not with clientId or grant client_credentials")
 	case o.PrivateKeyFile != "" && o.PrivateKeyEnv != "":
 		d.errorf(v.line, path, "privateKeyFile and privateKeyEnv exclude each other (one private key)")
 	case keyed && o.ClientSecretEnv != "":

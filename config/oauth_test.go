@@ -40,3 +40,20 @@ func TestServerOAuthPrivateKey(t *testing.T) {
 		}
 	}
 }
+
+func TestServerOAuthClientMetadataURL(t *testing.T) {
+	f, err := Parse("t.yaml", []byte("servers:\n  r:\n    url: https://h/\n    oauth: {clientMetadataUrl: \"https://tools.example.com/c.json\"}\n"), "")
+	if err != nil || f.Servers[0].OAuth.ClientMetadataURL != "https://tools.example.com/c.json" {
+		t.Fatalf("clientMetadataUrl: %v", err)
+	}
+	for _, tc := range []struct{ src, want string }{
+		{`oauth: {clientMetadataUrl: "http://tools.example.com/c.json"}`, "servers.r.oauth.clientMetadataUrl: want an https URL with a path"},
+		{`oauth: {clientMetadataUrl: "https://tools.example.com"}`, "want an https URL with a path"},
+		{`oauth: {clientMetadataUrl: "https://tools.example.com/c.json", clientId: a}`, "not with clientId"},
+	} {
+		full := "servers:\n  r:\n    url: https://h/\n    " + tc.src + "\n"
+		if _, err := Parse("t.yaml", []byte(full), ""); err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%s: error %v, want it to contain %q", tc.src, err, tc.want)
+		}
+	}
+}

@@ -63,6 +63,13 @@ type HandlerConfig struct {
 	// ClientName is the client_name sent when registering; empty means
 	// "toolwire".
 	ClientName string
+	// ClientMetadataURL, if set, is the https URL where toolwire's client
+	// metadata is published (a Client ID Metadata Document, see
+	// [ClientMetadataDocument]). With no configured Client, it is the
+	// client_id at authorization servers that advertise
+	// client_id_metadata_document_supported; others get a registration as
+	// without it.
+	ClientMetadataURL string
 	// Fetcher makes the handler interactive; see the type's doc.
 	Fetcher Fetcher
 	// PendingRedirectURL makes the handler defer authorization to the
@@ -163,6 +170,11 @@ func NewHandler(cfg *HandlerConfig) (*Handler, error) {
 	if c.Client != nil && c.Client.RedirectURL != "" {
 		if err := checkRedirect(c.Client.RedirectURL); err != nil {
 			return nil, fmt.Errorf("oauth: server %q: client redirect URL: %w", c.Server, err)
+		}
+	}
+	if c.ClientMetadataURL != "" {
+		if err := CheckClientMetadataURL(c.ClientMetadataURL); err != nil {
+			return nil, fmt.Errorf("oauth: server %q: %w", c.Server, err)
 		}
 	}
 	if c.PendingTTL <= 0 {
@@ -377,8 +389,9 @@ func (h *Handler) authorizeNow(ctx context.Context, req *http.Request, resp *htt
 }
 
 // candidate returns the client to use with the authorization server d
-// found: the configured one, else the one toolwire registered with that
-// server before, else nil (register).
+// found: the configured one, else the client metadata URL where the server
+// supports it, else the one toolwire registered with that server before,
+// else nil (register).
 func (h *Handler) candidate(e *Entry, d *discovery) (*Client, error) {
 	if cc := h.cfg.Client; cc != nil {
 		if cc.Issuer != "" && !sameIssuer(cc.Issuer, d.asm.Issuer) {
@@ -392,6 +405,19 @@ func (h *Handler) candidate(e *Entry, d *discovery) (*Client, error) {
 			AuthMethod:  pickAuthMethod(d.asm.TokenEndpointAuthMethodsSupported, cc.Secret != ""),
 			RedirectURL: cc.RedirectURL,
 			Registered:  h.now().UTC(),
+		}, nil
+	}
+	if u := h.cfg.ClientMetadataURL; u != "" && d.asm.ClientIDMetadataDocumentSupported {
+		// A Client ID Metadata Document: the URL is the client ID, the
+		// authorization server fetches the metadata from it, and nothing
+		// is registered. A public client, like a registered one.
+		return &Client{
+			ID:         u,
+			Issuer:     d.asm.Issuer,
+			AuthURL:    d.asm.AuthorizationEndpoint,
+			TokenURL:   d.asm.TokenEndpoint,
+			AuthMethod: "none",
+			Registered: h.now().UTC(),
 		}, nil
 	}
 	if e != nil && e.Client != nil && e.Client.Dynamic && sameIssuer(e.Client.Issuer, d.asm.Issuer) {

@@ -37,7 +37,7 @@ func oauthHandlers(e *env, store *oauth.Store, fetcher oauth.Fetcher) mcpclient.
 				Server: cfg.Name, ClientID: o.ClientID, SecretEnv: o.ClientSecretEnv, Key: clientKey(o), AuthMethod: o.AuthMethod, Scopes: o.Scopes, HTTPClient: client,
 			})
 		}
-		hc := &oauth.HandlerConfig{Server: cfg.Name, Store: store, HTTPClient: client, Scopes: o.Scopes, Fetcher: fetcher}
+		hc := &oauth.HandlerConfig{Server: cfg.Name, Store: store, HTTPClient: client, Scopes: o.Scopes, ClientMetadataURL: o.ClientMetadataURL, Fetcher: fetcher}
 		if o.ClientID != "" {
 			secret := ""
 			if o.ClientSecretEnv != "" {

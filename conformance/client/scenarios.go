@@ -50,7 +50,7 @@ var scenarios = map[string]scenario{
 	"auth/metadata-var1":                        authCode,
 	"auth/metadata-var2":                        authCode,
 	"auth/metadata-var3":                        authCode,
-	"auth/basic-cimd":                           authCode,
+	"auth/basic-cimd":                           {oauth: cimd, tool: authTool, args: `{}`},
 	"auth/scope-from-www-authenticate":          authCode,
 	"auth/scope-from-scopes-supported":          authCode,
 	"auth/scope-omitted-when-undefined":         authCode,
@@ -90,6 +90,14 @@ func preregistered(c *scenarioContext) *config.OAuth {
 func clientCredentials(c *scenarioContext) *config.OAuth {
 	return &config.OAuth{Grant: "client_credentials", ClientID: c.ClientID, ClientSecretEnv: secretEnv}
 }
+
+// cimdURL is where the suite's basic-cimd scenario expects toolwire's
+// client metadata to be published: the client ID it must see.
+const cimdURL = "https://conformance-test.local/client-metadata.json"
+
+// cimd is the operator's setting for a published Client ID Metadata
+// Document (config.OAuth.ClientMetadataURL).
+func cimd(*scenarioContext) *config.OAuth { return &config.OAuth{ClientMetadataURL: cimdURL} }
 
 // clientCredentialsJWT is client_credentials with private_key_jwt client
 // authentication (RFC 7523), the key named by its variable.

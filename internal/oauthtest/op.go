@@ -87,6 +87,7 @@ type OP struct {
 	mu         sync.Mutex
 	mutate     func(map[string]any)
 	tokenFault func(http.ResponseWriter, *http.Request)
+	cimd       bool                 // client_id_metadata_document_supported
 	keys       map[string]keyClient // private_key_jwt clients, by client ID
 	jtis       map[string]bool      // the client assertions' jti seen
 }
@@ -173,6 +174,9 @@ func (o *OP) wrap(next http.Handler) http.Handler {
 			}
 			doc["registration_endpoint"] = o.Issuer + "/register"
 			o.mu.Lock()
+			if o.cimd {
+				doc["client_id_metadata_document_supported"] = true
+			}
 			if o.keys != nil {
 				// What keyAuth verifies, rather than what zitadel's own
 				// JWT profile would.

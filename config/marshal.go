@@ -188,6 +188,15 @@ func serverNode(s Server) (*yaml.Node, error) {
 		if s.OAuth.Scopes != nil {
 			addPair(o, "scopes", strList(s.OAuth.Scopes))
 		}
+		if c := s.OAuth.IdP; c != nil {
+			idp := &yaml.Node{Kind: yaml.MappingNode}
+			for _, kv := range [][2]string{{"issuer", c.Issuer}, {"tokenEndpoint", c.TokenEndpoint}, {"clientId", c.ClientID}, {"clientSecretEnv", c.ClientSecretEnv}, {"idTokenEnv", c.IDTokenEnv}, {"idTokenFile", c.IDTokenFile}} {
+				if kv[1] != "" {
+					addPair(idp, kv[0], str(kv[1]))
+				}
+			}
+			addPair(o, "idp", idp)
+		}
 		addPair(m, "oauth", o)
 	}
 	if s.Prefix != "" {

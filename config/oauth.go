@@ -2,7 +2,9 @@ package config
 
 import "net/url"
 
-var oauthFields = []string{"clientId", "clientSecretEnv", "privateKeyFile", "privateKeyEnv", "clientMetadataUrl", "scopes", "grant", "authMethod"}
+var oauthFields = []string{"clientId", "clientSecretEnv", "privateKeyFile", "privateKeyEnv", "clientMetadataUrl", "scopes", "grant", "authMethod", "idp"}
+
+var idpFields = []string{"issuer", "tokenEndpoint", "clientId", "clientSecretEnv", "idTokenEnv", "idTokenFile"}
 
 // OAuth says how toolwire authorizes with a remote server that requires
 // OAuth 2.1 (its "oauth" field). Without one, a server that answers 401
@@ -30,15 +32,88 @@ type OAuth struct {
 	ClientMetadataURL string
 	// Scopes to ask for; empty means those the server advertises.
 	Scopes []string
-	// Grant is "authorization_code" (the default: a person logs in) or
+	// Grant is "authorization_code" (the default: a person logs in),
 	// "client_credentials" (machine to machine; needs ClientID and
-	// ClientSecretEnv).
+	// ClientSecretEnv or a private key) or "enterprise" (enterprise-managed
+	// authorization, cross-app access: the user's ID token from the IdP is
+	// exchanged there for an identity assertion, presented to the server's
+	// authorization server with the JWT bearer grant; needs IdP, and
+	// ClientID with a secret or key, the client at that authorization
+	// server).
 	Grant string
+	// IdP is the enterprise identity provider of grant "enterprise".
+	IdP *IdP
 	// AuthMethod is how the client authenticates at the token endpoint:
 	// "client_secret_basic" or "client_secret_post" with a secret,
 	// "private_key_jwt" with a private key; empty means private_key_jwt
 	// with a key, else what the authorization server lists, post first.
 	AuthMethod string
+}
+
+// IdP is the identity provider of enterprise-managed authorization.
+type IdP struct {
+	// Issuer is the IdP's issuer URL.
+	Issuer string
+	// TokenEndpoint, if set, is its token endpoint; else its metadata's.
+	TokenEndpoint string
+	// ClientID is toolwire's client at the IdP; ClientSecretEnv, if set,
+	// names the variable holding its secret.
+	ClientID        string
+	ClientSecretEnv string
+	// IDTokenEnv names the variable holding the user's ID token from the
+	// IdP; IDTokenFile is a file holding it instead. One of them.
+	IDTokenEnv  string
+	IDTokenFile string
+}
+
+func (d *decoder) idp(v *node, path string) *IdP {
+	if !d.wantMap(v, path, "a map of identity provider settings") {
+		return nil
+	}
+	c := &IdP{}
+	for _, p := range d.entries(v, path) {
+		fpath := joinPath(path, p.key)
+		s, ok := d.nonEmpty(p.value, fpath)
+		if !ok {
+			continue
+		}
+		switch p.key {
+		case "issuer", "tokenEndpoint":
+			if u, err := url.Parse(s); err != nil || (u.Scheme != "https" && u.Scheme != "http") || u.Host == "" {
+				d.errorf(p.value.line, fpath, "want an http(s) URL, got %q", s)
+				continue
+			}
+			if p.key == "issuer" {
+				c.Issuer = s
+			} else {
+				c.TokenEndpoint = s
+			}
+		case "clientId":
+			c.ClientID = s
+		case "clientSecretEnv", "idTokenEnv":
+			if !isEnvName(s) {
+				// Not quoted: a secret pasted here by mistake stays out of the message.
+				d.errorf(p.value.line, fpath, "must name an environment variable (letters, digits and _); never put the secret or token in the file")
+				continue
+			}
+			if p.key == "clientSecretEnv" {
+				c.ClientSecretEnv = s
+			} else {
+				c.IDTokenEnv = s
+			}
+		case "idTokenFile":
+			c.IDTokenFile = d.resolvePath(p.value.line, fpath, s, false)
+		default:
+			d.unknownField(p, path, idpFields)
+		}
+	}
+	switch {
+	case c.Issuer == "" || c.ClientID == "":
+		d.errorf(v.line, path, "needs issuer and clientId")
+	case (c.IDTokenEnv == "") == (c.IDTokenFile == ""):
+		d.errorf(v.line, path, "needs one of idTokenEnv and idTokenFile (where the user's ID token from the IdP is)")
+	}
+	return c
 }
 
 func (d *decoder) oauth(v *node, path string) *OAuth {
@@ -90,8 +165,8 @@ func (d *decoder) oauth(v *node, path string) *OAuth {
 			}
 		case "grant":
 			if s, ok := d.nonEmpty(p.value, fpath); ok {
-				if s != "authorization_code" && s != "client_credentials" {
-					d.errorf(p.value.line, fpath, "unknown grant %q (want authorization_code or client_credentials)", s)
+				if s != "authorization_code" && s != "client_credentials" && s != "enterprise" {
+					d.errorf(p.value.line, fpath, "unknown grant %q (want authorization_code, client_credentials or enterprise)", s)
 					continue
 				}
 				o.Grant = s
@@ -104,14 +179,18 @@ func (d *decoder) oauth(v *node, path string) *OAuth {
 				}
 				o.AuthMethod = s
 			}
+		case "idp":
+			o.IdP = d.idp(p.value, fpath)
 		default:
 			d.unknownField(p, path, oauthFields)
 		}
 	}
 	keyed := o.PrivateKeyFile != "" || o.PrivateKeyEnv != ""
 	switch {
-	case o.ClientMetadataURL != "" && (o.ClientID != "" || o.Grant == "client_credentials"):
-		d.errorf(v.line, path, "clientMetadataUrl is the client ID of a login without a configured client: not with clientId or grant client_credentials")
+	case o.ClientMetadataURL != "" && (o.ClientID != "" || o.Grant == "client_credentials" || o.Grant == "enterprise"):
+		d.errorf(v.line, path, "clientMetadataUrl is the client ID of a login without a configured client: not with clientId or grant client_credentials or enterprise")
+	case (o.IdP != nil) != (o.Grant == "enterprise"):
+		d.errorf(v.line, path, "idp and grant enterprise go together (enterprise-managed authorization)")
 	case o.PrivateKeyFile != "" && o.PrivateKeyEnv != "":
 		d.errorf(v.line, path, "privateKeyFile and privateKeyEnv exclude each other (one private key)")
 	case keyed && o.ClientSecretEnv != "":
@@ -122,8 +201,8 @@ func (d *decoder) oauth(v *node, path string) *OAuth {
 		d.errorf(v.line, path, "authMethod %s with a private key (want private_key_jwt, or no authMethod)", o.AuthMethod)
 	case !keyed && o.AuthMethod == "private_key_jwt":
 		d.errorf(v.line, path, "authMethod private_key_jwt needs privateKeyFile or privateKeyEnv")
-	case o.Grant == "client_credentials" && (o.ClientID == "" || o.ClientSecretEnv == "" && !keyed):
-		d.errorf(v.line, path, "grant client_credentials needs clientId and clientSecretEnv (or privateKeyFile or privateKeyEnv)")
+	case (o.Grant == "client_credentials" || o.Grant == "enterprise") && (o.ClientID == "" || o.ClientSecretEnv == "" && !keyed):
+		d.errorf(v.line, path, "grant %s needs clientId and clientSecretEnv (or privateKeyFile or privateKeyEnv)", o.Grant)
 	}
 	return o
 }

@@ -57,3 +57,33 @@ func TestServerOAuthClientMetadataURL(t *testing.T) {
 		}
 	}
 }
+
+func TestServerOAuthEnterprise(t *testing.T) {
+	src := "servers:\n  r:\n    url: https://h/mcp\n    oauth:\n      grant: enterprise\n      clientId: app\n      clientSecretEnv: APP_SECRET\n      idp:\n        issuer: https://idp.example.com\n        clientId: toolwire\n        idTokenFile: sso/id_token\n"
+	f, err := Parse("/etc/t.yaml", []byte(src), "/etc")
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := f.Servers[0].OAuth.IdP
+	if c == nil || c.Issuer != "https://idp.example.com" || c.ClientID != "toolwire" || c.IDTokenFile != filepath.FromSlash("/etc/sso/id_token") {
+		t.Fatalf("idp = %+v", c)
+	}
+	if out, err := Marshal(f); err != nil || !strings.Contains(string(out), "idTokenFile:") {
+		t.Errorf("marshal: %v\n%s", err, out)
+	}
+	idp := "idp: {issuer: \"https://idp.example.com\", clientId: t, idTokenEnv: ID_TOKEN}"
+	for _, tc := range []struct{ src, want string }{
+		{"oauth: {grant: enterprise, clientId: a, clientSecretEnv: S}", "idp and grant enterprise go together"},
+		{"oauth: {clientId: a, clientSecretEnv: S, " + idp + "}", "idp and grant enterprise go together"},
+		{"oauth: {grant: enterprise, clientId: a, " + idp + "}", "grant enterprise needs clientId and clientSecretEnv"},
+		{"oauth: {grant: enterprise, clientId: a, clientSecretEnv: S, idp: {issuer: \"https://i/\", clientId: t}}", "needs one of idTokenEnv and idTokenFile"},
+		{"oauth: {grant: enterprise, clientId: a, clientSecretEnv: S, idp: {issuer: \"ftp://i/\", clientId: t, idTokenEnv: X}}", "servers.r.oauth.idp.issuer: want an http(s) URL"},
+		{"oauth: {grant: enterprise, clientId: a, clientSecretEnv: S, idp: {issuer: \"https://i/\", clientId: t, idTokenEnv: \"eyJs3cr3t.x.y\"}}", "servers.r.oauth.idp.idTokenEnv: must name an environment variable"},
+		{"oauth: {grant: enterprise, clientId: a, clientSecretEnv: S, idp: {issuer: \"https://i/\", clientId: t, idTokenEnv: X, idToken: y}}", "servers.r.oauth.idp.idToken"},
+	} {
+		full := "servers:\n  r:\n    url: https://h/\n    " + tc.src + "\n"
+		if _, err := Parse("t.yaml", []byte(full), ""); err == nil || !strings.Contains(err.Error(), tc.want) || strings.Contains(err.Error(), "s3cr3t") {
+			t.Errorf("%s: error %v, want it to contain %q (and no token)", tc.src, err, tc.want)
+		}
+	}
+}

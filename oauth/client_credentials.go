@@ -40,6 +40,12 @@ type ClientCredentialsConfig struct {
 	// Scopes, if set, are requested instead of those the server
 	// advertises.
 	Scopes []string
+	// IdP, if set, makes the grant enterprise-managed authorization
+	// (cross-app access, SEP-990) instead of client_credentials: an
+	// identity assertion (ID-JAG) obtained from the IdP by token exchange
+	// (RFC 8693) is presented with the JWT bearer grant (RFC 7523, section
+	// 2.1), the client authenticating as above.
+	IdP *IdPConfig
 	// HTTPClient sends every request. Required: pass the netpolicy client.
 	HTTPClient *http.Client
 	// Timeout bounds one token request; zero means DefaultRefreshTimeout.
@@ -97,6 +103,13 @@ func NewClientCredentialsHandler(cfg *ClientCredentialsConfig) (*ClientCredentia
 			return nil, fmt.Errorf("oauth: server %q: client authentication %q is not supported with a secret (want client_secret_basic or client_secret_post)", c.Server, c.AuthMethod)
 		}
 	}
+	if c.IdP != nil {
+		idp := *c.IdP
+		if err := idp.check(); err != nil {
+			return nil, fmt.Errorf("oauth: server %q: %w", c.Server, err)
+		}
+		c.IdP = &idp
+	}
 	if c.Timeout <= 0 {
 		c.Timeout = DefaultRefreshTimeout
 	}
@@ -130,8 +143,12 @@ func (h *ClientCredentialsHandler) Authorize(ctx context.Context, req *http.Requ
 	if err != nil {
 		return err
 	}
-	if g := d.asm.GrantTypesSupported; len(g) > 0 && !slices.Contains(g, "client_credentials") {
-		return fmt.Errorf("authorization server %s does not support the client_credentials grant", d.asm.Issuer)
+	grant := "client_credentials"
+	if h.cfg.IdP != nil {
+		grant = GrantJWTBearer
+	}
+	if g := d.asm.GrantTypesSupported; len(g) > 0 && !slices.Contains(g, grant) {
+		return fmt.Errorf("authorization server %s does not support the %s grant", d.asm.Issuer, grant)
 	}
 	method := h.cfg.AuthMethod
 	if method == "" {
@@ -159,6 +176,9 @@ func (h *ClientCredentialsHandler) Authorize(ctx context.Context, req *http.Requ
 		timeout:  h.cfg.Timeout,
 		now:      time.Now,
 	}
+	if h.cfg.IdP != nil {
+		src.grant = h.cfg.IdP.grant(h.cfg.HTTPClient, d.asm.Issuer, d.resource, src.scopes)
+	}
 	if _, err := src.fetch(ctx); err != nil {
 		return err
 	}
@@ -174,6 +194,10 @@ type ccSource struct {
 	key                                       *ClientKey // private_key_jwt, else the secret in env
 	issuer                                    string     // the assertion's audience
 	algs                                      []string   // the signing algorithms the server accepts
+	// grant, if set, returns the grant's parameters (grant_type and its
+	// own), replacing client_credentials, and the values in them to keep
+	// out of errors.
+	grant   func(ctx context.Context) (url.Values, []string, error)
 	style                                     oauth2.AuthStyle
 	scopes                                    []string
 	client                                    *http.Client
@@ -203,7 +227,20 @@ func (s *ccSource) Token() (*oauth2.Token, error) {
 func (s *ccSource) fetch(ctx context.Context) (*oauth2.Token, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	ctx, cancel := context.WithTimeout(ctx, s.timeout)
+	defer cancel()
 	params := url.Values{"resource": {s.resource}}
+	var scrub []string
+	if s.grant != nil {
+		gp, sec, err := s.grant(ctx)
+		if err != nil {
+			return nil, err
+		}
+		for k, v := range gp {
+			params[k] = v
+		}
+		scrub = sec
+	}
 	secret := ""
 	if s.key != nil {
 		a, err := clientAssertion(s.key, s.clientID, s.issuer, s.algs, s.now())
@@ -231,11 +268,9 @@ func (s *ccSource) fetch(ctx context.Context) (*oauth2.Token, error) {
 	if s.key == nil {
 		cfg.ClientSecret = secret
 	}
-	ctx, cancel := context.WithTimeout(ctx, s.timeout)
-	defer cancel()
 	t, err := cfg.Token(context.WithValue(ctx, oauth2.HTTPClient, s.client))
 	if err != nil {
-		return nil, endpointError("token", err, secret)
+		return nil, endpointError("token", err, append(scrub, secret)...)
 	}
 	s.tok = &oauth2.Token{AccessToken: t.AccessToken, TokenType: t.TokenType, Expiry: t.Expiry}
 	return s.tok, nil

@@ -32,9 +32,9 @@ func oauthHandlers(e *env, store *oauth.Store, fetcher oauth.Fetcher) mcpclient.
 		if o == nil {
 			o = &config.OAuth{}
 		}
-		if o.Grant == "client_credentials" {
+		if o.Grant == "client_credentials" || o.Grant == "enterprise" {
 			return oauth.NewClientCredentialsHandler(&oauth.ClientCredentialsConfig{
-				Server: cfg.Name, ClientID: o.ClientID, SecretEnv: o.ClientSecretEnv, Key: clientKey(o), AuthMethod: o.AuthMethod, Scopes: o.Scopes, HTTPClient: client,
+				Server: cfg.Name, ClientID: o.ClientID, SecretEnv: o.ClientSecretEnv, Key: clientKey(o), AuthMethod: o.AuthMethod, Scopes: o.Scopes, IdP: idpConfig(o), HTTPClient: client,
 			})
 		}
 		hc := &oauth.HandlerConfig{Server: cfg.Name, Store: store, HTTPClient: client, Scopes: o.Scopes, ClientMetadataURL: o.ClientMetadataURL, Fetcher: fetcher}
@@ -214,4 +214,13 @@ func clientKey(o *config.OAuth) *oauth.ClientKey {
 		return nil
 	}
 	return &oauth.ClientKey{File: o.PrivateKeyFile, Env: o.PrivateKeyEnv}
+}
+
+// idpConfig is the identity provider of grant enterprise, or nil.
+func idpConfig(o *config.OAuth) *oauth.IdPConfig {
+	if o.IdP == nil {
+		return nil
+	}
+	c := o.IdP
+	return &oauth.IdPConfig{Issuer: c.Issuer, TokenEndpoint: c.TokenEndpoint, ClientID: c.ClientID, SecretEnv: c.ClientSecretEnv, IDTokenEnv: c.IDTokenEnv, IDTokenFile: c.IDTokenFile}
 }

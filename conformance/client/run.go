@@ -48,6 +48,12 @@ func run(ctx context.Context, r *runner) error {
 			return err
 		}
 	}
+	if cfg.OAuth != nil && cfg.OAuth.IdP != nil && cfg.OAuth.IdP.IDTokenEnv != "" {
+		// Where the user's SSO agent would have put the ID token.
+		if err := os.Setenv(cfg.OAuth.IdP.IDTokenEnv, r.cctx.IdPIDToken); err != nil {
+			return err
+		}
+	}
 	if cfg.OAuth != nil && cfg.OAuth.PrivateKeyEnv != "" {
 		if err := os.Setenv(cfg.OAuth.PrivateKeyEnv, r.cctx.PrivateKeyPEM); err != nil {
 			return err
@@ -110,9 +116,9 @@ func (r *runner) handlers(store *oauth.Store) mcpclient.OAuthFunc {
 		if o == nil {
 			o = &config.OAuth{}
 		}
-		if o.Grant == "client_credentials" {
+		if o.Grant == "client_credentials" || o.Grant == "enterprise" {
 			return oauth.NewClientCredentialsHandler(&oauth.ClientCredentialsConfig{
-				Server: cfg.Name, ClientID: o.ClientID, SecretEnv: o.ClientSecretEnv, Key: clientKey(o), AuthMethod: o.AuthMethod, Scopes: o.Scopes, HTTPClient: client,
+				Server: cfg.Name, ClientID: o.ClientID, SecretEnv: o.ClientSecretEnv, Key: clientKey(o), AuthMethod: o.AuthMethod, Scopes: o.Scopes, IdP: idpConfig(o), HTTPClient: client,
 			})
 		}
 		hc := &oauth.HandlerConfig{
@@ -170,4 +176,13 @@ func clientKey(o *config.OAuth) *oauth.ClientKey {
 		return nil
 	}
 	return &oauth.ClientKey{File: o.PrivateKeyFile, Env: o.PrivateKeyEnv}
+}
+
+// idpConfig is the identity provider of grant enterprise, or nil.
+func idpConfig(o *config.OAuth) *oauth.IdPConfig {
+	if o.IdP == nil {
+		return nil
+	}
+	c := o.IdP
+	return &oauth.IdPConfig{Issuer: c.Issuer, TokenEndpoint: c.TokenEndpoint, ClientID: c.ClientID, SecretEnv: c.ClientSecretEnv, IDTokenEnv: c.IDTokenEnv, IDTokenFile: c.IDTokenFile}
 }

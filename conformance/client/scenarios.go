@@ -66,10 +66,9 @@ var scenarios = map[string]scenario{
 	"auth/offline-access-scope":                 authCode,
 	"auth/offline-access-not-supported":         authCode,
 
-	"auth/client-credentials-basic": {oauth: clientCredentials, tool: authTool, args: `{}`},
-	"auth/client-credentials-jwt":   {oauth: clientCredentialsJWT, tool: authTool, args: `{}`},
-	"auth/cross-app-access-complete-flow": {tool: authTool, args: `{}`,
-		unsupported: "cross-app access (RFC 8693 token exchange of an ID-JAG, then the RFC 7523 JWT bearer grant): not implemented by the oauth package"},
+	"auth/client-credentials-basic":       {oauth: clientCredentials, tool: authTool, args: `{}`},
+	"auth/client-credentials-jwt":         {oauth: clientCredentialsJWT, tool: authTool, args: `{}`},
+	"auth/cross-app-access-complete-flow": {oauth: enterprise, tool: authTool, args: `{}`},
 }
 
 // authCode is an auth/* scenario of the authorization code flow: a client
@@ -103,6 +102,18 @@ func cimd(*scenarioContext) *config.OAuth { return &config.OAuth{ClientMetadataU
 // authentication (RFC 7523), the key named by its variable.
 func clientCredentialsJWT(c *scenarioContext) *config.OAuth {
 	return &config.OAuth{Grant: "client_credentials", ClientID: c.ClientID, PrivateKeyEnv: keyEnv}
+}
+
+// idTokenEnv is the variable through which the user's ID token from the
+// IdP reaches toolwire (config.IdP.IDTokenEnv).
+const idTokenEnv = "TOOLWIRE_CONFORMANCE_ID_TOKEN"
+
+// enterprise is enterprise-managed authorization (cross-app access): the
+// client at the MCP server's authorization server, and the IdP.
+func enterprise(c *scenarioContext) *config.OAuth {
+	return &config.OAuth{Grant: "enterprise", ClientID: c.ClientID, ClientSecretEnv: secretEnv, IdP: &config.IdP{
+		Issuer: c.IdPIssuer, TokenEndpoint: c.IdPTokenEndpoint, ClientID: c.IdPClientID, IDTokenEnv: idTokenEnv,
+	}}
 }
 
 func scenarioNames() []string { return slices.Sorted(maps.Keys(scenarios)) }

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"io"
 	"net/http"
+	"net/url"
 	"slices"
 	"strings"
 	"time"
@@ -94,16 +95,22 @@ func (o *OP) keyAuth(w http.ResponseWriter, r *http.Request) bool {
 	if seen {
 		return refuse("the client assertion was used before")
 	}
-	r.PostForm.Del("client_assertion")
-	r.PostForm.Del("client_assertion_type")
-	r.PostForm.Del("client_id")
-	r.Form = nil
+	form := r.PostForm
+	form.Del("client_assertion")
+	form.Del("client_assertion_type")
+	form.Del("client_id")
 	r.SetBasicAuth(c.Issuer, kc.secret)
-	body := r.PostForm.Encode()
+	rewrite(r, form)
+	return true
+}
+
+// rewrite replaces the request's form body with form, for zitadel to
+// parse again.
+func rewrite(r *http.Request, form url.Values) {
+	body := form.Encode()
 	r.Body = io.NopCloser(strings.NewReader(body))
 	r.ContentLength = int64(len(body))
-	r.PostForm = nil
-	return true
+	r.Form, r.PostForm = nil, nil
 }
 
 // ClientCredentials accepts the key clients (with the secret keyAuth put
@@ -126,6 +133,13 @@ func (s *opStorage) ClientCredentials(ctx context.Context, clientID, clientSecre
 // and the service client, which introspects for the ResourceServer.
 func (s *opStorage) ClientCredentialsTokenRequest(ctx context.Context, clientID string, scopes []string) (op.TokenRequest, error) {
 	if s.keyClient(clientID) {
+		s.mu.Lock()
+		sub, ok := s.subjects[clientID]
+		delete(s.subjects, clientID)
+		s.mu.Unlock()
+		if ok { // a JWT bearer grant (jagAuth): the token is the user's
+			return &oidc.JWTTokenRequest{Subject: sub, Audience: []string{clientID, ServiceClientID}, Scopes: scopes}, nil
+		}
 		return &oidc.JWTTokenRequest{Subject: clientID, Audience: []string{clientID, ServiceClientID}, Scopes: scopes}, nil
 	}
 	return s.Storage.ClientCredentialsTokenRequest(ctx, clientID, scopes)

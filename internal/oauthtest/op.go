@@ -83,6 +83,7 @@ type OP struct {
 	registrations atomic.Int32
 	refreshes     atomic.Int32
 	exchanges     atomic.Int32
+	jwtBearer     atomic.Int32
 
 	mu         sync.Mutex
 	mutate     func(map[string]any)
@@ -90,6 +91,7 @@ type OP struct {
 	cimd       bool                 // client_id_metadata_document_supported
 	keys       map[string]keyClient // private_key_jwt clients, by client ID
 	jtis       map[string]bool      // the client assertions' jti seen
+	idp        *IdP                 // trusted for ID-JAGs (TrustIdP)
 }
 
 // NewOP starts an OP, stopped when the test ends.
@@ -106,7 +108,7 @@ func NewOP(t testing.TB, opts *OPOptions) *OP {
 	srv := httptest.NewUnstartedServer(nil)
 	o := &OP{Issuer: "http://" + srv.Listener.Addr().String()}
 	st := storage.NewStorageWithClients(storage.NewUserStore(o.Issuer), map[string]*storage.Client{})
-	o.st = &opStorage{Storage: st, clients: map[string]*client{}, lifetime: opts.AccessTokenLifetime, expiry: map[string]time.Time{}}
+	o.st = &opStorage{Storage: st, clients: map[string]*client{}, lifetime: opts.AccessTokenLifetime, expiry: map[string]time.Time{}, subjects: map[string]string{}}
 	o.st.add(&client{id: ServiceClientID, secret: ServiceClientSecret, method: oidc.AuthMethodBasic,
 		grants: []oidc.GrantType{oidc.GrantTypeClientCredentials}, appType: op.ApplicationTypeWeb})
 	router := exampleop.SetupServer(o.Issuer, o.st, slog.New(slog.DiscardHandler), false)
@@ -174,6 +176,10 @@ func (o *OP) wrap(next http.Handler) http.Handler {
 			}
 			doc["registration_endpoint"] = o.Issuer + "/register"
 			o.mu.Lock()
+			if o.idp != nil {
+				g, _ := doc["grant_types_supported"].([]any)
+				doc["grant_types_supported"] = append(g, grantJWTBearer)
+			}
 			if o.cimd {
 				doc["client_id_metadata_document_supported"] = true
 			}
@@ -191,6 +197,11 @@ func (o *OP) wrap(next http.Handler) http.Handler {
 		case r.URL.Path == "/oauth/token":
 			r.ParseForm()
 			switch _, _, basic := r.BasicAuth(); {
+			case r.PostForm.Get("grant_type") == grantJWTBearer:
+				o.clientAuth.Store(map[bool]string{true: "basic", false: "post"}[basic])
+				if !o.jagAuth(w, r) {
+					return
+				}
 			case r.PostForm.Has("client_assertion"):
 				o.clientAuth.Store("private_key_jwt")
 				if !o.keyAuth(w, r) {
@@ -343,6 +354,9 @@ type opStorage struct {
 	// token's end, by token ID.
 	lifetime time.Duration
 	expiry   map[string]time.Time
+	// subjects holds, by client, the subject of the ID-JAG whose grant
+	// jagAuth handed to zitadel as client_credentials.
+	subjects map[string]string
 }
 
 func (s *opStorage) GetClientByClientID(_ context.Context, id string) (op.Client, error) {

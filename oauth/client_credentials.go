@@ -198,11 +198,11 @@ type ccSource struct {
 	// own), replacing client_credentials, and the values in them to keep
 	// out of errors.
 	grant   func(ctx context.Context) (url.Values, []string, error)
-	style                                     oauth2.AuthStyle
-	scopes                                    []string
-	client                                    *http.Client
-	timeout                                   time.Duration
-	now                                       func() time.Time
+	style   oauth2.AuthStyle
+	scopes  []string
+	client  *http.Client
+	timeout time.Duration
+	now     func() time.Time
 
 	mu  sync.Mutex
 	tok *oauth2.Token

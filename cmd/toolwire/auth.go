@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net/http"
 	"os/exec"
@@ -13,6 +14,7 @@ import (
 	"github.com/spf13/cobra"
 	"github.com/toolwire/toolwire/config"
 	"github.com/toolwire/toolwire/mcpclient"
+	"github.com/toolwire/toolwire/netpolicy"
 	"github.com/toolwire/toolwire/oauth"
 )
 
@@ -130,7 +132,7 @@ was sent to (or the code) from stdin, for a machine without a browser.`,
 func newLogoutCommand(e *env, g *globalFlags) *cobra.Command {
 	return &cobra.Command{
 		Use:   "logout SERVER",
-		Short: "Forget a server's OAuth tokens and registration",
+		Short: "Revoke a server's OAuth tokens where it can, and forget them and the registration",
 		Args:  cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			store, err := tokenStore(e)
@@ -144,10 +146,25 @@ func newLogoutCommand(e *env, g *globalFlags) *cobra.Command {
 			if entry == nil {
 				return &exitError{exitUsage, fmt.Errorf("server %q: not logged in (nothing in %s)", args[0], store.Path())}
 			}
+			// Revoke first (RFC 7009), so that a copy of the tokens is
+			// worthless too; forget them whatever the answer.
+			ctx, cancel := context.WithTimeout(cmd.Context(), oauth.DefaultRefreshTimeout)
+			rerr := oauth.Revoke(ctx, netpolicy.NewClient(nil), entry, configuredSecret(e, g, args[0]))
+			cancel()
 			if err := store.Delete(cmd.Context(), args[0]); err != nil {
 				return &exitError{exitToolErr, err}
 			}
-			fmt.Fprintf(e.stdout, "%s: logged out; the next connection asks again\n", args[0])
+			switch {
+			case entry.Token == nil:
+				fmt.Fprintf(e.stdout, "%s: logged out; the next connection asks again\n", args[0])
+			case rerr == nil:
+				fmt.Fprintf(e.stdout, "%s: logged out; the authorization server revoked the tokens; the next connection asks again\n", args[0])
+			case errors.Is(rerr, oauth.ErrNoRevocation):
+				fmt.Fprintf(e.stdout, "%s: logged out; the authorization server offers no revocation, so the forgotten tokens stay valid until they expire\n", args[0])
+			default:
+				fmt.Fprintf(e.stderr, "warning: %v\n", rerr)
+				fmt.Fprintf(e.stdout, "%s: logged out; revoking the tokens failed (see above), they stay valid until they expire\n", args[0])
+			}
 			return nil
 		},
 	}
@@ -223,4 +240,21 @@ func idpConfig(o *config.OAuth) *oauth.IdPConfig {
 	}
 	c := o.IdP
 	return &oauth.IdPConfig{Issuer: c.Issuer, TokenEndpoint: c.TokenEndpoint, ClientID: c.ClientID, SecretEnv: c.ClientSecretEnv, IDTokenEnv: c.IDTokenEnv, IDTokenFile: c.IDTokenFile}
+}
+
+// configuredSecret is the secret of the client the configuration names for
+// server, for revocation; "" when there is none or the configuration does
+// not load (logout must work without it).
+func configuredSecret(e *env, g *globalFlags, server string) string {
+	file, err := loadConfig(e, g)
+	if err != nil {
+		return ""
+	}
+	for _, s := range file.Servers {
+		if s.Name == server && s.OAuth != nil && s.OAuth.ClientSecretEnv != "" {
+			v, _ := e.lookupEnv(s.OAuth.ClientSecretEnv)
+			return v
+		}
+	}
+	return ""
 }

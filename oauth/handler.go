@@ -613,6 +613,7 @@ func (h *Handler) persist(c *Client, d *discovery) func(context.Context, *oauth2
 			return nil, fmt.Errorf("store the token: %w", err)
 		}
 		h.src.remember(t)
+		h.src.setResource(d.resource)
 		return h.src, nil
 	}
 }

@@ -167,6 +167,7 @@ func (h *Handler) FinishAuth(ctx context.Context, res *auth.AuthorizationResult)
 		return err
 	}
 	h.src.remember(t)
+	h.src.setResource(p.Resource)
 	return nil
 }
 

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"net/url"
 	"sync"
 	"time"
 
@@ -30,6 +31,11 @@ type SourceOptions struct {
 	// refresh that other callers wait for, and a hung authorization server
 	// holds nobody longer than this.
 	RefreshTimeout time.Duration
+	// Resource is the resource indicator (RFC 8707) each refresh carries:
+	// the MCP server's URL, as the authorization requested it. A login
+	// through the [Handler] replaces it with the resource its discovery
+	// found. Empty sends none until then.
+	Resource string
 }
 
 // TokenSource is the token source of one server, backed by a [Store]. It
@@ -61,8 +67,9 @@ type TokenSource struct {
 	// keep; a client toolwire registered has its secret in the store.
 	secret string
 
-	mu   sync.Mutex
-	last *Token // last token seen, to answer without reading the store
+	mu       sync.Mutex
+	last     *Token // last token seen, to answer without reading the store
+	resource string // RFC 8707 resource of the refreshes
 }
 
 var _ oauth2.TokenSource = (*TokenSource)(nil)
@@ -81,7 +88,15 @@ func NewTokenSource(store *Store, server string, client *http.Client, opts *Sour
 		timeout: cmpOr(opts.RefreshTimeout, DefaultRefreshTimeout),
 		now:     time.Now,
 	}
+	s.resource = opts.Resource
 	return s
+}
+
+// setResource sets the resource indicator the refreshes carry.
+func (s *TokenSource) setResource(r string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.resource = r
 }
 
 func cmpOr(d, def time.Duration) time.Duration {
@@ -233,7 +248,16 @@ func (s *TokenSource) refresh(ctx context.Context, rejected string) (*Token, err
 		if !e.Client.Dynamic && s.secret != "" {
 			cfg.ClientSecret = s.secret
 		}
-		rctx := context.WithValue(ctx, oauth2.HTTPClient, s.client)
+		s.mu.Lock()
+		resource := s.resource
+		s.mu.Unlock()
+		client := s.client
+		if resource != "" {
+			// RFC 8707, section 2.2: the refresh names the resource, so
+			// that the new access token is for it alone.
+			client = withGrantParams(client, cfg.Endpoint.TokenURL, "refresh_token", url.Values{"resource": {resource}})
+		}
+		rctx := context.WithValue(ctx, oauth2.HTTPClient, client)
 		// An expired token makes the source redeem the refresh token.
 		t, err := cfg.TokenSource(rctx, &oauth2.Token{RefreshToken: old.RefreshToken, Expiry: time.Unix(1, 0)}).Token()
 		if err != nil {

@@ -39,7 +39,9 @@ func oauthHandlers(e *env, store *oauth.Store, fetcher oauth.Fetcher) mcpclient.
 				Server: cfg.Name, ClientID: o.ClientID, SecretEnv: o.ClientSecretEnv, Key: clientKey(o), AuthMethod: o.AuthMethod, Scopes: o.Scopes, IdP: idpConfig(o), HTTPClient: client,
 			})
 		}
-		hc := &oauth.HandlerConfig{Server: cfg.Name, Store: store, HTTPClient: client, Scopes: o.Scopes, ClientMetadataURL: o.ClientMetadataURL, Fetcher: fetcher}
+		// Refreshes name the server (RFC 8707) from the first one, before
+		// any discovery in this process.
+		hc := &oauth.HandlerConfig{Server: cfg.Name, Store: store, HTTPClient: client, Scopes: o.Scopes, Source: &oauth.SourceOptions{Resource: cfg.URL}, ClientMetadataURL: o.ClientMetadataURL, Fetcher: fetcher}
 		if o.ClientID != "" {
 			secret := ""
 			if o.ClientSecretEnv != "" {

@@ -122,7 +122,7 @@ func (r *runner) handlers(store *oauth.Store) mcpclient.OAuthFunc {
 			})
 		}
 		hc := &oauth.HandlerConfig{
-			Server: cfg.Name, Store: store, HTTPClient: client, Scopes: o.Scopes, ClientMetadataURL: o.ClientMetadataURL, ClientName: "toolwire conformance client",
+			Server: cfg.Name, Store: store, HTTPClient: client, Scopes: o.Scopes, Source: &oauth.SourceOptions{Resource: cfg.URL}, ClientMetadataURL: o.ClientMetadataURL, ClientName: "toolwire conformance client",
 			Fetcher: &oauth.Loopback{Open: follow, Out: r.out, Timeout: requestTimeout},
 		}
 		if o.ClientID != "" {

@@ -84,6 +84,8 @@ type OP struct {
 	refreshes     atomic.Int32
 	exchanges     atomic.Int32
 	jwtBearer     atomic.Int32
+	// refreshResource is the resource parameter of the last refresh.
+	refreshResource atomic.Value
 
 	mu         sync.Mutex
 	mutate     func(map[string]any)
@@ -123,6 +125,13 @@ func (o *OP) Registrations() int { return int(o.registrations.Load()) }
 
 // Refreshes returns how many refresh_token grants the token endpoint got.
 func (o *OP) Refreshes() int { return int(o.refreshes.Load()) }
+
+// RefreshResource returns the resource parameter (RFC 8707) of the last
+// refresh_token grant, "" if it had none.
+func (o *OP) RefreshResource() string {
+	s, _ := o.refreshResource.Load().(string)
+	return s
+}
 
 // Exchanges returns how many authorization_code grants the token endpoint
 // got.
@@ -217,6 +226,7 @@ func (o *OP) wrap(next http.Handler) http.Handler {
 			switch r.PostForm.Get("grant_type") {
 			case "refresh_token":
 				o.refreshes.Add(1)
+				o.refreshResource.Store(r.PostForm.Get("resource"))
 			case "authorization_code":
 				o.exchanges.Add(1)
 			}

@@ -89,6 +89,9 @@ type ClientConfig struct {
 	// Secret is the client_secret, resolved by the caller; empty for a
 	// public client. It is kept in memory only, never in the store.
 	Secret string
+	// Key, if set instead of Secret, authenticates the client with
+	// private_key_jwt (RFC 7523) at the code exchange and each refresh.
+	Key *ClientKey
 	// RedirectURL is the redirect URI the client was registered with. For
 	// the loopback login it fixes the port; empty lets the loopback pick
 	// one (for servers that allow any loopback port, RFC 8252).
@@ -161,6 +164,13 @@ func NewHandler(cfg *HandlerConfig) (*Handler, error) {
 		return nil, fmt.Errorf("oauth: server %q: Fetcher and PendingRedirectURL exclude each other", c.Server)
 	case c.Client != nil && c.Client.ID == "":
 		return nil, fmt.Errorf("oauth: server %q: configured client without an ID", c.Server)
+	case c.Client != nil && c.Client.Key != nil && c.Client.Secret != "":
+		return nil, fmt.Errorf("oauth: server %q: configured client with both a secret and a private key", c.Server)
+	}
+	if c.Client != nil && c.Client.Key != nil {
+		if err := c.Client.Key.check(); err != nil {
+			return nil, fmt.Errorf("oauth: server %q: %w", c.Server, err)
+		}
 	}
 	if c.PendingRedirectURL != "" {
 		if err := checkRedirect(c.PendingRedirectURL); err != nil {
@@ -186,7 +196,7 @@ func NewHandler(cfg *HandlerConfig) (*Handler, error) {
 	h := &Handler{cfg: c, now: time.Now}
 	h.src = NewTokenSource(c.Store, c.Server, c.HTTPClient, c.Source)
 	if c.Client != nil {
-		h.src.secret = c.Client.Secret
+		h.src.secret, h.src.key = c.Client.Secret, c.Client.Key
 	}
 	return h, nil
 }
@@ -353,6 +363,9 @@ func (h *Handler) authorizeNow(ctx context.Context, req *http.Request, resp *htt
 	} else {
 		httpClient = publicClientHTTP(httpClient, d.asm.TokenEndpoint)
 	}
+	if k := h.keyOf(c); k != nil {
+		httpClient = withClientAssertion(httpClient, d.asm.TokenEndpoint, k, c.ID, d.asm.Issuer, d.asm.TokenEndpointAuthSigningAlgValuesSupported)
+	}
 	var code string // scrubbed from errors, with the secret
 	flow, err := auth.NewAuthorizationCodeHandler(&auth.AuthorizationCodeHandlerConfig{
 		PreregisteredClient: &oauthex.ClientCredentials{ClientID: c.ID, ClientSecretAuth: creds, Issuer: d.asm.Issuer},
@@ -397,12 +410,19 @@ func (h *Handler) candidate(e *Entry, d *discovery) (*Client, error) {
 		if cc.Issuer != "" && !sameIssuer(cc.Issuer, d.asm.Issuer) {
 			return nil, fmt.Errorf("%w: the configured client belongs to %q, the server uses %q", ErrIssuerMismatch, cc.Issuer, d.asm.Issuer)
 		}
+		method := pickAuthMethod(d.asm.TokenEndpointAuthMethodsSupported, cc.Secret != "")
+		if cc.Key != nil {
+			method = "private_key_jwt"
+			if m := d.asm.TokenEndpointAuthMethodsSupported; len(m) > 0 && !slices.Contains(m, method) {
+				return nil, fmt.Errorf("authorization server %s does not accept private_key_jwt client authentication (it lists %v)", d.asm.Issuer, m)
+			}
+		}
 		return &Client{
 			ID:          cc.ID,
 			Issuer:      d.asm.Issuer,
 			AuthURL:     d.asm.AuthorizationEndpoint,
 			TokenURL:    d.asm.TokenEndpoint,
-			AuthMethod:  pickAuthMethod(d.asm.TokenEndpointAuthMethodsSupported, cc.Secret != ""),
+			AuthMethod:  method,
 			RedirectURL: cc.RedirectURL,
 			Registered:  h.now().UTC(),
 		}, nil
@@ -451,6 +471,15 @@ func (h *Handler) secretOf(c *Client) string {
 		return h.cfg.Client.Secret
 	}
 	return c.Secret
+}
+
+// keyOf returns c's private key: the configured one for the configured
+// client, else nil.
+func (h *Handler) keyOf(c *Client) *ClientKey {
+	if !c.Dynamic && h.cfg.Client != nil && h.cfg.Client.ID == c.ID {
+		return h.cfg.Client.Key
+	}
+	return nil
 }
 
 // pickAuthMethod chooses a token endpoint auth method among those the
@@ -594,7 +623,7 @@ func (h *Handler) persist(c *Client, d *discovery) func(context.Context, *oauth2
 		// go-sdk leaves the style to auto-detection when the server lists
 		// no secret method (only "none", say): keep the client's own method
 		// then, or refreshes of a public client would send a Basic header.
-		if m := authMethod(cfg.Endpoint.AuthStyle, cfg.ClientSecret); m != "" {
+		if m := authMethod(cfg.Endpoint.AuthStyle, cfg.ClientSecret); m != "" && h.keyOf(c) == nil {
 			nc.AuthMethod = m
 		}
 		nc.RedirectURL = cfg.RedirectURL

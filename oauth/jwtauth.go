@@ -11,9 +11,13 @@ import (
 	"encoding/pem"
 	"errors"
 	"fmt"
+	"io"
+	"net/http"
 	"net/url"
 	"os"
 	"slices"
+	"strconv"
+	"strings"
 	"time"
 
 	jose "github.com/go-jose/go-jose/v4"
@@ -153,4 +157,59 @@ func clientAssertion(k *ClientKey, clientID, audience string, algs []string, now
 // client authentication.
 func assertionParams(assertion string) url.Values {
 	return url.Values{"client_assertion_type": {ClientAssertionType}, "client_assertion": {assertion}}
+}
+
+// withClientAssertion returns a copy of client whose POSTs to
+// tokenEndpoint authenticate clientID with private_key_jwt: a fresh
+// assertion signed with key (audience the issuer) in the body, with
+// client_id, instead of any secret or Basic header. It is how the code
+// exchange (made by go-sdk or golang.org/x/oauth2) and each refresh carry
+// the assertion, which neither offers.
+func withClientAssertion(client *http.Client, tokenEndpoint string, key *ClientKey, clientID, issuer string, algs []string) *http.Client {
+	base := client.Transport
+	if base == nil {
+		base = http.DefaultTransport
+	}
+	c := *client
+	c.Transport = &assertionTransport{base: base, tokenEndpoint: tokenEndpoint, key: key, clientID: clientID, issuer: issuer, algs: algs}
+	return &c
+}
+
+type assertionTransport struct {
+	base                            http.RoundTripper
+	tokenEndpoint, clientID, issuer string
+	key                             *ClientKey
+	algs                            []string
+}
+
+func (t *assertionTransport) RoundTrip(req *http.Request) (*http.Response, error) {
+	if req.Method != http.MethodPost || req.URL.String() != t.tokenEndpoint || req.Body == nil {
+		return t.base.RoundTrip(req)
+	}
+	body, err := io.ReadAll(req.Body)
+	_ = req.Body.Close()
+	if err != nil {
+		return nil, err
+	}
+	form, err := url.ParseQuery(string(body))
+	if err != nil {
+		return nil, err
+	}
+	a, err := clientAssertion(t.key, t.clientID, t.issuer, t.algs, time.Now())
+	if err != nil {
+		return nil, err
+	}
+	form.Del("client_secret")
+	form.Set("client_id", t.clientID)
+	for k, v := range assertionParams(a) {
+		form[k] = v
+	}
+	encoded := form.Encode()
+	out := req.Clone(req.Context())
+	out.Header.Del("Authorization")
+	out.Body = io.NopCloser(strings.NewReader(encoded))
+	out.ContentLength = int64(len(encoded))
+	out.Header.Set("Content-Length", strconv.Itoa(len(encoded)))
+	out.GetBody = func() (io.ReadCloser, error) { return io.NopCloser(strings.NewReader(encoded)), nil }
+	return t.base.RoundTrip(out)
 }

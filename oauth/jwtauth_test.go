@@ -8,6 +8,7 @@ import (
 	"crypto/x509"
 	"encoding/pem"
 	"errors"
+	"io"
 	"os"
 	"path/filepath"
 	"strings"
@@ -141,4 +142,46 @@ func TestClientCredentialsPrivateKeyJWT(t *testing.T) {
 			}
 		}
 	})
+}
+
+// TestCodeFlowPrivateKeyJWT logs in with a configured client that
+// authenticates with its key: the code exchange and, in a new process, the
+// refresh carry an assertion, and no secret.
+func TestCodeFlowPrivateKeyJWT(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	f := newFixture(t)
+	key, keyPEM := newECKey(t)
+	f.op.AddKeyClient("kid2", &key.PublicKey)
+	file := filepath.Join(t.TempDir(), "client.pem")
+	if err := os.WriteFile(file, []byte(keyPEM), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	handler := func(login bool) *Handler {
+		cfg := &HandlerConfig{Server: "demo", Store: newTestStore(t, f.path), HTTPClient: f.hc, Client: &ClientConfig{ID: "kid2", Key: &ClientKey{File: file}}}
+		if login {
+			cfg.Fetcher = &Loopback{Open: f.browser.Open, Out: io.Discard}
+		}
+		h, err := NewHandler(cfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return h
+	}
+	if user, err := f.call(ctx, handler(true)); err != nil || user != oauthtest.Subject {
+		t.Fatalf("login: %q, %v", user, err)
+	}
+	if f.op.Exchanges() != 1 || f.op.ClientAuth() != "private_key_jwt" {
+		t.Errorf("exchanges %d, client authentication %q; want 1 with private_key_jwt", f.op.Exchanges(), f.op.ClientAuth())
+	}
+	if e := f.entry(); e.Client.ID != "kid2" || e.Client.AuthMethod != "private_key_jwt" || e.Client.Secret != "" {
+		t.Errorf("stored client %v", e.Client)
+	}
+	f.expire()
+	if _, err := f.call(ctx, handler(false)); err != nil {
+		t.Fatalf("after expiry: %v", err)
+	}
+	if f.op.Refreshes() != 1 || f.op.ClientAuth() != "private_key_jwt" {
+		t.Errorf("refreshes %d, client authentication %q; want 1 with private_key_jwt", f.op.Refreshes(), f.op.ClientAuth())
+	}
 }

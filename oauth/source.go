@@ -66,6 +66,9 @@ type TokenSource struct {
 	// secret is a configured client's secret, which the store does not
 	// keep; a client toolwire registered has its secret in the store.
 	secret string
+	// key is a configured client's private key (private_key_jwt), if it
+	// authenticates with one.
+	key *ClientKey
 
 	mu       sync.Mutex
 	last     *Token // last token seen, to answer without reading the store
@@ -256,6 +259,9 @@ func (s *TokenSource) refresh(ctx context.Context, rejected string) (*Token, err
 			// RFC 8707, section 2.2: the refresh names the resource, so
 			// that the new access token is for it alone.
 			client = withGrantParams(client, cfg.Endpoint.TokenURL, "refresh_token", url.Values{"resource": {resource}})
+		}
+		if s.key != nil && !e.Client.Dynamic {
+			client = withClientAssertion(client, cfg.Endpoint.TokenURL, s.key, e.Client.ID, e.Client.Issuer, nil)
 		}
 		rctx := context.WithValue(ctx, oauth2.HTTPClient, client)
 		// An expired token makes the source redeem the refresh token.

@@ -51,7 +51,7 @@ func oauthHandlers(e *env, store *oauth.Store, fetcher oauth.Fetcher) mcpclient.
 					return nil, fmt.Errorf("server %q: oauth.clientSecretEnv: the variable %s is not set", cfg.Name, o.ClientSecretEnv)
 				}
 			}
-			hc.Client = &oauth.ClientConfig{ID: o.ClientID, Secret: secret}
+			hc.Client = &oauth.ClientConfig{ID: o.ClientID, Secret: secret, Key: clientKey(o)}
 		}
 		return oauth.NewHandler(hc)
 	}

@@ -130,7 +130,7 @@ func (r *runner) handlers(store *oauth.Store) mcpclient.OAuthFunc {
 			if o.ClientSecretEnv != "" {
 				secret, _ = os.LookupEnv(o.ClientSecretEnv)
 			}
-			hc.Client = &oauth.ClientConfig{ID: o.ClientID, Secret: secret}
+			hc.Client = &oauth.ClientConfig{ID: o.ClientID, Secret: secret, Key: clientKey(o)}
 		}
 		return oauth.NewHandler(hc)
 	}

@@ -205,8 +205,9 @@ func (o *OP) wrap(next http.Handler) http.Handler {
 			return
 		case r.URL.Path == "/oauth/token":
 			r.ParseForm()
+			grant := r.PostForm.Get("grant_type") // before keyAuth or jagAuth rewrite the form
 			switch _, _, basic := r.BasicAuth(); {
-			case r.PostForm.Get("grant_type") == grantJWTBearer:
+			case grant == grantJWTBearer:
 				o.clientAuth.Store(map[bool]string{true: "basic", false: "post"}[basic])
 				if !o.jagAuth(w, r) {
 					return
@@ -223,7 +224,7 @@ func (o *OP) wrap(next http.Handler) http.Handler {
 			default:
 				o.clientAuth.Store("none")
 			}
-			switch r.PostForm.Get("grant_type") {
+			switch grant {
 			case "refresh_token":
 				o.refreshes.Add(1)
 				o.refreshResource.Store(r.PostForm.Get("resource"))

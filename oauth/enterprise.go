@@ -9,7 +9,6 @@ import (
 	"os"
 	"strings"
 
-	"github.com/modelcontextprotocol/go-sdk/auth"
 	"github.com/toolwire/toolwire/netpolicy"
 	"golang.org/x/oauth2"
 	"golang.org/x/oauth2/clientcredentials"
@@ -114,15 +113,11 @@ func (c *IdPConfig) exchange(ctx context.Context, client *http.Client, issuer, r
 	}
 	endpoint := c.TokenEndpoint
 	if endpoint == "" {
-		meta, err := auth.GetAuthServerMetadata(ctx, c.Issuer, client)
+		// The rules of any authorization server's metadata: its issuer,
+		// and every endpoint passing the remote-URL rule.
+		meta, err := serverMetadata(ctx, client, c.Issuer)
 		if err != nil {
-			return "", "", fmt.Errorf("metadata: %w", err)
-		}
-		if meta == nil || meta.TokenEndpoint == "" {
-			return "", "", errors.New("no metadata naming a token endpoint")
-		}
-		if _, err := netpolicy.CheckURL(meta.TokenEndpoint); err != nil {
-			return "", "", fmt.Errorf("token endpoint: %w", err)
+			return "", "", err
 		}
 		endpoint = meta.TokenEndpoint
 	}

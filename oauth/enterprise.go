@@ -73,7 +73,7 @@ func (c *IdPConfig) check() error {
 // idToken reads the user's ID token.
 func (c *IdPConfig) idToken() (string, error) {
 	if c.IDTokenFile != "" {
-		b, err := os.ReadFile(c.IDTokenFile)
+		b, err := readPrivateFile(c.IDTokenFile)
 		if err != nil {
 			return "", fmt.Errorf("read the ID token: %w", err)
 		}

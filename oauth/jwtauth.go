@@ -15,6 +15,7 @@ import (
 	"net/http"
 	"net/url"
 	"os"
+	"runtime"
 	"slices"
 	"strconv"
 	"strings"
@@ -63,7 +64,7 @@ func (k *ClientKey) check() error {
 func (k *ClientKey) load() (crypto.Signer, jose.SignatureAlgorithm, error) {
 	var raw []byte
 	if k.File != "" {
-		b, err := os.ReadFile(k.File)
+		b, err := readPrivateFile(k.File)
 		if err != nil {
 			return nil, "", fmt.Errorf("read the private key: %w", err)
 		}
@@ -212,4 +213,26 @@ func (t *assertionTransport) RoundTrip(req *http.Request) (*http.Response, error
 	out.Header.Set("Content-Length", strconv.Itoa(len(encoded)))
 	out.GetBody = func() (io.ReadCloser, error) { return io.NopCloser(strings.NewReader(encoded)), nil }
 	return t.base.RoundTrip(out)
+}
+
+// readPrivateFile reads a small file that holds a credential, refusing one
+// that group or others may read, as the store's key file: a key anyone on
+// the machine can read authenticates anyone.
+func readPrivateFile(path string) ([]byte, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	st, err := f.Stat()
+	if err != nil {
+		return nil, err
+	}
+	if perm := st.Mode().Perm(); runtime.GOOS != "windows" && perm&0o077 != 0 {
+		return nil, fmt.Errorf("%s has mode %04o: group and others must have no access (chmod 600 it)", path, perm)
+	}
+	if !st.Mode().IsRegular() {
+		return nil, fmt.Errorf("%s is not a regular file", path)
+	}
+	return io.ReadAll(io.LimitReader(f, 64<<10))
 }

@@ -11,6 +11,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"runtime"
 	"strings"
 	"testing"
 	"time"
@@ -93,6 +94,19 @@ func TestClientCredentialsPrivateKeyJWT(t *testing.T) {
 		}
 		if user, err := whoami(t, rs.URL, h); err != nil || user != "kid1" {
 			t.Fatalf("connect: %q, %v", user, err)
+		}
+	})
+	t.Run("key file others may read", func(t *testing.T) {
+		if runtime.GOOS == "windows" {
+			t.Skip("no Unix permissions")
+		}
+		file := filepath.Join(t.TempDir(), "client.pem")
+		if err := os.WriteFile(file, []byte(keyPEM), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		h, _ := NewClientCredentialsHandler(&ClientCredentialsConfig{Server: "m2m", ClientID: "kid1", Key: &ClientKey{File: file}, HTTPClient: hc})
+		if _, err := whoami(t, rs.URL, h); err == nil || !strings.Contains(err.Error(), "mode 0644") {
+			t.Errorf("got %v, want the key file refused for its mode", err)
 		}
 	})
 	t.Run("another key", func(t *testing.T) {

@@ -151,12 +151,7 @@ func (d *decoder) oauth(v *node, path string) *OAuth {
 				o.PrivateKeyEnv = s
 			}
 		case "clientMetadataUrl":
-			if s, ok := d.nonEmpty(p.value, fpath); ok {
-				u, err := url.Parse(s)
-				if err != nil || u.Scheme != "https" || u.Host == "" || u.Path == "" || u.Path == "/" || u.Fragment != "" || u.User != nil {
-					d.errorf(p.value.line, fpath, "want an https URL with a path to the client metadata document (no fragment, no user info), got %q", s)
-					continue
-				}
+			if s, ok := d.metadataURL(p.value, fpath); ok {
 				o.ClientMetadataURL = s
 			}
 		case "scopes":
@@ -205,4 +200,55 @@ func (d *decoder) oauth(v *node, path string) *OAuth {
 		d.errorf(v.line, path, "grant %s needs clientId and clientSecretEnv (or privateKeyFile or privateKeyEnv)", o.Grant)
 	}
 	return o
+}
+
+// metadataURL decodes a client metadata document URL: https, with a path.
+func (d *decoder) metadataURL(v *node, path string) (string, bool) {
+	s, ok := d.nonEmpty(v, path)
+	if !ok {
+		return "", false
+	}
+	u, err := url.Parse(s)
+	if err != nil || u.Scheme != "https" || u.Host == "" || u.Path == "" || u.Path == "/" || u.Fragment != "" || u.User != nil {
+		d.errorf(v.line, path, "want an https URL with a path to the client metadata document (no fragment, no user info), got %q", s)
+		return "", false
+	}
+	return s, true
+}
+
+var oauthDefaultFields = []string{"clientMetadataUrl"}
+
+// oauthDefaults decodes the top-level "oauth" section of toolwire's file,
+// the OAuth defaults of its remote servers, and applies them: a
+// clientMetadataUrl goes to every remote server of the file whose own
+// oauth settings name no client, no other grant and no URL of their own.
+func (d *decoder) oauthDefaults(v *node, servers []Server) {
+	const path = "oauth"
+	if !d.wantMap(v, path, "a map of OAuth defaults") {
+		return
+	}
+	metaURL := ""
+	for _, p := range d.entries(v, path) {
+		switch p.key {
+		case "clientMetadataUrl":
+			metaURL, _ = d.metadataURL(p.value, joinPath(path, p.key))
+		default:
+			d.unknownField(p, path, oauthDefaultFields)
+		}
+	}
+	if metaURL == "" {
+		return
+	}
+	for i := range servers {
+		s := &servers[i]
+		if s.Transport != TransportHTTP && s.Transport != TransportSSE {
+			continue
+		}
+		if s.OAuth == nil {
+			s.OAuth = &OAuth{}
+		}
+		if o := s.OAuth; o.ClientID == "" && (o.Grant == "" || o.Grant == "authorization_code") && o.ClientMetadataURL == "" {
+			o.ClientMetadataURL = metaURL
+		}
+	}
 }

@@ -87,3 +87,47 @@ func TestServerOAuthEnterprise(t *testing.T) {
 		}
 	}
 }
+
+func TestOAuthDefaultsClientMetadataURL(t *testing.T) {
+	src := `oauth:
+  clientMetadataUrl: https://tools.example.com/c.json
+servers:
+  plain:
+    url: https://a.example.com/mcp
+  own:
+    url: https://b.example.com/mcp
+    oauth: {clientMetadataUrl: "https://other.example.com/c.json"}
+  preregistered:
+    url: https://c.example.com/mcp
+    oauth: {clientId: app}
+  local:
+    command: x
+`
+	f, err := Parse("t.yaml", []byte(src), "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := map[string]string{}
+	for _, s := range f.Servers {
+		if s.OAuth != nil {
+			got[s.Name] = s.OAuth.ClientMetadataURL
+		}
+	}
+	want := map[string]string{"plain": "https://tools.example.com/c.json", "own": "https://other.example.com/c.json", "preregistered": ""}
+	for k, v := range want {
+		if got[k] != v {
+			t.Errorf("%s: clientMetadataUrl %q, want %q", k, got[k], v)
+		}
+	}
+	if _, ok := got["local"]; ok {
+		t.Error("a stdio server got OAuth settings")
+	}
+	for _, tc := range []struct{ src, want string }{
+		{"oauth: {clientMetadataUrl: \"http://t.example.com/c.json\"}\nservers:\n  r:\n    url: https://h/\n", "oauth.clientMetadataUrl: want an https URL"},
+		{"oauth: {clientId: x}\nservers:\n  r:\n    url: https://h/\n", "oauth.clientId"},
+	} {
+		if _, err := Parse("t.yaml", []byte(tc.src), ""); err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%q: error %v, want it to contain %q", tc.src, err, tc.want)
+		}
+	}
+}

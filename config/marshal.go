@@ -183,13 +183,22 @@ func serverNode(s Server) (*yaml.Node, error) {
 	}
 	if s.OAuth != nil {
 		o := &yaml.Node{Kind: yaml.MappingNode}
-		for _, kv := range [][2]string{{"clientId", s.OAuth.ClientID}, {"clientSecretEnv", s.OAuth.ClientSecretEnv}, {"grant", s.OAuth.Grant}, {"authMethod", s.OAuth.AuthMethod}} {
+		for _, kv := range [][2]string{{"clientId", s.OAuth.ClientID}, {"clientSecretEnv", s.OAuth.ClientSecretEnv}, {"privateKeyFile", s.OAuth.PrivateKeyFile}, {"privateKeyEnv", s.OAuth.PrivateKeyEnv}, {"clientMetadataUrl", s.OAuth.ClientMetadataURL}, {"grant", s.OAuth.Grant}, {"authMethod", s.OAuth.AuthMethod}} {
 			if kv[1] != "" {
 				addPair(o, kv[0], str(kv[1]))
 			}
 		}
 		if s.OAuth.Scopes != nil {
 			addPair(o, "scopes", strList(s.OAuth.Scopes))
+		}
+		if c := s.OAuth.IdP; c != nil {
+			idp := &yaml.Node{Kind: yaml.MappingNode}
+			for _, kv := range [][2]string{{"issuer", c.Issuer}, {"tokenEndpoint", c.TokenEndpoint}, {"clientId", c.ClientID}, {"clientSecretEnv", c.ClientSecretEnv}, {"idTokenEnv", c.IDTokenEnv}, {"idTokenFile", c.IDTokenFile}} {
+				if kv[1] != "" {
+					addPair(idp, kv[0], str(kv[1]))
+				}
+			}
+			addPair(o, "idp", idp)
 		}
 		addPair(m, "oauth", o)
 	}

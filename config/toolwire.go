@@ -6,7 +6,7 @@ import (
 )
 
 var (
-	toolwireTopFields    = []string{"servers", "audit", "inputs", "gateway", "security", "agent"}
+	toolwireTopFields    = []string{"servers", "audit", "inputs", "gateway", "security", "agent", "oauth"}
 	toolwireServerFields = []string{
 		"transport", "command", "args", "env", "envFile", "cwd", "url", "headers", "bearerToken", "oauth",
 		"prefix", "defaultTier", "tierOverrides", "onlyTools", "excludeTools", "timeout", "required", "disabled",
@@ -47,9 +47,15 @@ func (d *decoder) toolwireFile(root *node, f *File) {
 			d.security(p.value, &f.Security)
 		case "agent":
 			d.agent(p.value, &f.Agent)
-		case "inputs":
+		case "inputs", "oauth":
 		default:
 			d.unknownField(p, "", toolwireTopFields)
+		}
+	}
+	// The OAuth defaults last: they apply to the servers.
+	for _, p := range top {
+		if p.key == "oauth" {
+			d.oauthDefaults(p.value, f.Servers)
 		}
 	}
 }

@@ -25,15 +25,27 @@ type ClientCredentialsConfig struct {
 	// ClientID is the client_id. Required.
 	ClientID string
 	// SecretEnv names the environment variable holding the client secret.
-	// It is read each time a token is requested, never stored. Required.
+	// It is read each time a token is requested, never stored. Exactly one
+	// of SecretEnv and Key is set.
 	SecretEnv string
-	// AuthMethod is "client_secret_basic" or "client_secret_post"; empty
-	// chooses from the authorization server's metadata (post first, as
-	// OAuth 2.1 prefers).
+	// Key, if set, authenticates the client with private_key_jwt (RFC
+	// 7523, section 2.2): each token request carries a fresh assertion
+	// signed with the key, and no secret.
+	Key *ClientKey
+	// AuthMethod is "client_secret_basic" or "client_secret_post" with
+	// SecretEnv, "private_key_jwt" (or empty) with Key; empty with
+	// SecretEnv chooses from the authorization server's metadata (post
+	// first, as OAuth 2.1 prefers).
 	AuthMethod string
 	// Scopes, if set, are requested instead of those the server
 	// advertises.
 	Scopes []string
+	// IdP, if set, makes the grant enterprise-managed authorization
+	// (cross-app access, SEP-990) instead of client_credentials: an
+	// identity assertion (ID-JAG) obtained from the IdP by token exchange
+	// (RFC 8693) is presented with the JWT bearer grant (RFC 7523, section
+	// 2.1), the client authenticating as above.
+	IdP *IdPConfig
 	// HTTPClient sends every request. Required: pass the netpolicy client.
 	HTTPClient *http.Client
 	// Timeout bounds one token request; zero means DefaultRefreshTimeout.
@@ -47,8 +59,8 @@ type ClientCredentialsConfig struct {
 // when the token expires it requests another, reading the secret again.
 // Tokens are kept in memory only: a new one costs one request and no user.
 //
-// private_key_jwt client authentication is not offered: go-sdk's extauth
-// package does not implement it (v1.8.0).
+// The client authenticates with its secret or, with a Key, with a signed
+// assertion (private_key_jwt, which go-sdk v1.8.0's extauth lacks).
 type ClientCredentialsHandler struct {
 	cfg ClientCredentialsConfig
 
@@ -69,15 +81,34 @@ func NewClientCredentialsHandler(cfg *ClientCredentialsConfig) (*ClientCredentia
 		return nil, errors.New("oauth: client credentials: empty server name")
 	case c.ClientID == "":
 		return nil, fmt.Errorf("oauth: server %q: client credentials without a client ID", c.Server)
-	case c.SecretEnv == "":
-		return nil, fmt.Errorf("oauth: server %q: client credentials without a secret variable", c.Server)
+	case c.SecretEnv == "" && c.Key == nil:
+		return nil, fmt.Errorf("oauth: server %q: client credentials without a secret variable or a private key", c.Server)
+	case c.SecretEnv != "" && c.Key != nil:
+		return nil, fmt.Errorf("oauth: server %q: client credentials with both a secret variable and a private key", c.Server)
 	case c.HTTPClient == nil:
 		return nil, fmt.Errorf("oauth: server %q: no HTTP client", c.Server)
 	}
-	switch c.AuthMethod {
-	case "", "client_secret_basic", "client_secret_post":
-	default:
-		return nil, fmt.Errorf("oauth: server %q: client authentication %q is not supported (want client_secret_basic or client_secret_post)", c.Server, c.AuthMethod)
+	if c.Key != nil {
+		if err := c.Key.check(); err != nil {
+			return nil, fmt.Errorf("oauth: server %q: %w", c.Server, err)
+		}
+		if c.AuthMethod != "" && c.AuthMethod != "private_key_jwt" {
+			return nil, fmt.Errorf("oauth: server %q: client authentication %q with a private key (want private_key_jwt)", c.Server, c.AuthMethod)
+		}
+		c.AuthMethod = "private_key_jwt"
+	} else {
+		switch c.AuthMethod {
+		case "", "client_secret_basic", "client_secret_post":
+		default:
+			return nil, fmt.Errorf("oauth: server %q: client authentication %q is not supported with a secret (want client_secret_basic or client_secret_post)", c.Server, c.AuthMethod)
+		}
+	}
+	if c.IdP != nil {
+		idp := *c.IdP
+		if err := idp.check(); err != nil {
+			return nil, fmt.Errorf("oauth: server %q: %w", c.Server, err)
+		}
+		c.IdP = &idp
 	}
 	if c.Timeout <= 0 {
 		c.Timeout = DefaultRefreshTimeout
@@ -112,12 +143,19 @@ func (h *ClientCredentialsHandler) Authorize(ctx context.Context, req *http.Requ
 	if err != nil {
 		return err
 	}
-	if g := d.asm.GrantTypesSupported; len(g) > 0 && !slices.Contains(g, "client_credentials") {
-		return fmt.Errorf("authorization server %s does not support the client_credentials grant", d.asm.Issuer)
+	grant := "client_credentials"
+	if h.cfg.IdP != nil {
+		grant = GrantJWTBearer
+	}
+	if g := d.asm.GrantTypesSupported; len(g) > 0 && !slices.Contains(g, grant) {
+		return fmt.Errorf("authorization server %s does not support the %s grant", d.asm.Issuer, grant)
 	}
 	method := h.cfg.AuthMethod
 	if method == "" {
 		method = pickAuthMethod(d.asm.TokenEndpointAuthMethodsSupported, true)
+	}
+	if m := d.asm.TokenEndpointAuthMethodsSupported; method == "private_key_jwt" && len(m) > 0 && !slices.Contains(m, method) {
+		return fmt.Errorf("authorization server %s does not accept private_key_jwt client authentication (it lists %v)", d.asm.Issuer, m)
 	}
 	scopes := h.cfg.Scopes
 	if len(scopes) == 0 {
@@ -127,6 +165,9 @@ func (h *ClientCredentialsHandler) Authorize(ctx context.Context, req *http.Requ
 		server:   h.cfg.Server,
 		clientID: h.cfg.ClientID,
 		env:      h.cfg.SecretEnv,
+		key:      h.cfg.Key,
+		issuer:   d.asm.Issuer,
+		algs:     slices.Clone(d.asm.TokenEndpointAuthSigningAlgValuesSupported),
 		tokenURL: d.asm.TokenEndpoint,
 		style:    authStyle(method),
 		scopes:   slices.Clone(scopes),
@@ -134,6 +175,9 @@ func (h *ClientCredentialsHandler) Authorize(ctx context.Context, req *http.Requ
 		client:   h.cfg.HTTPClient,
 		timeout:  h.cfg.Timeout,
 		now:      time.Now,
+	}
+	if h.cfg.IdP != nil {
+		src.grant = h.cfg.IdP.grant(h.cfg.HTTPClient, d.asm.Issuer, d.resource, src.scopes)
 	}
 	if _, err := src.fetch(ctx); err != nil {
 		return err
@@ -147,11 +191,18 @@ func (h *ClientCredentialsHandler) Authorize(ctx context.Context, req *http.Requ
 // ccSource requests client_credentials tokens, one at a time.
 type ccSource struct {
 	server, clientID, env, tokenURL, resource string
-	style                                     oauth2.AuthStyle
-	scopes                                    []string
-	client                                    *http.Client
-	timeout                                   time.Duration
-	now                                       func() time.Time
+	key                                       *ClientKey // private_key_jwt, else the secret in env
+	issuer                                    string     // the assertion's audience
+	algs                                      []string   // the signing algorithms the server accepts
+	// grant, if set, returns the grant's parameters (grant_type and its
+	// own), replacing client_credentials, and the values in them to keep
+	// out of errors.
+	grant   func(ctx context.Context) (url.Values, []string, error)
+	style   oauth2.AuthStyle
+	scopes  []string
+	client  *http.Client
+	timeout time.Duration
+	now     func() time.Time
 
 	mu  sync.Mutex
 	tok *oauth2.Token
@@ -176,23 +227,50 @@ func (s *ccSource) Token() (*oauth2.Token, error) {
 func (s *ccSource) fetch(ctx context.Context) (*oauth2.Token, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	secret, ok := os.LookupEnv(s.env)
-	if !ok || secret == "" {
-		return nil, fmt.Errorf("environment variable %s (the client secret) is not set", s.env)
+	ctx, cancel := context.WithTimeout(ctx, s.timeout)
+	defer cancel()
+	params := url.Values{"resource": {s.resource}}
+	var scrub []string
+	if s.grant != nil {
+		gp, sec, err := s.grant(ctx)
+		if err != nil {
+			return nil, err
+		}
+		for k, v := range gp {
+			params[k] = v
+		}
+		scrub = sec
+	}
+	secret := ""
+	if s.key != nil {
+		a, err := clientAssertion(s.key, s.clientID, s.issuer, s.algs, s.now())
+		if err != nil {
+			return nil, err
+		}
+		for k, v := range assertionParams(a) {
+			params[k] = v
+		}
+		secret = a // scrubbed from errors like a secret
+	} else {
+		v, ok := os.LookupEnv(s.env)
+		if !ok || v == "" {
+			return nil, fmt.Errorf("environment variable %s (the client secret) is not set", s.env)
+		}
+		secret = v
 	}
 	cfg := clientcredentials.Config{
 		ClientID:       s.clientID,
-		ClientSecret:   secret,
 		TokenURL:       s.tokenURL,
 		Scopes:         s.scopes,
 		AuthStyle:      s.style,
-		EndpointParams: url.Values{"resource": {s.resource}},
+		EndpointParams: params,
 	}
-	ctx, cancel := context.WithTimeout(ctx, s.timeout)
-	defer cancel()
+	if s.key == nil {
+		cfg.ClientSecret = secret
+	}
 	t, err := cfg.Token(context.WithValue(ctx, oauth2.HTTPClient, s.client))
 	if err != nil {
-		return nil, endpointError("token", err, secret)
+		return nil, endpointError("token", err, append(scrub, secret)...)
 	}
 	s.tok = &oauth2.Token{AccessToken: t.AccessToken, TokenType: t.TokenType, Expiry: t.Expiry}
 	return s.tok, nil

@@ -18,10 +18,18 @@
 //     PKCE, resource indicators, registration, step-up, iss check) with
 //     the registration and tokens persisted; interactively with a
 //     [Fetcher] such as [Loopback], deferred to the application with
-//     [PendingError] and [Handler.FinishAuth], or not at all.
+//     [PendingError] and [Handler.FinishAuth], or not at all. A client
+//     metadata URL ([HandlerConfig.ClientMetadataURL],
+//     [ClientMetadataDocument]) is the client ID where the authorization
+//     server supports Client ID Metadata Documents.
 //   - [ClientCredentialsHandler]: the client_credentials grant for
 //     machine-to-machine access, the secret read from the environment at
-//     use.
+//     use; or, with an [IdPConfig], enterprise-managed authorization (an
+//     ID-JAG from the IdP by token exchange, presented with the JWT bearer
+//     grant).
+//   - [ClientKey]: private_key_jwt client authentication (RFC 7523) instead
+//     of a secret, for both handlers.
+//   - [Revoke]: RFC 7009 revocation of a stored entry's tokens, for logout.
 //
 // Every request goes through the caller's *http.Client, which should be
 // netpolicy's; and every URL an authorization server names is checked

@@ -68,6 +68,13 @@ type HandlerConfig struct {
 	// ClientName is the client_name sent when registering; empty means
 	// "toolwire".
 	ClientName string
+	// ClientMetadataURL, if set, is the https URL where toolwire's client
+	// metadata is published (a Client ID Metadata Document, see
+	// [ClientMetadataDocument]). With no configured Client, it is the
+	// client_id at authorization servers that advertise
+	// client_id_metadata_document_supported; others get a registration as
+	// without it.
+	ClientMetadataURL string
 	// Fetcher makes the handler interactive; see the type's doc.
 	Fetcher Fetcher
 	// PendingRedirectURL makes the handler defer authorization to the
@@ -87,6 +94,9 @@ type ClientConfig struct {
 	// Secret is the client_secret, resolved by the caller; empty for a
 	// public client. It is kept in memory only, never in the store.
 	Secret string
+	// Key, if set instead of Secret, authenticates the client with
+	// private_key_jwt (RFC 7523) at the code exchange and each refresh.
+	Key *ClientKey
 	// RedirectURL is the redirect URI the client was registered with. For
 	// the loopback login it fixes the port; empty lets the loopback pick
 	// one (for servers that allow any loopback port, RFC 8252).
@@ -161,6 +171,13 @@ func NewHandler(cfg *HandlerConfig) (*Handler, error) {
 		return nil, fmt.Errorf("oauth: server %q: Fetcher and PendingRedirectURL exclude each other", c.Server)
 	case c.Client != nil && c.Client.ID == "":
 		return nil, fmt.Errorf("oauth: server %q: configured client without an ID", c.Server)
+	case c.Client != nil && c.Client.Key != nil && c.Client.Secret != "":
+		return nil, fmt.Errorf("oauth: server %q: configured client with both a secret and a private key", c.Server)
+	}
+	if c.Client != nil && c.Client.Key != nil {
+		if err := c.Client.Key.check(); err != nil {
+			return nil, fmt.Errorf("oauth: server %q: %w", c.Server, err)
+		}
 	}
 	if c.PendingRedirectURL != "" {
 		if err := checkRedirect(c.PendingRedirectURL); err != nil {
@@ -172,6 +189,11 @@ func NewHandler(cfg *HandlerConfig) (*Handler, error) {
 			return nil, fmt.Errorf("oauth: server %q: client redirect URL: %w", c.Server, err)
 		}
 	}
+	if c.ClientMetadataURL != "" {
+		if err := CheckClientMetadataURL(c.ClientMetadataURL); err != nil {
+			return nil, fmt.Errorf("oauth: server %q: %w", c.Server, err)
+		}
+	}
 	if c.PendingTTL <= 0 {
 		c.PendingTTL = DefaultPendingTTL
 	}
@@ -181,7 +203,7 @@ func NewHandler(cfg *HandlerConfig) (*Handler, error) {
 	h := &Handler{cfg: c, now: time.Now}
 	h.src = NewTokenSource(c.Store, c.Server, c.Resource, c.HTTPClient, c.Source)
 	if c.Client != nil {
-		h.src.secret = c.Client.Secret
+		h.src.secret, h.src.key = c.Client.Secret, c.Client.Key
 		h.src.bind.issuer, h.src.bind.clientID = c.Client.Issuer, c.Client.ID
 	}
 	return h, nil
@@ -368,6 +390,9 @@ func (h *Handler) authorizeNow(ctx context.Context, req *http.Request, resp *htt
 	} else {
 		httpClient = publicClientHTTP(httpClient, d.asm.TokenEndpoint)
 	}
+	if k := h.keyOf(c); k != nil {
+		httpClient = withClientAssertion(httpClient, d.asm.TokenEndpoint, k, c.ID, d.asm.Issuer, d.asm.TokenEndpointAuthSigningAlgValuesSupported)
+	}
 	var code string // scrubbed from errors, with the secret
 	flow, err := auth.NewAuthorizationCodeHandler(&auth.AuthorizationCodeHandlerConfig{
 		PreregisteredClient: &oauthex.ClientCredentials{ClientID: c.ID, ClientSecretAuth: creds, Issuer: d.asm.Issuer},
@@ -404,21 +429,42 @@ func (h *Handler) authorizeNow(ctx context.Context, req *http.Request, resp *htt
 }
 
 // candidate returns the client to use with the authorization server d
-// found: the configured one, else the one toolwire registered with that
-// server before, else nil (register).
+// found: the configured one, else the client metadata URL where the server
+// supports it, else the one toolwire registered with that server before,
+// else nil (register).
 func (h *Handler) candidate(e *Entry, d *discovery) (*Client, error) {
 	if cc := h.cfg.Client; cc != nil {
 		if cc.Issuer != "" && !sameIssuer(cc.Issuer, d.asm.Issuer) {
 			return nil, fmt.Errorf("%w: the configured client belongs to %q, the server uses %q", ErrIssuerMismatch, cc.Issuer, d.asm.Issuer)
+		}
+		method := pickAuthMethod(d.asm.TokenEndpointAuthMethodsSupported, cc.Secret != "")
+		if cc.Key != nil {
+			method = "private_key_jwt"
+			if m := d.asm.TokenEndpointAuthMethodsSupported; len(m) > 0 && !slices.Contains(m, method) {
+				return nil, fmt.Errorf("authorization server %s does not accept private_key_jwt client authentication (it lists %v)", d.asm.Issuer, m)
+			}
 		}
 		return &Client{
 			ID:          cc.ID,
 			Issuer:      d.asm.Issuer,
 			AuthURL:     d.asm.AuthorizationEndpoint,
 			TokenURL:    d.asm.TokenEndpoint,
-			AuthMethod:  pickAuthMethod(d.asm.TokenEndpointAuthMethodsSupported, cc.Secret != ""),
+			AuthMethod:  method,
 			RedirectURL: cc.RedirectURL,
 			Registered:  h.now().UTC(),
+		}, nil
+	}
+	if u := h.cfg.ClientMetadataURL; u != "" && d.asm.ClientIDMetadataDocumentSupported {
+		// A Client ID Metadata Document: the URL is the client ID, the
+		// authorization server fetches the metadata from it, and nothing
+		// is registered. A public client, like a registered one.
+		return &Client{
+			ID:         u,
+			Issuer:     d.asm.Issuer,
+			AuthURL:    d.asm.AuthorizationEndpoint,
+			TokenURL:   d.asm.TokenEndpoint,
+			AuthMethod: "none",
+			Registered: h.now().UTC(),
 		}, nil
 	}
 	if e != nil && e.Client != nil && e.Client.Dynamic && sameIssuer(e.Client.Issuer, d.asm.Issuer) {
@@ -452,6 +498,15 @@ func (h *Handler) secretOf(c *Client) string {
 		return h.cfg.Client.Secret
 	}
 	return c.Secret
+}
+
+// keyOf returns c's private key: the configured one for the configured
+// client, else nil.
+func (h *Handler) keyOf(c *Client) *ClientKey {
+	if !c.Dynamic && h.cfg.Client != nil && h.cfg.Client.ID == c.ID {
+		return h.cfg.Client.Key
+	}
+	return nil
 }
 
 // pickAuthMethod chooses a token endpoint auth method among those the
@@ -596,7 +651,7 @@ func (h *Handler) persist(c *Client, d *discovery) func(context.Context, *oauth2
 		// go-sdk leaves the style to auto-detection when the server lists
 		// no secret method (only "none", say): keep the client's own method
 		// then, or refreshes of a public client would send a Basic header.
-		if m := authMethod(cfg.Endpoint.AuthStyle, cfg.ClientSecret); m != "" {
+		if m := authMethod(cfg.Endpoint.AuthStyle, cfg.ClientSecret); m != "" && h.keyOf(c) == nil {
 			nc.AuthMethod = m
 		}
 		nc.RedirectURL = cfg.RedirectURL
@@ -616,6 +671,7 @@ func (h *Handler) persist(c *Client, d *discovery) func(context.Context, *oauth2
 			return nil, fmt.Errorf("store the token: %w", err)
 		}
 		h.src.remember(t)
+		h.src.setResource(d.resource)
 		return h.src, nil
 	}
 }

@@ -153,7 +153,11 @@ func (h *Handler) FinishAuth(ctx context.Context, res *auth.AuthorizationResult)
 	cfg.Scopes = p.Scopes
 	xctx, cancel := context.WithTimeout(ctx, h.src.timeout)
 	defer cancel()
-	xctx = context.WithValue(xctx, oauth2.HTTPClient, h.cfg.HTTPClient)
+	hc := h.cfg.HTTPClient
+	if k := h.keyOf(c); k != nil {
+		hc = withClientAssertion(hc, c.TokenURL, k, c.ID, p.Issuer, nil)
+	}
+	xctx = context.WithValue(xctx, oauth2.HTTPClient, hc)
 	tok, err := cfg.Exchange(xctx, res.Code, oauth2.VerifierOption(p.Verifier), oauth2.SetAuthURLParam("resource", p.Resource))
 	if err != nil {
 		return fmt.Errorf("token exchange: %w", endpointError("token", err, res.Code, p.Verifier, cfg.ClientSecret))
@@ -175,6 +179,7 @@ func (h *Handler) FinishAuth(ctx context.Context, res *auth.AuthorizationResult)
 		return err
 	}
 	h.src.remember(t)
+	h.src.setResource(p.Resource)
 	return nil
 }
 

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"net/url"
 	"sync"
 	"time"
 
@@ -30,6 +31,11 @@ type SourceOptions struct {
 	// refresh that other callers wait for, and a hung authorization server
 	// holds nobody longer than this.
 	RefreshTimeout time.Duration
+	// Resource is the resource indicator (RFC 8707) each refresh carries:
+	// the MCP server's URL, as the authorization requested it. A login
+	// through the [Handler] replaces it with the resource its discovery
+	// found. Empty means the URL the source is bound to.
+	Resource string
 }
 
 // TokenSource is the token source of one server, backed by a [Store]. It
@@ -65,9 +71,13 @@ type TokenSource struct {
 	// secret is a configured client's secret, which the store does not
 	// keep; a client toolwire registered has its secret in the store.
 	secret string
+	// key is a configured client's private key (private_key_jwt), if it
+	// authenticates with one.
+	key *ClientKey
 
-	mu   sync.Mutex
-	last *Token // last token seen, to answer without reading the store
+	mu       sync.Mutex
+	last     *Token // last token seen, to answer without reading the store
+	resource string // RFC 8707 resource of the refreshes
 }
 
 var _ oauth2.TokenSource = (*TokenSource)(nil)
@@ -88,7 +98,20 @@ func NewTokenSource(store *Store, server, resource string, client *http.Client, 
 		timeout: cmpOr(opts.RefreshTimeout, DefaultRefreshTimeout),
 		now:     time.Now,
 	}
+	// Refreshes name the server they are bound to (RFC 8707) unless told
+	// otherwise, so a new process's first refresh carries it too.
+	s.resource = opts.Resource
+	if s.resource == "" {
+		s.resource = resource
+	}
 	return s
+}
+
+// setResource sets the resource indicator the refreshes carry.
+func (s *TokenSource) setResource(r string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.resource = r
 }
 
 func cmpOr(d, def time.Duration) time.Duration {
@@ -263,7 +286,19 @@ func (s *TokenSource) refresh(ctx context.Context, rejected string) (*Token, err
 		if !e.Client.Dynamic && s.secret != "" {
 			cfg.ClientSecret = s.secret
 		}
-		rctx := context.WithValue(ctx, oauth2.HTTPClient, s.client)
+		s.mu.Lock()
+		resource := s.resource
+		s.mu.Unlock()
+		client := s.client
+		if resource != "" {
+			// RFC 8707, section 2.2: the refresh names the resource, so
+			// that the new access token is for it alone.
+			client = withGrantParams(client, cfg.Endpoint.TokenURL, "refresh_token", url.Values{"resource": {resource}})
+		}
+		if s.key != nil && !e.Client.Dynamic {
+			client = withClientAssertion(client, cfg.Endpoint.TokenURL, s.key, e.Client.ID, e.Client.Issuer, nil)
+		}
+		rctx := context.WithValue(ctx, oauth2.HTTPClient, client)
 		// An expired token makes the source redeem the refresh token.
 		t, err := cfg.TokenSource(rctx, &oauth2.Token{RefreshToken: old.RefreshToken, Expiry: time.Unix(1, 0)}).Token()
 		if err != nil {
@@ -318,7 +353,8 @@ func (c *Client) config(redirect string) *oauth2.Config {
 // secret.
 func authStyle(method string) oauth2.AuthStyle {
 	switch method {
-	case "client_secret_post", "none":
+	case "client_secret_post", "none", "private_key_jwt":
+		// private_key_jwt: client_id with the assertion, in the body.
 		return oauth2.AuthStyleInParams
 	case "client_secret_basic":
 		return oauth2.AuthStyleInHeader

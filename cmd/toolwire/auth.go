@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net/http"
 	"os/exec"
@@ -13,6 +14,7 @@ import (
 	"github.com/spf13/cobra"
 	"github.com/toolwire/toolwire/config"
 	"github.com/toolwire/toolwire/mcpclient"
+	"github.com/toolwire/toolwire/netpolicy"
 	"github.com/toolwire/toolwire/oauth"
 )
 
@@ -32,12 +34,14 @@ func oauthHandlers(e *env, store *oauth.Store, fetcher oauth.Fetcher) mcpclient.
 		if o == nil {
 			o = &config.OAuth{}
 		}
-		if o.Grant == "client_credentials" {
+		if o.Grant == "client_credentials" || o.Grant == "enterprise" {
 			return oauth.NewClientCredentialsHandler(&oauth.ClientCredentialsConfig{
-				Server: cfg.Name, ClientID: o.ClientID, SecretEnv: o.ClientSecretEnv, AuthMethod: o.AuthMethod, Scopes: o.Scopes, HTTPClient: client,
+				Server: cfg.Name, ClientID: o.ClientID, SecretEnv: o.ClientSecretEnv, Key: clientKey(o), AuthMethod: o.AuthMethod, Scopes: o.Scopes, IdP: idpConfig(o), HTTPClient: client,
 			})
 		}
-		hc := &oauth.HandlerConfig{Server: cfg.Name, Resource: cfg.URL, Store: store, HTTPClient: client, Scopes: o.Scopes, Fetcher: fetcher}
+		// Resource binds the stored tokens to this URL and is what the
+		// refreshes name (RFC 8707) before any discovery in this process.
+		hc := &oauth.HandlerConfig{Server: cfg.Name, Resource: cfg.URL, Store: store, HTTPClient: client, Scopes: o.Scopes, ClientMetadataURL: o.ClientMetadataURL, Fetcher: fetcher}
 		if o.ClientID != "" {
 			secret := ""
 			if o.ClientSecretEnv != "" {
@@ -47,7 +51,7 @@ func oauthHandlers(e *env, store *oauth.Store, fetcher oauth.Fetcher) mcpclient.
 					return nil, fmt.Errorf("server %q: oauth.clientSecretEnv: the variable %s is not set", cfg.Name, o.ClientSecretEnv)
 				}
 			}
-			hc.Client = &oauth.ClientConfig{ID: o.ClientID, Secret: secret}
+			hc.Client = &oauth.ClientConfig{ID: o.ClientID, Secret: secret, Key: clientKey(o)}
 		}
 		return oauth.NewHandler(hc)
 	}
@@ -130,7 +134,7 @@ was sent to (or the code) from stdin, for a machine without a browser.`,
 func newLogoutCommand(e *env, g *globalFlags) *cobra.Command {
 	return &cobra.Command{
 		Use:   "logout SERVER",
-		Short: "Forget a server's OAuth tokens and registration",
+		Short: "Revoke a server's OAuth tokens where it can, and forget them and the registration",
 		Args:  cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			store, err := tokenStore(e)
@@ -144,10 +148,25 @@ func newLogoutCommand(e *env, g *globalFlags) *cobra.Command {
 			if entry == nil {
 				return &exitError{exitUsage, fmt.Errorf("server %q: not logged in (nothing in %s)", args[0], store.Path())}
 			}
+			// Revoke first (RFC 7009), so that a copy of the tokens is
+			// worthless too; forget them whatever the answer.
+			ctx, cancel := context.WithTimeout(cmd.Context(), oauth.DefaultRefreshTimeout)
+			rerr := oauth.Revoke(ctx, netpolicy.NewClient(nil), entry, configuredSecret(e, g, args[0]))
+			cancel()
 			if err := store.Delete(cmd.Context(), args[0]); err != nil {
 				return &exitError{exitToolErr, err}
 			}
-			fmt.Fprintf(e.stdout, "%s: logged out; the next connection asks again\n", args[0])
+			switch {
+			case entry.Token == nil:
+				fmt.Fprintf(e.stdout, "%s: logged out; the next connection asks again\n", args[0])
+			case rerr == nil:
+				fmt.Fprintf(e.stdout, "%s: logged out; the authorization server revoked the tokens; the next connection asks again\n", args[0])
+			case errors.Is(rerr, oauth.ErrNoRevocation):
+				fmt.Fprintf(e.stdout, "%s: logged out; the authorization server offers no revocation, so the forgotten tokens stay valid until they expire\n", args[0])
+			default:
+				fmt.Fprintf(e.stderr, "warning: %v\n", rerr)
+				fmt.Fprintf(e.stdout, "%s: logged out; revoking the tokens failed (see above), they stay valid until they expire\n", args[0])
+			}
 			return nil
 		},
 	}
@@ -205,4 +224,39 @@ func remoteServer(file *config.File, name string) (config.Server, error) {
 		names = append(names, s.Name)
 	}
 	return config.Server{}, &exitError{exitUsage, fmt.Errorf("no server %q in the configuration (servers: %v)", name, names)}
+}
+
+// clientKey is the private key a server's oauth settings name, or nil when
+// they name none.
+func clientKey(o *config.OAuth) *oauth.ClientKey {
+	if o.PrivateKeyFile == "" && o.PrivateKeyEnv == "" {
+		return nil
+	}
+	return &oauth.ClientKey{File: o.PrivateKeyFile, Env: o.PrivateKeyEnv}
+}
+
+// idpConfig is the identity provider of grant enterprise, or nil.
+func idpConfig(o *config.OAuth) *oauth.IdPConfig {
+	if o.IdP == nil {
+		return nil
+	}
+	c := o.IdP
+	return &oauth.IdPConfig{Issuer: c.Issuer, TokenEndpoint: c.TokenEndpoint, ClientID: c.ClientID, SecretEnv: c.ClientSecretEnv, IDTokenEnv: c.IDTokenEnv, IDTokenFile: c.IDTokenFile}
+}
+
+// configuredSecret is the secret of the client the configuration names for
+// server, for revocation; "" when there is none or the configuration does
+// not load (logout must work without it).
+func configuredSecret(e *env, g *globalFlags, server string) string {
+	file, err := loadConfig(e, g)
+	if err != nil {
+		return ""
+	}
+	for _, s := range file.Servers {
+		if s.Name == server && s.OAuth != nil && s.OAuth.ClientSecretEnv != "" {
+			v, _ := e.lookupEnv(s.OAuth.ClientSecretEnv)
+			return v
+		}
+	}
+	return ""
 }

@@ -206,10 +206,18 @@ func TestOAuthLoginToolsRefreshLogout(t *testing.T) {
 
 	// logout: the token and the registration go; commands fail for the
 	// server naming the login again; the demo is unaffected.
+	before := f.entry(t, "remote")
 	o = f.run(t, nil, nil, "logout", "remote")
 	o.expect(t, exitOK)
 	if e := f.entry(t, "remote"); e != nil {
 		t.Errorf("after logout the store still has %v", e)
+	}
+	// Revoked (RFC 7009), not only forgotten.
+	if !strings.Contains(o.stdout, "revoked the tokens") {
+		t.Errorf("logout output %q does not say the tokens were revoked", o.stdout)
+	}
+	if _, err := f.op.Userinfo(context.Background(), before.Token.AccessToken, nil); err == nil {
+		t.Error("the access token still works after logout")
 	}
 	o = f.run(t, nil, nil, "tools")
 	o.expect(t, exitOK)

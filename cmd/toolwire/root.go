@@ -84,7 +84,7 @@ func newRootCommand(e *env) *cobra.Command {
 	root.AddCommand(newToolsCommand(e, &g), newCallCommand(e, &g), newServersCommand(e, &g), newConfigCommand(e), newServeCommand(e, &g), newTokenCommand(e))
 	root.AddCommand(newRunCommand(e, &g), newChatCommand(e, &g))
 	root.AddCommand(newAuditCommand(e))
-	root.AddCommand(newLoginCommand(e, &g), newLogoutCommand(e, &g), newAuthCommand(e))
+	root.AddCommand(newLoginCommand(e, &g), newLogoutCommand(e, &g), newAuthCommand(e), newOAuthCommand(e, &g))
 	root.AddCommand(newPinsCommand(e, &g))
 	root.AddCommand(newVersionCommand(e))
 	return root

@@ -82,9 +82,14 @@ func logLevel() slog.Level {
 type scenarioContext struct {
 	ClientID     string `json:"client_id"`
 	ClientSecret string `json:"client_secret"`
-	// PrivateKeyPEM is given for private_key_jwt, which toolwire does not
-	// offer (see scenarios.go).
+	// PrivateKeyPEM is the client's key for private_key_jwt.
 	PrivateKeyPEM string `json:"private_key_pem"`
+	// The identity provider of cross-app access, and the user's ID token
+	// from it.
+	IdPClientID      string `json:"idp_client_id"`
+	IdPIDToken       string `json:"idp_id_token"`
+	IdPIssuer        string `json:"idp_issuer"`
+	IdPTokenEndpoint string `json:"idp_token_endpoint"`
 }
 
 func parseContext(raw string) (*scenarioContext, error) {

@@ -48,6 +48,17 @@ func run(ctx context.Context, r *runner) error {
 			return err
 		}
 	}
+	if cfg.OAuth != nil && cfg.OAuth.IdP != nil && cfg.OAuth.IdP.IDTokenEnv != "" {
+		// Where the user's SSO agent would have put the ID token.
+		if err := os.Setenv(cfg.OAuth.IdP.IDTokenEnv, r.cctx.IdPIDToken); err != nil {
+			return err
+		}
+	}
+	if cfg.OAuth != nil && cfg.OAuth.PrivateKeyEnv != "" {
+		if err := os.Setenv(cfg.OAuth.PrivateKeyEnv, r.cctx.PrivateKeyPEM); err != nil {
+			return err
+		}
+	}
 	// A store of its own per run: the suite's servers are new each time.
 	dir, err := os.MkdirTemp("", "toolwire-conformance-")
 	if err != nil {
@@ -105,13 +116,13 @@ func (r *runner) handlers(store *oauth.Store) mcpclient.OAuthFunc {
 		if o == nil {
 			o = &config.OAuth{}
 		}
-		if o.Grant == "client_credentials" {
+		if o.Grant == "client_credentials" || o.Grant == "enterprise" {
 			return oauth.NewClientCredentialsHandler(&oauth.ClientCredentialsConfig{
-				Server: cfg.Name, ClientID: o.ClientID, SecretEnv: o.ClientSecretEnv, AuthMethod: o.AuthMethod, Scopes: o.Scopes, HTTPClient: client,
+				Server: cfg.Name, ClientID: o.ClientID, SecretEnv: o.ClientSecretEnv, Key: clientKey(o), AuthMethod: o.AuthMethod, Scopes: o.Scopes, IdP: idpConfig(o), HTTPClient: client,
 			})
 		}
 		hc := &oauth.HandlerConfig{
-			Server: cfg.Name, Resource: cfg.URL, Store: store, HTTPClient: client, Scopes: o.Scopes, ClientName: "toolwire conformance client",
+			Server: cfg.Name, Resource: cfg.URL, Store: store, HTTPClient: client, Scopes: o.Scopes, ClientMetadataURL: o.ClientMetadataURL, ClientName: "toolwire conformance client",
 			Fetcher: &oauth.Loopback{Open: follow, Out: r.out, Timeout: requestTimeout},
 		}
 		if o.ClientID != "" {
@@ -119,7 +130,7 @@ func (r *runner) handlers(store *oauth.Store) mcpclient.OAuthFunc {
 			if o.ClientSecretEnv != "" {
 				secret, _ = os.LookupEnv(o.ClientSecretEnv)
 			}
-			hc.Client = &oauth.ClientConfig{ID: o.ClientID, Secret: secret}
+			hc.Client = &oauth.ClientConfig{ID: o.ClientID, Secret: secret, Key: clientKey(o)}
 		}
 		return oauth.NewHandler(hc)
 	}
@@ -157,3 +168,21 @@ func follow(ctx context.Context, authURL string) error {
 type approveAll struct{}
 
 func (approveAll) Confirm(context.Context, tool.PendingCall) (bool, error) { return true, nil }
+
+// clientKey is the private key a server's oauth settings name, or nil when
+// they name none.
+func clientKey(o *config.OAuth) *oauth.ClientKey {
+	if o.PrivateKeyFile == "" && o.PrivateKeyEnv == "" {
+		return nil
+	}
+	return &oauth.ClientKey{File: o.PrivateKeyFile, Env: o.PrivateKeyEnv}
+}
+
+// idpConfig is the identity provider of grant enterprise, or nil.
+func idpConfig(o *config.OAuth) *oauth.IdPConfig {
+	if o.IdP == nil {
+		return nil
+	}
+	c := o.IdP
+	return &oauth.IdPConfig{Issuer: c.Issuer, TokenEndpoint: c.TokenEndpoint, ClientID: c.ClientID, SecretEnv: c.ClientSecretEnv, IDTokenEnv: c.IDTokenEnv, IDTokenFile: c.IDTokenFile}
+}

@@ -27,6 +27,10 @@ type scenario struct {
 // environment (config.OAuth.ClientSecretEnv).
 const secretEnv = "TOOLWIRE_CONFORMANCE_CLIENT_SECRET"
 
+// keyEnv is the variable through which the private key the suite hands
+// out (PEM) reaches toolwire, as config.OAuth.PrivateKeyEnv names it.
+const keyEnv = "TOOLWIRE_CONFORMANCE_PRIVATE_KEY"
+
 // authTool is the tool every auth/* scenario's server offers.
 const authTool = "test-tool"
 
@@ -46,7 +50,7 @@ var scenarios = map[string]scenario{
 	"auth/metadata-var1":                        authCode,
 	"auth/metadata-var2":                        authCode,
 	"auth/metadata-var3":                        authCode,
-	"auth/basic-cimd":                           authCode,
+	"auth/basic-cimd":                           {oauth: cimd, tool: authTool, args: `{}`},
 	"auth/scope-from-www-authenticate":          authCode,
 	"auth/scope-from-scopes-supported":          authCode,
 	"auth/scope-omitted-when-undefined":         authCode,
@@ -62,11 +66,9 @@ var scenarios = map[string]scenario{
 	"auth/offline-access-scope":                 authCode,
 	"auth/offline-access-not-supported":         authCode,
 
-	"auth/client-credentials-basic": {oauth: clientCredentials, tool: authTool, args: `{}`},
-	"auth/client-credentials-jwt": {oauth: clientCredentials, tool: authTool, args: `{}`,
-		unsupported: "the client_credentials grant with private_key_jwt client authentication: the oauth package offers client_secret_basic and client_secret_post only (go-sdk's extauth has no private_key_jwt)"},
-	"auth/cross-app-access-complete-flow": {tool: authTool, args: `{}`,
-		unsupported: "cross-app access (RFC 8693 token exchange of an ID-JAG, then the RFC 7523 JWT bearer grant): not implemented by the oauth package"},
+	"auth/client-credentials-basic":       {oauth: clientCredentials, tool: authTool, args: `{}`},
+	"auth/client-credentials-jwt":         {oauth: clientCredentialsJWT, tool: authTool, args: `{}`},
+	"auth/cross-app-access-complete-flow": {oauth: enterprise, tool: authTool, args: `{}`},
 }
 
 // authCode is an auth/* scenario of the authorization code flow: a client
@@ -86,6 +88,32 @@ func preregistered(c *scenarioContext) *config.OAuth {
 
 func clientCredentials(c *scenarioContext) *config.OAuth {
 	return &config.OAuth{Grant: "client_credentials", ClientID: c.ClientID, ClientSecretEnv: secretEnv}
+}
+
+// cimdURL is where the suite's basic-cimd scenario expects toolwire's
+// client metadata to be published: the client ID it must see.
+const cimdURL = "https://conformance-test.local/client-metadata.json"
+
+// cimd is the operator's setting for a published Client ID Metadata
+// Document (config.OAuth.ClientMetadataURL).
+func cimd(*scenarioContext) *config.OAuth { return &config.OAuth{ClientMetadataURL: cimdURL} }
+
+// clientCredentialsJWT is client_credentials with private_key_jwt client
+// authentication (RFC 7523), the key named by its variable.
+func clientCredentialsJWT(c *scenarioContext) *config.OAuth {
+	return &config.OAuth{Grant: "client_credentials", ClientID: c.ClientID, PrivateKeyEnv: keyEnv}
+}
+
+// idTokenEnv is the variable through which the user's ID token from the
+// IdP reaches toolwire (config.IdP.IDTokenEnv).
+const idTokenEnv = "TOOLWIRE_CONFORMANCE_ID_TOKEN"
+
+// enterprise is enterprise-managed authorization (cross-app access): the
+// client at the MCP server's authorization server, and the IdP.
+func enterprise(c *scenarioContext) *config.OAuth {
+	return &config.OAuth{Grant: "enterprise", ClientID: c.ClientID, ClientSecretEnv: secretEnv, IdP: &config.IdP{
+		Issuer: c.IdPIssuer, TokenEndpoint: c.IdPTokenEndpoint, ClientID: c.IdPClientID, IDTokenEnv: idTokenEnv,
+	}}
 }
 
 func scenarioNames() []string { return slices.Sorted(maps.Keys(scenarios)) }

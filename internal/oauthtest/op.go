@@ -83,10 +83,17 @@ type OP struct {
 	registrations atomic.Int32
 	refreshes     atomic.Int32
 	exchanges     atomic.Int32
+	jwtBearer     atomic.Int32
+	// refreshResource is the resource parameter of the last refresh.
+	refreshResource atomic.Value
 
 	mu         sync.Mutex
 	mutate     func(map[string]any)
 	tokenFault func(http.ResponseWriter, *http.Request)
+	cimd       bool                 // client_id_metadata_document_supported
+	keys       map[string]keyClient // private_key_jwt clients, by client ID
+	jtis       map[string]bool      // the client assertions' jti seen
+	idp        *IdP                 // trusted for ID-JAGs (TrustIdP)
 }
 
 // NewOP starts an OP, stopped when the test ends.
@@ -103,7 +110,7 @@ func NewOP(t testing.TB, opts *OPOptions) *OP {
 	srv := httptest.NewUnstartedServer(nil)
 	o := &OP{Issuer: "http://" + srv.Listener.Addr().String()}
 	st := storage.NewStorageWithClients(storage.NewUserStore(o.Issuer), map[string]*storage.Client{})
-	o.st = &opStorage{Storage: st, clients: map[string]*client{}, lifetime: opts.AccessTokenLifetime, expiry: map[string]time.Time{}}
+	o.st = &opStorage{Storage: st, clients: map[string]*client{}, lifetime: opts.AccessTokenLifetime, expiry: map[string]time.Time{}, subjects: map[string]string{}}
 	o.st.add(&client{id: ServiceClientID, secret: ServiceClientSecret, method: oidc.AuthMethodBasic,
 		grants: []oidc.GrantType{oidc.GrantTypeClientCredentials}, appType: op.ApplicationTypeWeb})
 	router := exampleop.SetupServer(o.Issuer, o.st, slog.New(slog.DiscardHandler), false)
@@ -118,6 +125,13 @@ func (o *OP) Registrations() int { return int(o.registrations.Load()) }
 
 // Refreshes returns how many refresh_token grants the token endpoint got.
 func (o *OP) Refreshes() int { return int(o.refreshes.Load()) }
+
+// RefreshResource returns the resource parameter (RFC 8707) of the last
+// refresh_token grant, "" if it had none.
+func (o *OP) RefreshResource() string {
+	s, _ := o.refreshResource.Load().(string)
+	return s
+}
 
 // Exchanges returns how many authorization_code grants the token endpoint
 // got.
@@ -171,6 +185,18 @@ func (o *OP) wrap(next http.Handler) http.Handler {
 			}
 			doc["registration_endpoint"] = o.Issuer + "/register"
 			o.mu.Lock()
+			if o.idp != nil {
+				g, _ := doc["grant_types_supported"].([]any)
+				doc["grant_types_supported"] = append(g, grantJWTBearer)
+			}
+			if o.cimd {
+				doc["client_id_metadata_document_supported"] = true
+			}
+			if o.keys != nil {
+				// What keyAuth verifies, rather than what zitadel's own
+				// JWT profile would.
+				doc["token_endpoint_auth_signing_alg_values_supported"] = keyAlgs
+			}
 			if o.mutate != nil {
 				o.mutate(doc)
 			}
@@ -179,7 +205,18 @@ func (o *OP) wrap(next http.Handler) http.Handler {
 			return
 		case r.URL.Path == "/oauth/token":
 			r.ParseForm()
+			grant := r.PostForm.Get("grant_type") // before keyAuth or jagAuth rewrite the form
 			switch _, _, basic := r.BasicAuth(); {
+			case grant == grantJWTBearer:
+				o.clientAuth.Store(map[bool]string{true: "basic", false: "post"}[basic])
+				if !o.jagAuth(w, r) {
+					return
+				}
+			case r.PostForm.Has("client_assertion"):
+				o.clientAuth.Store("private_key_jwt")
+				if !o.keyAuth(w, r) {
+					return
+				}
 			case basic:
 				o.clientAuth.Store("basic")
 			case r.PostForm.Has("client_secret"):
@@ -187,9 +224,10 @@ func (o *OP) wrap(next http.Handler) http.Handler {
 			default:
 				o.clientAuth.Store("none")
 			}
-			switch r.PostForm.Get("grant_type") {
+			switch grant {
 			case "refresh_token":
 				o.refreshes.Add(1)
+				o.refreshResource.Store(r.PostForm.Get("resource"))
 			case "authorization_code":
 				o.exchanges.Add(1)
 			}
@@ -327,6 +365,9 @@ type opStorage struct {
 	// token's end, by token ID.
 	lifetime time.Duration
 	expiry   map[string]time.Time
+	// subjects holds, by client, the subject of the ID-JAG whose grant
+	// jagAuth handed to zitadel as client_credentials.
+	subjects map[string]string
 }
 
 func (s *opStorage) GetClientByClientID(_ context.Context, id string) (op.Client, error) {
@@ -358,8 +399,9 @@ func (s *opStorage) SetIntrospectionFromToken(ctx context.Context, r *oidc.Intro
 		return err
 	}
 	err := s.Storage.SetIntrospectionFromToken(ctx, r, tokenID, subject, clientID)
-	if err != nil && err.Error() == "user not found" && subject == clientID {
-		r.Subject, r.ClientID = subject, clientID
+	if err != nil && err.Error() == "user not found" && (subject == clientID || s.keyClient(subject)) {
+		// A key client's token (AddKeyClient) names the key client.
+		r.Subject, r.ClientID = subject, subject
 		return nil
 	}
 	return err

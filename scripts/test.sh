@@ -10,4 +10,6 @@ cd "$(dirname "$0")/.."
 export TOOLWIRE_NPM_DIR="${TOOLWIRE_NPM_DIR:-${HOME:-/tmp}/.cache/toolwire-npm}"
 scripts/npm-deps.sh >/dev/null
 scripts/conformance.sh --install-only >/dev/null
-go test -race -count=1 ./...
+# Most tests wait on child processes and sockets more than they compute, so
+# four run at once per package (the default is one per core).
+go test -race -count=1 -parallel 4 ./...

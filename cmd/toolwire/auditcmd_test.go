@@ -33,6 +33,7 @@ func writeAuditEvents(t *testing.T, path string, opts *audit.FileSinkOptions, n 
 }
 
 func TestAuditVerifyReportsAnIntactChain(t *testing.T) {
+	t.Parallel()
 	f := newFixture(t, "")
 	path := filepath.Join(f.dir, "log.jsonl")
 	writeAuditEvents(t, path, nil, 4)
@@ -49,6 +50,7 @@ func TestAuditVerifyReportsAnIntactChain(t *testing.T) {
 }
 
 func TestAuditVerifyNamesTheFirstBadLine(t *testing.T) {
+	t.Parallel()
 	f := newFixture(t, "")
 	path := filepath.Join(f.dir, "log.jsonl")
 	writeAuditEvents(t, path, nil, 4)
@@ -76,6 +78,7 @@ func TestAuditVerifyNamesTheFirstBadLine(t *testing.T) {
 }
 
 func TestAuditVerifyExplainsALogWrittenBeforeChaining(t *testing.T) {
+	t.Parallel()
 	f := newFixture(t, "")
 	path := filepath.Join(f.dir, "old.jsonl")
 	var old bytes.Buffer
@@ -96,6 +99,7 @@ func TestAuditVerifyExplainsALogWrittenBeforeChaining(t *testing.T) {
 }
 
 func TestAuditKeygenThenVerifySignatures(t *testing.T) {
+	t.Parallel()
 	f := newFixture(t, "")
 	prefix := filepath.Join(f.dir, "signer")
 	o := f.run(t, "", false, "audit", "keygen", "--out", prefix)
@@ -146,6 +150,7 @@ func TestAuditKeygenThenVerifySignatures(t *testing.T) {
 
 // TestAuditLogOfRealCallsVerifies checks the log the CLI itself writes.
 func TestAuditLogOfRealCallsVerifies(t *testing.T) {
+	t.Parallel()
 	f := newFixture(t, "")
 	f.run(t, "", false, "call", "demo__echo", "text=one").expect(t, exitOK)
 	f.run(t, "", false, "call", "demo__echo", "text=two").expect(t, exitOK)

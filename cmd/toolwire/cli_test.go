@@ -115,6 +115,7 @@ func (o outcome) expect(t *testing.T, code int) {
 }
 
 func TestToolsTableShowsTiersFromConfigAndHints(t *testing.T) {
+	t.Parallel()
 	f := newFixture(t, "")
 	o := f.run(t, "", false, "tools")
 	o.expect(t, exitOK)
@@ -142,6 +143,7 @@ func TestToolsTableShowsTiersFromConfigAndHints(t *testing.T) {
 }
 
 func TestToolsJSONCarriesSchemas(t *testing.T) {
+	t.Parallel()
 	f := newFixture(t, "")
 	o := f.run(t, "", false, "tools", "--json")
 	o.expect(t, exitOK)
@@ -169,6 +171,7 @@ func TestToolsJSONCarriesSchemas(t *testing.T) {
 }
 
 func TestCallReadToolPrintsText(t *testing.T) {
+	t.Parallel()
 	f := newFixture(t, "")
 	o := f.run(t, "", false, "call", "demo__echo", "text=hello there")
 	o.expect(t, exitOK)
@@ -178,6 +181,7 @@ func TestCallReadToolPrintsText(t *testing.T) {
 }
 
 func TestCallKeyValueKeepsStringPropertiesAsText(t *testing.T) {
+	t.Parallel()
 	f := newFixture(t, "")
 	// echo's text is a string: 007 must stay "007", not become the number 7.
 	o := f.run(t, "", false, "call", "demo__echo", "text=007")
@@ -194,6 +198,7 @@ func TestCallKeyValueKeepsStringPropertiesAsText(t *testing.T) {
 }
 
 func TestCallArgsFlag(t *testing.T) {
+	t.Parallel()
 	f := newFixture(t, "")
 	o := f.run(t, "", false, "call", "demo__echo", "--args", `{"text":"from json"}`)
 	o.expect(t, exitOK)
@@ -205,6 +210,7 @@ func TestCallArgsFlag(t *testing.T) {
 }
 
 func TestCallWriteToolAsksAndRunsOnYes(t *testing.T) {
+	t.Parallel()
 	f := newFixture(t, "")
 	o := f.run(t, "y\n", true, "call", "demo__write_note", "title=groceries", "body=milk")
 	o.expect(t, exitOK)
@@ -222,6 +228,7 @@ func TestCallWriteToolAsksAndRunsOnYes(t *testing.T) {
 }
 
 func TestCallDestructiveToolDeclinedDoesNotRun(t *testing.T) {
+	t.Parallel()
 	f := newFixture(t, "")
 	f.run(t, "", false, "call", "demo__write_note", "title=keep", "body=x", "--yes").expect(t, exitOK)
 	for _, answer := range []string{"n\n", "\n", "yes please\n", ""} {
@@ -242,6 +249,7 @@ func TestCallDestructiveToolDeclinedDoesNotRun(t *testing.T) {
 }
 
 func TestCallWithoutTerminalIsRefusedUnlessYes(t *testing.T) {
+	t.Parallel()
 	f := newFixture(t, "")
 	o := f.run(t, "y\n", false, "call", "demo__write_note", "title=t", "body=b")
 	o.expect(t, exitDeclined)
@@ -259,6 +267,7 @@ func TestCallWithoutTerminalIsRefusedUnlessYes(t *testing.T) {
 }
 
 func TestCallExitStatuses(t *testing.T) {
+	t.Parallel()
 	f := newFixture(t, "")
 	cases := []struct {
 		name string
@@ -284,6 +293,7 @@ func TestCallExitStatuses(t *testing.T) {
 }
 
 func TestCallJSONPrintsWholeResult(t *testing.T) {
+	t.Parallel()
 	f := newFixture(t, "")
 	o := f.run(t, "", false, "call", "demo__mislabeled_image", "--json")
 	o.expect(t, exitOK)
@@ -311,6 +321,7 @@ func TestCallJSONPrintsWholeResult(t *testing.T) {
 }
 
 func TestCallShowsProgress(t *testing.T) {
+	t.Parallel()
 	f := newFixture(t, "")
 	o := f.run(t, "", false, "call", "demo__slow_count", "steps=3", "interval_ms=5")
 	o.expect(t, exitOK)
@@ -320,6 +331,7 @@ func TestCallShowsProgress(t *testing.T) {
 }
 
 func TestAuditFileRecordsEachStep(t *testing.T) {
+	t.Parallel()
 	f := newFixture(t, "")
 	f.run(t, "", false, "call", "demo__echo", "text=secret-free").expect(t, exitOK)
 	f.run(t, "n\n", true, "call", "demo__delete_note", "title=x").expect(t, exitDeclined)
@@ -341,6 +353,7 @@ func TestAuditFileRecordsEachStep(t *testing.T) {
 }
 
 func TestServerThatFailsIsReportedAndOthersWork(t *testing.T) {
+	t.Parallel()
 	f := newFixture(t, `  broken:
     command: /nonexistent/mcp-server
     args: [--flag]
@@ -358,6 +371,7 @@ func TestServerThatFailsIsReportedAndOthersWork(t *testing.T) {
 }
 
 func TestConfigErrorNamesFieldAndLine(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	path := filepath.Join(dir, "bad.yaml")
 	if err := os.WriteFile(path, []byte("servers:\n  demo:\n    command: x\n    defaultTier: admin\n"), 0o600); err != nil {
@@ -417,6 +431,7 @@ func kindStrings(ks []audit.Kind) []string {
 }
 
 func TestServersCombinesConfigFilesOfDifferentDialects(t *testing.T) {
+	t.Parallel()
 	f := newFixture(t, "")
 	claude := filepath.Join(f.dir, "claude_desktop_config.json")
 	entry := map[string]any{"command": os.Args[0], "env": map[string]string{"TOOLWIRE_TEST_SERVER": "demo"}}
@@ -456,6 +471,7 @@ func TestServersCombinesConfigFilesOfDifferentDialects(t *testing.T) {
 }
 
 func TestServersTableShowsEveryServer(t *testing.T) {
+	t.Parallel()
 	f := newFixture(t, `  broken:
     command: /nonexistent/mcp-server
 `)
@@ -474,6 +490,7 @@ func TestServersTableShowsEveryServer(t *testing.T) {
 }
 
 func TestCallOfAnUnknownToolSuggestsTheClosestNames(t *testing.T) {
+	t.Parallel()
 	f := newFixture(t, "")
 	o := f.run(t, "", false, "call", "demo__ecko", "text=hi")
 	o.expect(t, exitUsage)
@@ -484,6 +501,7 @@ func TestCallOfAnUnknownToolSuggestsTheClosestNames(t *testing.T) {
 }
 
 func TestMissingConfigFileSaysNoSuchFile(t *testing.T) {
+	t.Parallel()
 	f := newFixture(t, "")
 	f.config = filepath.Join(f.dir, "nope.yaml")
 	o := f.run(t, "", false, "tools")
@@ -495,6 +513,7 @@ func TestMissingConfigFileSaysNoSuchFile(t *testing.T) {
 }
 
 func TestCallErrorNamesTheToolOnce(t *testing.T) {
+	t.Parallel()
 	for _, res := range []*tool.Result{
 		tool.ErrorResult(tool.ReasonCancelled, `tool "demo__slow" was cancelled`),
 		tool.ErrorResult(tool.ReasonTimeout, `tool "demo__slow" timed out: context deadline exceeded`),

@@ -105,6 +105,7 @@ const mixedVSCode = `{
 `
 
 func TestConfigCheckText(t *testing.T) {
+	t.Parallel()
 	path := writeConfigFixture(t, "proj/.vscode/mcp.json", mixedVSCode)
 	proj := filepath.Dir(filepath.Dir(path))
 	r := runConfigCmd(t, false, "", map[string]string{"SEARCH_TOKEN": "tok-should-not-appear"}, "config", "check", path)
@@ -150,6 +151,7 @@ func TestConfigCheckText(t *testing.T) {
 }
 
 func TestConfigCheckJSON(t *testing.T) {
+	t.Parallel()
 	path := writeConfigFixture(t, "proj/.vscode/mcp.json", mixedVSCode)
 	r := runConfigCmd(t, false, "", nil, "config", "check", "--json", path)
 	r.want(t, exitOK)
@@ -212,6 +214,7 @@ func TestConfigCheckJSON(t *testing.T) {
 }
 
 func TestConfigCheckInvalidPrintsEveryError(t *testing.T) {
+	t.Parallel()
 	path := writeConfigFixture(t, "bad.yaml", "servers:\n  a:\n    command: x\n    url: https://h/\n  b:\n    defaultTier: admin\n    command: y\n")
 	r := runConfigCmd(t, false, "", nil, "config", "check", path)
 	r.want(t, exitUsage)
@@ -243,6 +246,7 @@ func TestConfigCheckInvalidPrintsEveryError(t *testing.T) {
 }
 
 func TestConfigCheckSyntaxErrorHasColumn(t *testing.T) {
+	t.Parallel()
 	path := writeConfigFixture(t, "mcp.json", "// a comment first\n{\n  \"mcpServers\": {\n    \"a\": {\"command\": \"x\" \"args\": []}\n  }\n}\n")
 	r := runConfigCmd(t, false, "", nil, "config", "check", path)
 	r.want(t, exitUsage)
@@ -254,6 +258,7 @@ func TestConfigCheckSyntaxErrorHasColumn(t *testing.T) {
 }
 
 func TestConfigCheckMissingFileAndDefaultPath(t *testing.T) {
+	t.Parallel()
 	r := runConfigCmd(t, false, "", nil, "config", "check", filepath.Join(t.TempDir(), "nope.yaml"))
 	r.want(t, exitUsage)
 	if !strings.Contains(r.stderr, "nope.yaml") {
@@ -276,6 +281,7 @@ func TestConfigCheckMissingFileAndDefaultPath(t *testing.T) {
 }
 
 func TestConfigCheckToolwireFileShowsTiersAndFilters(t *testing.T) {
+	t.Parallel()
 	path := writeConfigFixture(t, "toolwire.yaml", `servers:
   demo:
     command: ./bin/demo
@@ -316,6 +322,7 @@ func TestConfigCheckToolwireFileShowsTiersAndFilters(t *testing.T) {
 
 // The import of every dialect fixture loads back to the same servers.
 func TestConfigImportRoundTripsEveryFixture(t *testing.T) {
+	t.Parallel()
 	fixtures := []string{
 		"claude_desktop.json", "claude_code.mcp.json", "cursor.mcp.json", "vscode/.vscode/mcp.json",
 		"list.yaml", "single.json", "namedmap.json",
@@ -372,6 +379,7 @@ func TestConfigImportRoundTripsEveryFixture(t *testing.T) {
 }
 
 func TestConfigImportToStdoutKeepsPlaceholders(t *testing.T) {
+	t.Parallel()
 	path := writeConfigFixture(t, "proj/.vscode/mcp.json", mixedVSCode)
 	r := runConfigCmd(t, false, "", map[string]string{"SEARCH_TOKEN": "tok-should-not-appear"}, "config", "import", path)
 	r.want(t, exitOK)
@@ -397,6 +405,7 @@ func TestConfigImportToStdoutKeepsPlaceholders(t *testing.T) {
 }
 
 func TestConfigImportRefusesToOverwrite(t *testing.T) {
+	t.Parallel()
 	src := writeConfigFixture(t, "a.json", `{"mcpServers": {"a": {"command": "x"}}}`)
 	out := filepath.Join(t.TempDir(), "toolwire.yaml")
 	if err := os.WriteFile(out, []byte("keep me\n"), 0o644); err != nil {
@@ -422,6 +431,7 @@ func TestConfigImportRefusesToOverwrite(t *testing.T) {
 }
 
 func TestConfigImportInvalidFile(t *testing.T) {
+	t.Parallel()
 	src := writeConfigFixture(t, "a.json", `{"mcpServers": {"a": {"command": "x", "url": "http://h/"}}}`)
 	out := filepath.Join(t.TempDir(), "toolwire.yaml")
 	r := runConfigCmd(t, false, "", nil, "config", "import", src, "-o", out)
@@ -435,6 +445,7 @@ func TestConfigImportInvalidFile(t *testing.T) {
 }
 
 func TestConfigInputPrompter(t *testing.T) {
+	t.Parallel()
 	if p := configInputPrompter(&env{isTerminal: func() bool { return false }}); p != nil {
 		t.Fatal("prompter offered without a terminal")
 	}
@@ -473,6 +484,7 @@ func TestConfigInputPrompter(t *testing.T) {
 // server, the field and the variable, never a value; a default, a set
 // variable or a disabled server is none.
 func TestConfigCheckReportsUnsetVariables(t *testing.T) {
+	t.Parallel()
 	path := writeConfigFixture(t, "proj/.vscode/mcp.json", `// Servers for this workspace.
 {
   "servers": {

@@ -9,6 +9,7 @@ import (
 // gateway's approval messages are: the arguments before the server's
 // description, which is marked as the server's words.
 func TestCallPromptShowsArgumentsBeforeTheServersDescription(t *testing.T) {
+	t.Parallel()
 	f := newFixture(t, "")
 	o := f.run(t, "n\n", true, "call", "demo__write_note", "title=groceries", "body=milk")
 	o.expect(t, exitDeclined)

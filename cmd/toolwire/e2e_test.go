@@ -840,6 +840,7 @@ drain:
 // TestE2EQuickExitLeavesNoChildren runs commands that start servers and exit
 // at once, and checks that the servers' processes end with toolwire.
 func TestE2EQuickExitLeavesNoChildren(t *testing.T) {
+	t.Parallel()
 	bin := e2eToolwire(t)
 	dir := t.TempDir()
 	marker := e2eMarker(t)

@@ -21,6 +21,7 @@ import (
 )
 
 func TestServeMetricsListenServesTheCallsJustMade(t *testing.T) {
+	t.Parallel()
 	f := newFixture(t, "")
 	s := f.serveHTTPInProcess(t, "--http", "127.0.0.1:0", "--metrics-listen", "127.0.0.1:0")
 	m := regexp.MustCompile(`serving metrics at (http://\S+/metrics)`).FindStringSubmatch(s.stderr.String())

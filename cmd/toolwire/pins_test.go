@@ -93,6 +93,7 @@ func toolRows(stdout string) []string {
 // quarantined (absent, warned about, audited, shown by "servers") until
 // "toolwire pins approve", after which the next run registers it.
 func TestPinsQuarantineUntilApprovedEndToEnd(t *testing.T) {
+	t.Parallel()
 	f := newPinFixture(t, "  pins: enforce\n")
 
 	first := f.run(t, "", false, "tools")
@@ -188,6 +189,7 @@ func regexpLine(out string, parts ...string) bool {
 // mode; without it the default, warn, registers the changed tool with a
 // warning.
 func TestPinsStrictEnforcesDefaultWarns(t *testing.T) {
+	t.Parallel()
 	f := newPinFixture(t, "")
 	f.run(t, "", false, "tools").expect(t, exitOK)
 	f.setEchoDescription(t, "changed")
@@ -216,6 +218,7 @@ func TestPinsStrictEnforcesDefaultWarns(t *testing.T) {
 
 // With pins off nothing is read or written.
 func TestPinsOffWritesNothing(t *testing.T) {
+	t.Parallel()
 	f := newPinFixture(t, "  pins: off\n")
 	f.run(t, "", false, "--strict", "tools").expect(t, exitOK)
 	if _, err := os.Stat(filepath.Join(f.dir, "pins.json")); !os.IsNotExist(err) {
@@ -226,6 +229,7 @@ func TestPinsOffWritesNothing(t *testing.T) {
 // A corrupt pins file stops every server in enforce mode, naming the file,
 // and "pins list" names it too; the file is left for the operator.
 func TestPinsCorruptFileFailsClosed(t *testing.T) {
+	t.Parallel()
 	f := newPinFixture(t, "  pins: enforce\n")
 	path := filepath.Join(f.dir, "pins.json")
 	if err := os.WriteFile(path, []byte("{oops"), 0o600); err != nil {
@@ -247,6 +251,7 @@ func TestPinsCorruptFileFailsClosed(t *testing.T) {
 }
 
 func TestPinsCommandErrorsNameTheTarget(t *testing.T) {
+	t.Parallel()
 	f := newPinFixture(t, "  pins: enforce\n")
 	for _, tc := range []struct {
 		args []string
@@ -276,6 +281,7 @@ func TestPinsCommandErrorsNameTheTarget(t *testing.T) {
 // forget drops one tool's pin, which makes it new (quarantined in enforce
 // mode) until approved; forgetting the server trusts it afresh.
 func TestPinsForget(t *testing.T) {
+	t.Parallel()
 	f := newPinFixture(t, "  pins: enforce\n")
 	f.run(t, "", false, "tools").expect(t, exitOK)
 
@@ -311,6 +317,7 @@ func TestPinsForget(t *testing.T) {
 }
 
 func TestPinsSplitTarget(t *testing.T) {
+	t.Parallel()
 	servers := []string{"a", "a/b", "gh"}
 	for _, tc := range []struct {
 		arg, server, tool string
@@ -334,6 +341,7 @@ func TestPinsSplitTarget(t *testing.T) {
 
 // approve and forget work without an audit file too.
 func TestPinsWithoutAuditFile(t *testing.T) {
+	t.Parallel()
 	f := newPinFixture(t, "  pins: enforce\n")
 	raw, err := os.ReadFile(f.config)
 	if err != nil {
@@ -362,6 +370,7 @@ func TestPinsWithoutAuditFile(t *testing.T) {
 // registered name, and whose pins they are (this configuration's server,
 // or another server of the same name).
 func TestPinsListShowsNamesAndScope(t *testing.T) {
+	t.Parallel()
 	f := newPinFixture(t, "  pins: warn\n")
 	f.run(t, "", false, "tools").expect(t, exitOK)
 	res := f.run(t, "", false, "pins", "list", "--json")

@@ -173,6 +173,7 @@ func mustContain(t *testing.T, what, s string, subs ...string) {
 // the demo server's tools, confirmation asked before the write and the
 // destructive step, and every step in the audit log.
 func TestRunCompletesMultiStepTaskAskingBeforeTheDestructiveStep(t *testing.T) {
+	t.Parallel()
 	f := newFixture(t, "")
 	srv := agenttest.NewServer(t,
 		agenttest.OpenAIReply("I will save the note first.",
@@ -241,6 +242,7 @@ func TestRunCompletesMultiStepTaskAskingBeforeTheDestructiveStep(t *testing.T) {
 }
 
 func TestRunAnthropicConcurrentCallsWithAnImage(t *testing.T) {
+	t.Parallel()
 	f := newFixture(t, "")
 	srv := agenttest.NewServer(t,
 		agenttest.AnthropicReply("",
@@ -287,6 +289,7 @@ func TestRunAnthropicConcurrentCallsWithAnImage(t *testing.T) {
 }
 
 func TestRunValidationErrorIsCorrectedInTheNextRound(t *testing.T) {
+	t.Parallel()
 	f := newFixture(t, "")
 	srv := agenttest.NewServer(t,
 		agenttest.OpenAIReply("", agenttest.Call{ID: "a1", Name: "demo__add", Args: `{"a":1,"b":"two"}`}),
@@ -314,6 +317,7 @@ func TestRunValidationErrorIsCorrectedInTheNextRound(t *testing.T) {
 }
 
 func TestRunUnknownToolAndMalformedArgumentsGoBackToTheModel(t *testing.T) {
+	t.Parallel()
 	f := newFixture(t, "")
 	srv := agenttest.NewServer(t,
 		agenttest.OpenAIReply("",
@@ -336,6 +340,7 @@ func TestRunUnknownToolAndMalformedArgumentsGoBackToTheModel(t *testing.T) {
 }
 
 func TestRunDeclinedConfirmationTellsTheModelNotToRetry(t *testing.T) {
+	t.Parallel()
 	f := newFixture(t, "")
 	f.run(t, "", false, "call", "demo__write_note", "title=keep", "body=x", "--yes").expect(t, exitOK)
 	for _, c := range []struct {
@@ -372,6 +377,7 @@ func TestRunDeclinedConfirmationTellsTheModelNotToRetry(t *testing.T) {
 }
 
 func TestRunStopsAtTheRoundLimit(t *testing.T) {
+	t.Parallel()
 	f := newFixture(t, "")
 	again := agenttest.OpenAIReply("", agenttest.Call{ID: "e", Name: "demo__echo", Args: `{"text":"again"}`})
 	srv := agenttest.NewServer(t, again, again, again)
@@ -387,6 +393,7 @@ func TestRunStopsAtTheRoundLimit(t *testing.T) {
 }
 
 func TestRunCtrlCCancelsTheModelRequest(t *testing.T) {
+	t.Parallel()
 	f := newFixture(t, "")
 	arrived := make(chan struct{})
 	abandoned := make(chan struct{})
@@ -405,6 +412,7 @@ func TestRunCtrlCCancelsTheModelRequest(t *testing.T) {
 }
 
 func TestRunCtrlCCancelsTheToolCall(t *testing.T) {
+	t.Parallel()
 	f := newFixture(t, "")
 	srv := agenttest.NewServer(t, agenttest.OpenAIReply("", agenttest.Call{ID: "w1", Name: "demo__wait_for_cancel", Args: `{}`}))
 	stderr := &watchBuffer{}
@@ -424,6 +432,7 @@ func TestRunCtrlCCancelsTheToolCall(t *testing.T) {
 }
 
 func TestRunFindToolsWhenDefinitionsExceedTheBudget(t *testing.T) {
+	t.Parallel()
 	f := newFixture(t, "")
 	srv := agenttest.NewServer(t,
 		agenttest.OpenAIReply("", agenttest.Call{ID: "f1", Name: "find_tools", Args: `{"query":"echo text","limit":2}`}),
@@ -446,6 +455,7 @@ func TestRunFindToolsWhenDefinitionsExceedTheBudget(t *testing.T) {
 }
 
 func TestRunProviderFailures(t *testing.T) {
+	t.Parallel()
 	f := newFixture(t, "")
 	t.Run("401 names the key variable", func(t *testing.T) {
 		srv := agenttest.NewServer(t, agenttest.Status(http.StatusUnauthorized, "Incorrect API key provided"))
@@ -512,6 +522,7 @@ func TestRunProviderFailures(t *testing.T) {
 }
 
 func TestRunRefusesBadSettingsBeforeStartingServers(t *testing.T) {
+	t.Parallel()
 	f := newFixture(t, "")
 	cases := []struct {
 		name string
@@ -536,6 +547,7 @@ func TestRunRefusesBadSettingsBeforeStartingServers(t *testing.T) {
 }
 
 func TestRunSettingsComeFromTheEnvironment(t *testing.T) {
+	t.Parallel()
 	f := newFixture(t, "")
 	srv := agenttest.NewServer(t, agenttest.AnthropicReply("hello from the environment"))
 	o := f.runAgent(t, context.Background(), agentCLI{env: map[string]string{
@@ -551,6 +563,7 @@ func TestRunSettingsComeFromTheEnvironment(t *testing.T) {
 // TestRunSettingsComeFromTheConfiguration: the agent section supplies
 // what no flag or TOOLWIRE_* variable sets, and a flag still wins.
 func TestRunSettingsComeFromTheConfiguration(t *testing.T) {
+	t.Parallel()
 	f := newFixture(t, "")
 	srv := agenttest.NewServer(t, agenttest.AnthropicReply("one"), agenttest.AnthropicReply("two"))
 	raw, err := os.ReadFile(f.config)
@@ -571,6 +584,7 @@ func TestRunSettingsComeFromTheConfiguration(t *testing.T) {
 }
 
 func TestChatKeepsTheConversationAcrossLines(t *testing.T) {
+	t.Parallel()
 	f := newFixture(t, "")
 	srv := agenttest.NewServer(t,
 		agenttest.OpenAIReply("", agenttest.Call{ID: "w1", Name: "demo__write_note", Args: `{"title":"t","body":"b"}`}),
@@ -602,6 +616,7 @@ func TestChatKeepsTheConversationAcrossLines(t *testing.T) {
 }
 
 func TestRunSpinnerFollowsProgressAndStaysOffQuestions(t *testing.T) {
+	t.Parallel()
 	var out bytes.Buffer
 	s := &spinner{out: &out}
 	ctx := context.Background()
@@ -623,6 +638,7 @@ func TestRunSpinnerFollowsProgressAndStaysOffQuestions(t *testing.T) {
 }
 
 func TestRunSaysACutAnswerIsCut(t *testing.T) {
+	t.Parallel()
 	f := newFixture(t, "")
 	srv := agenttest.NewServer(t, agenttest.SSE(
 		agenttest.Event{Data: `{"id":"c","object":"chat.completion.chunk","created":1,"model":"m","choices":[{"index":0,"delta":{"role":"assistant","content":"The steps are: one, tw"},"finish_reason":null}]}`},
@@ -637,6 +653,7 @@ func TestRunSaysACutAnswerIsCut(t *testing.T) {
 }
 
 func TestRunRejectsZeroRounds(t *testing.T) {
+	t.Parallel()
 	f := newFixture(t, "")
 	srv := agenttest.NewServer(t)
 	o := f.runAgent(t, context.Background(), agentCLI{}, openaiArgs(srv, "--max-rounds", "0", "x")...)
@@ -645,6 +662,7 @@ func TestRunRejectsZeroRounds(t *testing.T) {
 }
 
 func TestRunFindsARefusedKeyBeforeStartingServers(t *testing.T) {
+	t.Parallel()
 	f := newFixture(t, "")
 	srv := agenttest.NewServer(t) // no completion may be asked for
 	srv.SetModels(agenttest.Status(http.StatusUnauthorized, "Incorrect API key provided"))
@@ -662,6 +680,7 @@ func TestRunFindsARefusedKeyBeforeStartingServers(t *testing.T) {
 }
 
 func TestRunWithoutATerminalTellsTheModelNobodyCouldBeAsked(t *testing.T) {
+	t.Parallel()
 	f := newFixture(t, "")
 	srv := agenttest.NewServer(t,
 		agenttest.OpenAIReply("", agenttest.Call{ID: "w1", Name: "demo__write_note", Args: `{"title":"t","body":"b"}`}),

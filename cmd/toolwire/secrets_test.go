@@ -22,6 +22,7 @@ import (
 // carry a secret, and a server that echoes its credentials into an error.
 // Every log line and audit line is then searched for the secrets.
 func TestSecretsReachNoLogOrAuditLine(t *testing.T) {
+	t.Parallel()
 	secrets := map[string]string{
 		"STDIO_SECRET": "stdio-s3cret-6d1f",
 		"WEB_TOKEN":    "bearer-s3cret-9a2c",

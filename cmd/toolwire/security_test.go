@@ -31,6 +31,7 @@ func (f *fixture) withAuditSettings(t *testing.T, lines string) {
 // real session's audit log signed; "audit verify" accepts it with the
 // matching public key and refuses it with another.
 func TestSignedAuditFromConfigVerifies(t *testing.T) {
+	t.Parallel()
 	f := newFixture(t, "")
 	f.run(t, "", false, "audit", "keygen", "--out", filepath.Join(f.dir, "signer")).expect(t, exitOK)
 	f.run(t, "", false, "audit", "keygen", "--out", filepath.Join(f.dir, "other")).expect(t, exitOK)
@@ -50,6 +51,7 @@ func TestSignedAuditFromConfigVerifies(t *testing.T) {
 // TestSignedAuditRefusesAKeyOthersCanRead: a signing key readable by other
 // users is refused before any server starts, naming the setting.
 func TestSignedAuditRefusesAKeyOthersCanRead(t *testing.T) {
+	t.Parallel()
 	f := newFixture(t, "")
 	f.run(t, "", false, "audit", "keygen", "--out", filepath.Join(f.dir, "signer")).expect(t, exitOK)
 	if err := os.Chmod(filepath.Join(f.dir, "signer.key"), 0o644); err != nil {
@@ -67,6 +69,7 @@ func TestSignedAuditRefusesAKeyOthersCanRead(t *testing.T) {
 // own host (and security.allowHosts); a redirect to another name for the
 // same machine is refused at dial time, naming the host.
 func TestStrictGuardsEgress(t *testing.T) {
+	t.Parallel()
 	target := httptest.NewServer(demo.HTTPHandler(nil))
 	defer target.Close()
 	elsewhere := strings.Replace(target.URL, "127.0.0.1", "localhost", 1) + "/mcp"

@@ -16,6 +16,7 @@ import (
 )
 
 func TestExposureProblemRefusesBearerOverPlainHTTPOffLoopback(t *testing.T) {
+	t.Parallel()
 	for _, c := range []struct {
 		addr                         string
 		authenticated, tls, insecure bool
@@ -45,6 +46,7 @@ func TestExposureProblemRefusesBearerOverPlainHTTPOffLoopback(t *testing.T) {
 // status 0, no child left, every requested call with an outcome in an
 // audit file that verifies.
 func TestE2EServeHTTPDrainsOnSIGTERM(t *testing.T) {
+	t.Parallel()
 	bin := e2eToolwire(t)
 	dir := t.TempDir()
 	marker := e2eMarker(t)

@@ -177,6 +177,7 @@ func newToken(t *testing.T) (token, hash string) {
 }
 
 func TestServeHTTPWithTokensAuthenticatesAndFiltersByRole(t *testing.T) {
+	t.Parallel()
 	f := newFixture(t, "")
 	aliceToken, aliceHash := newToken(t)
 	f.appendConfig(t, `gateway:
@@ -272,6 +273,7 @@ func TestServeHTTPWithTokensAuthenticatesAndFiltersByRole(t *testing.T) {
 }
 
 func TestServeHTTPRefusesNonLoopbackWithoutAuthentication(t *testing.T) {
+	t.Parallel()
 	f := newFixture(t, "")
 	for _, addr := range []string{"0.0.0.0:0", ":0", "[::]:0"} {
 		o := f.run(t, "", false, "serve", "--http", addr)
@@ -306,6 +308,7 @@ func TestServeHTTPRefusesNonLoopbackWithoutAuthentication(t *testing.T) {
 }
 
 func TestServeHTTPWithTokensAcceptsAnyAddress(t *testing.T) {
+	t.Parallel()
 	f := newFixture(t, "")
 	f.appendConfig(t, "gateway:\n  tokens:\n    - {sha256: "+gateway.HashToken("t")+", subject: s, role: r}\n  roles: {r: ['*']}\n")
 	// Plain HTTP on a wildcard address needs --insecure-plain-http with
@@ -327,6 +330,7 @@ func TestServeHTTPWithTokensAcceptsAnyAddress(t *testing.T) {
 }
 
 func TestServeHTTPOptionsFromConfig(t *testing.T) {
+	t.Parallel()
 	gwc := &config.Gateway{
 		Tokens:               []config.GatewayToken{{SHA256: gateway.HashToken("t"), Subject: "s", Role: "r"}},
 		Roles:                map[string][]string{"r": {"demo__*"}},
@@ -374,6 +378,7 @@ func TestServeHTTPOptionsFromConfig(t *testing.T) {
 }
 
 func TestServeApprovalsFromConfig(t *testing.T) {
+	t.Parallel()
 	f := newFixture(t, "")
 	f.appendConfig(t, `gateway:
   approvals:
@@ -433,6 +438,7 @@ func TestServeApprovalsFromConfig(t *testing.T) {
 }
 
 func TestServeGatewaySectionInTwoFiles(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	write := func(name, data string) string {
 		p := filepath.Join(dir, name)
@@ -483,6 +489,7 @@ func TestServeGatewaySectionInTwoFiles(t *testing.T) {
 }
 
 func TestTokenNewAndHashAgree(t *testing.T) {
+	t.Parallel()
 	token, hash := newToken(t)
 	raw, err := base64.RawURLEncoding.DecodeString(token)
 	if err != nil || len(raw) != 32 {
@@ -590,6 +597,7 @@ func postStatus(t *testing.T, url, token string) int {
 }
 
 func TestServeHTTPWithJWTAuthenticatesAndFiltersByRole(t *testing.T) {
+	t.Parallel()
 	iss := newTestIssuer(t)
 	f := newFixture(t, "")
 	f.appendConfig(t, `gateway:
@@ -667,6 +675,7 @@ func TestServeHTTPWithJWTAuthenticatesAndFiltersByRole(t *testing.T) {
 }
 
 func TestServeHTTPWithJWTAcceptsAnyAddress(t *testing.T) {
+	t.Parallel()
 	iss := newTestIssuer(t)
 	f := newFixture(t, "")
 	f.appendConfig(t, "gateway:\n  roles: {r: ['*']}\n  jwt: {jwksURL: "+iss.jwksURL+", issuer: "+jwtIssuer+", audience: "+jwtAudience+"}\n")
@@ -681,6 +690,7 @@ func TestServeHTTPWithJWTAcceptsAnyAddress(t *testing.T) {
 }
 
 func TestServeHTTPJWKSUnreachableFailsStart(t *testing.T) {
+	t.Parallel()
 	srv := httptest.NewServer(http.NotFoundHandler())
 	jwksURL := srv.URL + "/jwks.json"
 	srv.Close()
@@ -694,6 +704,7 @@ func TestServeHTTPJWKSUnreachableFailsStart(t *testing.T) {
 }
 
 func TestAnyVerifier(t *testing.T) {
+	t.Parallel()
 	iss := newTestIssuer(t)
 	gwc := &config.Gateway{
 		Tokens: []config.GatewayToken{{SHA256: gateway.HashToken("t"), Subject: "s", Role: "r"}},
@@ -730,6 +741,7 @@ func TestAnyVerifier(t *testing.T) {
 // error naming both, not a silent pick. An input declared alike in two
 // files is fine; declared differently, it is an error.
 func TestConfigSectionsInTwoFilesAreRefused(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	write := func(name, data string) string {
 		p := filepath.Join(dir, name)

@@ -81,6 +81,7 @@ func resultText(res *mcp.CallToolResult) string {
 }
 
 func TestServeStdioOffersTheRegistryThroughThePolicy(t *testing.T) {
+	t.Parallel()
 	f := newFixture(t, "")
 	var asked []string
 	cs := f.serveStdio(t, &mcp.ClientOptions{ElicitationHandler: func(_ context.Context, req *mcp.ElicitRequest) (*mcp.ElicitResult, error) {
@@ -143,6 +144,7 @@ func TestServeStdioOffersTheRegistryThroughThePolicy(t *testing.T) {
 }
 
 func TestServeStdioRefusesWritesWhenTheClientCannotBeAsked(t *testing.T) {
+	t.Parallel()
 	f := newFixture(t, "")
 	cs := f.serveStdio(t, nil)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
@@ -160,6 +162,7 @@ func TestServeStdioRefusesWritesWhenTheClientCannotBeAsked(t *testing.T) {
 }
 
 func TestServeFlags(t *testing.T) {
+	t.Parallel()
 	f := newFixture(t, "")
 	for _, c := range []struct {
 		args []string
@@ -180,6 +183,7 @@ func TestServeFlags(t *testing.T) {
 }
 
 func TestServeUnprefixed(t *testing.T) {
+	t.Parallel()
 	f := newFixture(t, "")
 	cs := f.serveStdio(t, nil, "--unprefixed")
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
@@ -209,6 +213,7 @@ func TestServeUnprefixed(t *testing.T) {
 // the client under the client's token, and cancelling the client's call
 // cancels the upstream call (its stats count it).
 func TestServeRelaysProgressAndCancellationUpstream(t *testing.T) {
+	t.Parallel()
 	f := newFixture(t, "")
 	started := make(chan struct{}, 1)
 	cs := f.serveStdio(t, &mcp.ClientOptions{ProgressNotificationHandler: func(_ context.Context, req *mcp.ProgressNotificationClientRequest) {
@@ -259,6 +264,7 @@ func TestServeRelaysProgressAndCancellationUpstream(t *testing.T) {
 // tiers, so its tools are write: serve neither runs them unasked nor tells
 // its clients that they only read.
 func TestServeHostFileToolsAreNotReadOnly(t *testing.T) {
+	t.Parallel()
 	f := newFixture(t, "")
 	raw, err := json.Marshal(map[string]any{"mcpServers": map[string]any{"demo": map[string]any{
 		"command": os.Args[0],
@@ -299,6 +305,7 @@ func TestServeHostFileToolsAreNotReadOnly(t *testing.T) {
 
 // A malformed line gets a JSON-RPC parse error and the gateway serves on.
 func TestServeStdioAnswersAMalformedLineAndKeepsServing(t *testing.T) {
+	t.Parallel()
 	f := newFixture(t, "")
 	toServer, fromClient := io.Pipe()
 	toClient, fromServer := io.Pipe()

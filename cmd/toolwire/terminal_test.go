@@ -114,6 +114,7 @@ func (f *fixture) runOnTerminal(t *testing.T, screen *ptyScreen, onStdout bool, 
 }
 
 func TestRunOnATerminalShowsWhatIsHappening(t *testing.T) {
+	t.Parallel()
 	f := newFixture(t, "")
 	screen := newPTY(t, 120)
 	srv := agenttest.NewServer(t,
@@ -150,6 +151,7 @@ func TestRunOnATerminalShowsWhatIsHappening(t *testing.T) {
 }
 
 func TestRunOnATerminalCountsDownToARetry(t *testing.T) {
+	t.Parallel()
 	f := newFixture(t, "")
 	screen := newPTY(t, 120)
 	srv := agenttest.NewServer(t,
@@ -162,6 +164,7 @@ func TestRunOnATerminalCountsDownToARetry(t *testing.T) {
 }
 
 func TestRunWithoutATerminalShowsNoLiveLines(t *testing.T) {
+	t.Parallel()
 	f := newFixture(t, "")
 	srv := agenttest.NewServer(t,
 		agenttest.OpenAIReply("", agenttest.Call{ID: "c1", Name: "demo__echo", Args: `{"text":"hi"}`}),
@@ -177,6 +180,7 @@ func TestRunWithoutATerminalShowsNoLiveLines(t *testing.T) {
 }
 
 func TestToolsFitTheTerminalWidth(t *testing.T) {
+	t.Parallel()
 	f := newFixture(t, "")
 	screen := newPTY(t, 70)
 	o := f.runOnTerminal(t, screen, true, nil, "tools")

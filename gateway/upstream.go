@@ -225,6 +225,7 @@ func (s *served) syncCatalog() {
 			}
 			continue
 		}
+		l.mask(s.g.ex.Mask())
 		visible := func(name string) bool {
 			return s.visible == nil || s.visible(up.Prefix()+"__"+name)
 		}
@@ -499,6 +500,11 @@ func (s *served) complete(ctx context.Context, req *mcp.CompleteRequest) (*mcp.C
 	res, err := session.Complete(ctx, &up)
 	if err != nil {
 		return nil, o.up.Mask(err)
+	}
+	if mask := s.g.ex.Mask(); mask != nil {
+		for i, v := range res.Completion.Values {
+			res.Completion.Values[i] = mask.String(v)
+		}
 	}
 	return res, nil
 }

@@ -402,6 +402,11 @@ func (s *Server) discover(ctx context.Context, c *conn) (*discovery, error) {
 	if err != nil {
 		return nil, fmt.Errorf("server %q: %w", s.cfg.Name, err)
 	}
+	// A description is the server's text, shown to people and models: a
+	// configured secret in it is masked like one in a result.
+	for _, t := range ad.tools {
+		t.Description = s.secrets.String(t.Description)
+	}
 	if len(held) > 0 {
 		// Adapted before leaving them out, so that a tierOverrides entry
 		// naming a quarantined tool is not reported as unlisted.

@@ -23,9 +23,9 @@ const leakedKey = "sk-leaky-literal-8c2d41"
 // a tool error, in a protocol error and in its progress and log lines.
 func serveLeaky(ctx context.Context) error {
 	key := os.Getenv("LEAKY_API_KEY")
-	srv := mcp.NewServer(&mcp.Implementation{Name: "leaky", Version: "1"}, nil)
+	srv := mcp.NewServer(&mcp.Implementation{Name: "leaky", Version: "1"}, leakyCompletions(key))
 	object := map[string]any{"type": "object"}
-	srv.AddTool(&mcp.Tool{Name: "whoami", InputSchema: object}, func(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+	srv.AddTool(&mcp.Tool{Name: "whoami", Description: "signs in with " + key, InputSchema: object}, func(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
 		if tok := req.Params.GetProgressToken(); tok != nil {
 			_ = req.Session.NotifyProgress(ctx, &mcp.ProgressNotificationParams{ProgressToken: tok, Progress: 1, Total: 2, Message: "signing in with " + key})
 		}
@@ -41,15 +41,22 @@ func serveLeaky(ctx context.Context) error {
 	srv.AddTool(&mcp.Tool{Name: "crash", InputSchema: object}, func(context.Context, *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
 		return nil, errors.New("backend refused key " + key)
 	})
-	srv.AddResource(&mcp.Resource{URI: "leaky://whoami", Name: "whoami", MIMEType: "text/plain"}, func(context.Context, *mcp.ReadResourceRequest) (*mcp.ReadResourceResult, error) {
+	srv.AddResource(&mcp.Resource{URI: "leaky://whoami", Name: "whoami", Description: "read with " + key, MIMEType: "text/plain"}, func(context.Context, *mcp.ReadResourceRequest) (*mcp.ReadResourceResult, error) {
 		return &mcp.ReadResourceResult{Contents: []*mcp.ResourceContents{{URI: "leaky://whoami", MIMEType: "text/plain", Text: "my key is " + key}}}, nil
 	})
-	srv.AddPrompt(&mcp.Prompt{Name: "whoami"}, func(context.Context, *mcp.GetPromptRequest) (*mcp.GetPromptResult, error) {
+	srv.AddPrompt(&mcp.Prompt{Name: "whoami", Description: "signed with " + key, Arguments: []*mcp.PromptArgument{{Name: "as", Description: "one of the keys, " + key}}}, func(context.Context, *mcp.GetPromptRequest) (*mcp.GetPromptResult, error) {
 		return &mcp.GetPromptResult{Description: "signed with " + key, Messages: []*mcp.PromptMessage{
 			{Role: "user", Content: &mcp.TextContent{Text: "use the key " + key}},
 		}}, nil
 	})
 	return srv.Run(ctx, &mcp.StdioTransport{})
+}
+
+// leakyCompletions answers every completion with the server's key.
+func leakyCompletions(key string) *mcp.ServerOptions {
+	return &mcp.ServerOptions{CompletionHandler: func(context.Context, *mcp.CompleteRequest) (*mcp.CompleteResult, error) {
+		return &mcp.CompleteResult{Completion: mcp.CompletionResultDetails{Values: []string{"plain", key}}}, nil
+	}}
 }
 
 // newLeakyFixture is the demo fixture with the leaky server beside it and
@@ -205,7 +212,25 @@ func TestServeMasksResultsAndErrorsToItsClients(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for what, v := range map[string]any{"the resource read": read, "the prompt": prompt} {
+	// What the listings and completions show of the server's own text.
+	tools, err := cs.ListTools(ctx, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resources, err := cs.ListResources(ctx, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	prompts, err := cs.ListPrompts(ctx, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	completed, err := cs.Complete(ctx, &mcp.CompleteParams{Ref: &mcp.CompleteReference{Type: "ref/prompt", Name: "leaky__whoami"}, Argument: mcp.CompleteParamsArgument{Name: "as", Value: ""}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for what, v := range map[string]any{"the resource read": read, "the prompt": prompt,
+		"the tool listing": tools, "the resource listing": resources, "the prompt listing": prompts, "the completion": completed} {
 		raw, _ := json.Marshal(v)
 		noKey(t, what, string(raw))
 		if !strings.Contains(string(raw), audit.Mask) {

@@ -10,9 +10,11 @@ import (
 // isolate starts the child in a process group of its own. Then a Ctrl-C at
 // the terminal reaches toolwire alone, which closes its servers in order,
 // and Close can end whatever the server itself spawned (an npx wrapper's
-// node process, say).
+// node process, say). Where the system can, the child also dies with
+// toolwire (see dieWithParent).
 func isolate(cmd *exec.Cmd) {
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	dieWithParent(cmd.SysProcAttr)
 }
 
 // killGroup ends what is left of the child's process group after the child

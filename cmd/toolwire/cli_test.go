@@ -29,7 +29,11 @@ func TestMain(m *testing.M) {
 		os.Exit(0)
 	}
 	if os.Getenv("TOOLWIRE_TEST_SERVER") == "demo" {
-		if err := demo.ServeStdio(context.Background(), &demo.Options{NotesFile: os.Getenv("DEMO_NOTES_FILE")}); err != nil {
+		err := demo.ServeStdio(context.Background(), &demo.Options{NotesFile: os.Getenv("DEMO_NOTES_FILE")})
+		if os.Getenv("DEMO_IGNORE_EOF") != "" {
+			select {} // a server that outlives its stdin, as a careless one may
+		}
+		if err != nil {
 			os.Exit(1)
 		}
 		os.Exit(0)

@@ -7,6 +7,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime"
 	"strings"
 	"syscall"
 	"testing"
@@ -169,5 +170,70 @@ func TestE2EServeHTTPDrainsOnSIGTERM(t *testing.T) {
 	out, err := exec.Command(bin, "audit", "verify", auditPath).CombinedOutput()
 	if err != nil {
 		t.Errorf("audit verify: %v\n%s", err, out)
+	}
+}
+
+// TestE2EServeKilledLeavesNoChild: SIGKILL gives toolwire no chance to
+// end its servers (a container runtime's after its stop timeout, the OOM
+// killer's); its stdio children die with it all the same, even one that
+// does not end at the end of its stdin.
+func TestE2EServeKilledLeavesNoChild(t *testing.T) {
+	t.Parallel()
+	if runtime.GOOS != "linux" {
+		t.Skip("the parent-death signal is Linux's")
+	}
+	bin := e2eToolwire(t)
+	dir := t.TempDir()
+	marker := e2eMarker(t)
+	cfg := filepath.Join(dir, "toolwire.yaml")
+	e2eWrite(t, cfg, strings.Replace(e2eToolwireYAML(marker, "alpha"), "    env:\n", "    env:\n      DEMO_IGNORE_EOF: \"1\"\n", 1))
+
+	cmd := exec.Command(bin, "serve", "--http", "127.0.0.1:0", "--config", cfg)
+	cmd.Env = append(e2eEnv(), "HOME="+dir, "XDG_CONFIG_HOME="+filepath.Join(dir, "config"), "XDG_STATE_HOME="+filepath.Join(dir, "state"))
+	stderr, err := cmd.StderrPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	serving := make(chan struct{})
+	exited := make(chan struct{})
+	go func() {
+		sc := bufio.NewScanner(stderr)
+		for sc.Scan() {
+			if strings.Contains(sc.Text(), "serving MCP at ") {
+				close(serving)
+			}
+		}
+		_ = cmd.Wait()
+		close(exited)
+	}()
+	t.Cleanup(func() { _ = cmd.Process.Kill() })
+	select {
+	case <-serving:
+	case <-time.After(60 * time.Second):
+		t.Fatal("serve did not start")
+	}
+	children := e2eMarked(marker)
+	if len(children) == 0 {
+		t.Fatal("no demo server child found")
+	}
+	t.Cleanup(func() {
+		for _, pid := range e2eMarked(marker) {
+			_ = syscall.Kill(pid, syscall.SIGKILL)
+		}
+	})
+
+	if err := cmd.Process.Signal(syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	<-exited
+	deadline := time.Now().Add(10 * time.Second)
+	for len(e2eMarked(marker)) > 0 {
+		if time.Now().After(deadline) {
+			t.Fatalf("10 s after serve was killed, its server children still run: %v", e2eMarked(marker))
+		}
+		time.Sleep(20 * time.Millisecond) // polling /proc for a condition, bounded by the deadline
 	}
 }

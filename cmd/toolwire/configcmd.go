@@ -21,7 +21,7 @@ import (
 
 // newConfigCommand groups the commands that read a configuration file
 // without starting any server: check and import.
-func newConfigCommand(e *env) *cobra.Command {
+func newConfigCommand(e *env, g *globalFlags) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "config",
 		Short: "Check a configuration file, or convert one to toolwire's own",
@@ -29,7 +29,7 @@ func newConfigCommand(e *env) *cobra.Command {
 			"the mcpServers file of Claude Desktop, Claude Code and Cursor, VS Code's .vscode/mcp.json, " +
 			"and plain lists or maps of servers) without starting any server.",
 	}
-	cmd.AddCommand(newConfigCheckCommand(e), newConfigImportCommand(e))
+	cmd.AddCommand(newConfigCheckCommand(e), newConfigImportCommand(e, g))
 	return cmd
 }
 
@@ -64,7 +64,7 @@ func newConfigCheckCommand(e *env) *cobra.Command {
 	return cmd
 }
 
-func newConfigImportCommand(e *env) *cobra.Command {
+func newConfigImportCommand(e *env, g *globalFlags) *cobra.Command {
 	var out string
 	var force bool
 	cmd := &cobra.Command{
@@ -88,8 +88,9 @@ func newConfigImportCommand(e *env) *cobra.Command {
 			if err != nil {
 				return &exitError{exitToolErr, fmt.Errorf("converting %s: %w", path, err)}
 			}
+			log := newLogger(e.stderr, g, nil)
 			for _, w := range f.Warnings {
-				fmt.Fprintf(e.stderr, "toolwire: warning: %s\n", w)
+				log.Warn(w)
 			}
 			if out == "" {
 				_, err := e.stdout.Write(data)

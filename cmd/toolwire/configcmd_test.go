@@ -38,7 +38,7 @@ func runConfigCmd(t *testing.T, terminal bool, stdin string, lookup map[string]s
 	}
 	root := newRootCommand(e)
 	if !hasSubcommand(root, "config") {
-		root.AddCommand(newConfigCommand(e))
+		root.AddCommand(newConfigCommand(e, &globalFlags{}))
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()

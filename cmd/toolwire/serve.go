@@ -129,7 +129,7 @@ docs/operations.md lists the metrics and spans.`,
 					}
 					return &exitError{exitUsage, err}
 				}
-				if ops, err = lf.resolve(gwc, cmd.Flags().Changed, e.stderr); err != nil {
+				if ops, err = lf.resolve(gwc, cmd.Flags().Changed, newLogger(e.stderr, g, nil)); err != nil {
 					return &exitError{exitUsage, err}
 				}
 				opts.MaxBodyBytes = maxBody

@@ -3,7 +3,7 @@ package main
 import (
 	"errors"
 	"fmt"
-	"io"
+	"log/slog"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -77,7 +77,7 @@ type operations struct {
 	maxBody int64 // from gateway.limits.maxBodyBytes; 0: not set
 }
 
-func (lf *limitFlags) resolve(gwc *config.Gateway, changed func(string) bool, stderr io.Writer) (operations, error) {
+func (lf *limitFlags) resolve(gwc *config.Gateway, changed func(string) bool, log *slog.Logger) (operations, error) {
 	ops := operations{limits: gateway.DefaultLimits, server: gateway.DefaultServerOptions, grace: DefaultDrainGrace}
 	var tlsCfg config.GatewayTLS
 	if gwc != nil {
@@ -173,7 +173,7 @@ func (lf *limitFlags) resolve(gwc *config.Gateway, changed func(string) bool, st
 	}
 	if tlsCfg.CertFile != "" {
 		r, err := gateway.NewCertReloader(tlsCfg.CertFile, tlsCfg.KeyFile, func(err error) {
-			fmt.Fprintf(stderr, "toolwire: warning: keeping the TLS certificate in use: %v\n", err)
+			log.Warn("keeping the TLS certificate in use", "error", err)
 		})
 		if err != nil {
 			return ops, err

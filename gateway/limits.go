@@ -11,10 +11,12 @@ import (
 	"net"
 	"net/http"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/auth"
+	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"golang.org/x/time/rate"
 
@@ -529,6 +531,17 @@ func (t *tracker) middleware(next mcp.MethodHandler) mcp.MethodHandler {
 			}
 			defer done()
 			return next(callCtx, method, req)
+		case "resources/read", "prompts/get", "completion/complete", "resources/subscribe":
+			// Not calls, but each is a request to an upstream: the same
+			// limits hold, so that no method fans out past them.
+			reqCtx, done, limit := t.startCall(ctx, s)
+			if limit != "" {
+				t.observe(Event{Kind: CallRefused, Caller: s.caller, Limit: limit})
+				msg := strings.Replace(refusal(limit, method).Content[0].(*mcp.TextContent).Text, "call to", "request", 1)
+				return nil, &jsonrpc.Error{Code: jsonrpc.CodeInvalidRequest, Message: msg}
+			}
+			defer done()
+			return next(reqCtx, method, req)
 		}
 		return next(ctx, method, req)
 	}

@@ -283,6 +283,33 @@ func TestCallsPastTheRateAreRefused(t *testing.T) {
 	}
 }
 
+// The limits hold for every request that reaches an upstream, not only for
+// tools/call: a caller past its rate cannot read resources instead.
+func TestOtherUpstreamRequestsCountAgainstTheLimits(t *testing.T) {
+	t.Parallel()
+	r := newLimitRig(t, HTTPOptions{Limits: Limits{CallRate: 0.001, CallBurst: 3}})
+	cs := connectPlain(t, r.url)
+	for i := range 3 {
+		if text, isErr := callText(t, cs, "read_file", map[string]any{"path": "x"}); isErr {
+			t.Fatalf("call %d within the burst refused: %s", i, text)
+		}
+	}
+	for _, req := range []func() error{
+		func() error {
+			_, err := cs.ReadResource(ctxT(t), &mcp.ReadResourceParams{URI: "file:///x"})
+			return err
+		},
+		func() error {
+			_, err := cs.GetPrompt(ctxT(t), &mcp.GetPromptParams{Name: "p"})
+			return err
+		},
+	} {
+		if err := req(); err == nil || !strings.Contains(err.Error(), LimitCallRate) {
+			t.Errorf("a request past the rate: %v, want a refusal naming %s", err, LimitCallRate)
+		}
+	}
+}
+
 func TestIdleSessionExpires(t *testing.T) {
 	t.Parallel()
 	r := newLimitRig(t, HTTPOptions{Limits: Limits{SessionIdleTimeout: 100 * time.Millisecond, MaxSessions: 1}})

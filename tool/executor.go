@@ -123,12 +123,13 @@ func (e *Executor) RunEach(ctx context.Context, calls []Call, done func(i int, r
 	if len(calls) == 0 {
 		return results
 	}
-	b := e.newBatch(ctx, calls)
 	if e.mask != nil {
 		if c := CallerFrom(ctx); c != nil {
 			ctx = WithCaller(ctx, maskCaller(c, e.mask))
 		}
 	}
+	// After the masking caller: the observer's contexts start from ctx.
+	b := e.newBatch(ctx, calls)
 	// end stores call i's result, masked once, and tells done.
 	end := func(i int, res *Result) {
 		if e.mask != nil {
@@ -213,7 +214,11 @@ func (b *batch) prepare(i int) (*pending, *Result) {
 	ev := b.event(i, audit.CallRequested, t)
 	ev.ArgsBytes = len(c.Args)
 	if err := b.record(ev); err != nil {
-		return nil, auditFailed(c.Name, err)
+		// The log will not take the outcome either, but the observer,
+		// which saw the call start, is told how it ended.
+		res := auditFailed(c.Name, err)
+		b.errored(&pending{index: i, tool: t}, res, 0)
+		return nil, res
 	}
 
 	if !ok {

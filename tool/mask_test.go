@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"strings"
 	"sync"
 	"testing"
@@ -66,6 +67,23 @@ func leaky(ctx context.Context, _ json.RawMessage) (*tool.Result, error) {
 }
 
 func TestExecutorMaskMasksResultsAndWhatReachesTheCaller(t *testing.T) {
+	for _, observed := range []bool{false, true} {
+		t.Run(fmt.Sprintf("observer=%v", observed), func(t *testing.T) { testExecutorMask(t, observed) })
+	}
+}
+
+// passObserver is an Observer that gives each call a context of its own, as
+// a tracer does.
+type passObserver struct{}
+
+type passKey struct{}
+
+func (passObserver) CallStarted(ctx context.Context, ev audit.Event) context.Context {
+	return context.WithValue(ctx, passKey{}, ev.Index)
+}
+func (passObserver) Step(context.Context, audit.Event) {}
+
+func testExecutorMask(t *testing.T, observed bool) {
 	reg := newRegistry(t, nil,
 		&tool.Tool{Name: "leaky", Tier: tool.Read, Handler: leaky},
 		&tool.Tool{Name: "fails", Tier: tool.Read, Handler: func(context.Context, json.RawMessage) (*tool.Result, error) {
@@ -74,7 +92,11 @@ func TestExecutorMaskMasksResultsAndWhatReachesTheCaller(t *testing.T) {
 		&tool.Tool{Name: "refuses", Tier: tool.Read, Handler: func(context.Context, json.RawMessage) (*tool.Result, error) {
 			return &tool.Result{IsError: true, Content: []tool.Content{&tool.Text{Text: "bad key " + planted}}}, nil
 		}})
-	ex := tool.NewExecutor(reg, &tool.ExecutorOptions{Mask: audit.NewSecrets(planted)})
+	opts := &tool.ExecutorOptions{Mask: audit.NewSecrets(planted)}
+	if observed {
+		opts.Observer = passObserver{}
+	}
+	ex := tool.NewExecutor(reg, opts)
 	r := &relay{}
 	results := ex.Run(tool.WithCaller(context.Background(), r), []tool.Call{{Name: "leaky"}, {Name: "fails"}, {Name: "refuses"}})
 	wantError(t, results[1], tool.ReasonFailed)

@@ -4,11 +4,13 @@ import (
 	"context"
 	"net/http"
 	"net/http/httptest"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
+	"github.com/toolwire/toolwire/audit"
 	"github.com/toolwire/toolwire/gateway"
 	"github.com/toolwire/toolwire/internal/telemetry"
 	"github.com/toolwire/toolwire/tool"
@@ -61,5 +63,31 @@ func TestRefusedSessionsAreCounted(t *testing.T) {
 	hit := map[string]string{"limit": gateway.LimitSessions}
 	if m := sample(fams, "toolwire_limits_hit_total", hit); m == nil || m.GetCounter().GetValue() != 1 {
 		t.Errorf("toolwire_limits_hit_total%v = %v, want 1", hit, m)
+	}
+}
+
+// Counting the audit sink's writes does not keep the log from closing its
+// file: closing the log closes the file beneath.
+func TestCountedAuditSinkStillCloses(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	tel, err := telemetry.New(ctx, telemetry.Options{Version: "test", Prometheus: true, LookupEnv: func(string) (string, bool) { return "", false }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tel.Shutdown(ctx)
+	fs, err := audit.OpenFile(filepath.Join(t.TempDir(), "audit.jsonl"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	log := audit.NewLog(tel.Metrics().Sink(fs), nil)
+	if err := log.Record(audit.Event{Kind: audit.ServerStarted, Source: "s"}); err != nil {
+		t.Fatal(err)
+	}
+	if err := log.Close(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := fs.Write(&audit.Event{Kind: audit.ServerStopped, Source: "s"}); err == nil {
+		t.Error("the file sink still takes events after the log was closed: it was never closed")
 	}
 }

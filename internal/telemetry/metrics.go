@@ -2,6 +2,7 @@ package telemetry
 
 import (
 	"context"
+	"io"
 	"sync"
 	"time"
 
@@ -235,6 +236,15 @@ func (m *Metrics) Sink(s audit.Sink) audit.Sink {
 type countingSink struct {
 	m    *Metrics
 	next audit.Sink
+}
+
+// Close closes the sink it counts for, so that closing the audit log still
+// syncs and closes its file.
+func (s *countingSink) Close() error {
+	if c, ok := s.next.(io.Closer); ok {
+		return c.Close()
+	}
+	return nil
 }
 
 func (s *countingSink) Write(ev *audit.Event) error {

@@ -98,3 +98,10 @@ func canonicalResource(raw string) string {
 	u.Fragment, u.RawFragment = "", ""
 	return u.String()
 }
+
+// BoundTo reports whether the entry was obtained for the MCP server at
+// resource: what the configuration says of a server (its client's secret,
+// say) applies to an entry only then.
+func (e *Entry) BoundTo(resource string) bool {
+	return e != nil && e.Resource != "" && e.Resource == canonicalResource(resource)
+}

@@ -151,7 +151,7 @@ func newLogoutCommand(e *env, g *globalFlags) *cobra.Command {
 			// Revoke first (RFC 7009), so that a copy of the tokens is
 			// worthless too; forget them whatever the answer.
 			ctx, cancel := context.WithTimeout(cmd.Context(), oauth.DefaultRefreshTimeout)
-			rerr := oauth.Revoke(ctx, netpolicy.NewClient(nil), entry, configuredSecret(e, g, args[0]))
+			rerr := oauth.Revoke(ctx, netpolicy.NewClient(nil), entry, configuredSecret(e, g, entry))
 			cancel()
 			if err := store.Delete(cmd.Context(), args[0]); err != nil {
 				return &exitError{exitToolErr, err}
@@ -245,15 +245,19 @@ func idpConfig(o *config.OAuth) *oauth.IdPConfig {
 }
 
 // configuredSecret is the secret of the client the configuration names for
-// server, for revocation; "" when there is none or the configuration does
-// not load (logout must work without it).
-func configuredSecret(e *env, g *globalFlags, server string) string {
+// the entry's server, for revocation: only when the entry holds that very
+// client (not a registration of its own) obtained for the server's URL, so
+// that a secret never goes to another authorization server than its own.
+// "" when there is none or the configuration does not load (logout must
+// work without it).
+func configuredSecret(e *env, g *globalFlags, entry *oauth.Entry) string {
 	file, err := loadConfig(e, g)
-	if err != nil {
+	if err != nil || entry.Client == nil || entry.Client.Dynamic {
 		return ""
 	}
 	for _, s := range file.Servers {
-		if s.Name == server && s.OAuth != nil && s.OAuth.ClientSecretEnv != "" {
+		if s.Name == entry.Server && s.OAuth != nil && s.OAuth.ClientSecretEnv != "" &&
+			s.OAuth.ClientID == entry.Client.ID && entry.BoundTo(s.URL) {
 			v, _ := e.lookupEnv(s.OAuth.ClientSecretEnv)
 			return v
 		}

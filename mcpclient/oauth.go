@@ -66,3 +66,21 @@ func needsLogin(err error) bool {
 	var pending *oauth.PendingError
 	return errors.Is(err, oauth.ErrLoginRequired) || errors.As(err, &pending)
 }
+
+// OAuthClientKey is the private key a server's oauth settings name for
+// private_key_jwt, or nil when they name none.
+func OAuthClientKey(o *config.OAuth) *oauth.ClientKey {
+	if o == nil || (o.PrivateKeyFile == "" && o.PrivateKeyEnv == "") {
+		return nil
+	}
+	return &oauth.ClientKey{File: o.PrivateKeyFile, Env: o.PrivateKeyEnv}
+}
+
+// OAuthIdP is the identity provider of a server's grant enterprise, or nil.
+func OAuthIdP(o *config.OAuth) *oauth.IdPConfig {
+	if o == nil || o.IdP == nil {
+		return nil
+	}
+	c := o.IdP
+	return &oauth.IdPConfig{Issuer: c.Issuer, TokenEndpoint: c.TokenEndpoint, ClientID: c.ClientID, SecretEnv: c.ClientSecretEnv, IDTokenEnv: c.IDTokenEnv, IDTokenFile: c.IDTokenFile}
+}

@@ -36,7 +36,7 @@ func oauthHandlers(e *env, store *oauth.Store, fetcher oauth.Fetcher) mcpclient.
 		}
 		if o.Grant == "client_credentials" || o.Grant == "enterprise" {
 			return oauth.NewClientCredentialsHandler(&oauth.ClientCredentialsConfig{
-				Server: cfg.Name, ClientID: o.ClientID, SecretEnv: o.ClientSecretEnv, Key: clientKey(o), AuthMethod: o.AuthMethod, Scopes: o.Scopes, IdP: idpConfig(o), HTTPClient: client,
+				Server: cfg.Name, ClientID: o.ClientID, SecretEnv: o.ClientSecretEnv, Key: mcpclient.OAuthClientKey(o), AuthMethod: o.AuthMethod, Scopes: o.Scopes, IdP: mcpclient.OAuthIdP(o), HTTPClient: client,
 			})
 		}
 		// Resource binds the stored tokens to this URL and is what the
@@ -51,7 +51,7 @@ func oauthHandlers(e *env, store *oauth.Store, fetcher oauth.Fetcher) mcpclient.
 					return nil, fmt.Errorf("server %q: oauth.clientSecretEnv: the variable %s is not set", cfg.Name, o.ClientSecretEnv)
 				}
 			}
-			hc.Client = &oauth.ClientConfig{ID: o.ClientID, Secret: secret, Key: clientKey(o)}
+			hc.Client = &oauth.ClientConfig{ID: o.ClientID, Secret: secret, Key: mcpclient.OAuthClientKey(o)}
 		}
 		return oauth.NewHandler(hc)
 	}
@@ -224,24 +224,6 @@ func remoteServer(file *config.File, name string) (config.Server, error) {
 		names = append(names, s.Name)
 	}
 	return config.Server{}, &exitError{exitUsage, fmt.Errorf("no server %q in the configuration (servers: %v)", name, names)}
-}
-
-// clientKey is the private key a server's oauth settings name, or nil when
-// they name none.
-func clientKey(o *config.OAuth) *oauth.ClientKey {
-	if o.PrivateKeyFile == "" && o.PrivateKeyEnv == "" {
-		return nil
-	}
-	return &oauth.ClientKey{File: o.PrivateKeyFile, Env: o.PrivateKeyEnv}
-}
-
-// idpConfig is the identity provider of grant enterprise, or nil.
-func idpConfig(o *config.OAuth) *oauth.IdPConfig {
-	if o.IdP == nil {
-		return nil
-	}
-	c := o.IdP
-	return &oauth.IdPConfig{Issuer: c.Issuer, TokenEndpoint: c.TokenEndpoint, ClientID: c.ClientID, SecretEnv: c.ClientSecretEnv, IDTokenEnv: c.IDTokenEnv, IDTokenFile: c.IDTokenFile}
 }
 
 // configuredSecret is the secret of the client the configuration names for

@@ -118,7 +118,7 @@ func (r *runner) handlers(store *oauth.Store) mcpclient.OAuthFunc {
 		}
 		if o.Grant == "client_credentials" || o.Grant == "enterprise" {
 			return oauth.NewClientCredentialsHandler(&oauth.ClientCredentialsConfig{
-				Server: cfg.Name, ClientID: o.ClientID, SecretEnv: o.ClientSecretEnv, Key: clientKey(o), AuthMethod: o.AuthMethod, Scopes: o.Scopes, IdP: idpConfig(o), HTTPClient: client,
+				Server: cfg.Name, ClientID: o.ClientID, SecretEnv: o.ClientSecretEnv, Key: mcpclient.OAuthClientKey(o), AuthMethod: o.AuthMethod, Scopes: o.Scopes, IdP: mcpclient.OAuthIdP(o), HTTPClient: client,
 			})
 		}
 		hc := &oauth.HandlerConfig{
@@ -130,7 +130,7 @@ func (r *runner) handlers(store *oauth.Store) mcpclient.OAuthFunc {
 			if o.ClientSecretEnv != "" {
 				secret, _ = os.LookupEnv(o.ClientSecretEnv)
 			}
-			hc.Client = &oauth.ClientConfig{ID: o.ClientID, Secret: secret, Key: clientKey(o)}
+			hc.Client = &oauth.ClientConfig{ID: o.ClientID, Secret: secret, Key: mcpclient.OAuthClientKey(o)}
 		}
 		return oauth.NewHandler(hc)
 	}
@@ -168,21 +168,3 @@ func follow(ctx context.Context, authURL string) error {
 type approveAll struct{}
 
 func (approveAll) Confirm(context.Context, tool.PendingCall) (bool, error) { return true, nil }
-
-// clientKey is the private key a server's oauth settings name, or nil when
-// they name none.
-func clientKey(o *config.OAuth) *oauth.ClientKey {
-	if o.PrivateKeyFile == "" && o.PrivateKeyEnv == "" {
-		return nil
-	}
-	return &oauth.ClientKey{File: o.PrivateKeyFile, Env: o.PrivateKeyEnv}
-}
-
-// idpConfig is the identity provider of grant enterprise, or nil.
-func idpConfig(o *config.OAuth) *oauth.IdPConfig {
-	if o.IdP == nil {
-		return nil
-	}
-	c := o.IdP
-	return &oauth.IdPConfig{Issuer: c.Issuer, TokenEndpoint: c.TokenEndpoint, ClientID: c.ClientID, SecretEnv: c.ClientSecretEnv, IDTokenEnv: c.IDTokenEnv, IDTokenFile: c.IDTokenFile}
-}

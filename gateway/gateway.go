@@ -10,11 +10,9 @@ import (
 	"sync/atomic"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
+	"github.com/toolwire/toolwire/internal/version"
 	"github.com/toolwire/toolwire/tool"
 )
-
-// Version is the server version the gateway announces.
-const Version = "0.1.0"
 
 // protocolVersions are the MCP versions the gateway negotiates. From
 // 2026-07-28 on, a server may no longer send elicitation/create while
@@ -127,7 +125,7 @@ func (g *Gateway) Server(visible func(name string) bool) (srv *mcp.Server, stop 
 		opts.CompletionHandler = s.complete
 		opts.SubscribeHandler, opts.UnsubscribeHandler = s.subscribe, s.unsubscribe
 	}
-	srv = mcp.NewServer(&mcp.Implementation{Name: g.opts.Name, Version: Version}, opts)
+	srv = mcp.NewServer(&mcp.Implementation{Name: g.opts.Name, Version: version.String()}, opts)
 	srv.AddReceivingMiddleware(s.guard, g.forwardLogLevel)
 	srv.AddReceivingMiddleware(g.opts.Middleware...) // telemetry: outermost, added last
 	s.srv = srv

@@ -17,6 +17,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"github.com/toolwire/toolwire/config"
 	"github.com/toolwire/toolwire/internal/stdioconn"
+	"github.com/toolwire/toolwire/internal/version"
 	"github.com/toolwire/toolwire/netpolicy"
 )
 
@@ -76,7 +77,7 @@ func (s *Server) dial(ctx context.Context, cfg config.Server, connected func()) 
 	if s.opts.Relay.Sampling {
 		opts.CreateMessageHandler = s.onSample
 	}
-	client := mcp.NewClient(&mcp.Implementation{Name: "toolwire", Version: Version}, opts)
+	client := mcp.NewClient(&mcp.Implementation{Name: "toolwire", Version: version.String()}, opts)
 	if s.opts.Middleware != nil {
 		client.AddSendingMiddleware(s.opts.Middleware(cfg.Name)...)
 	}

@@ -19,11 +19,6 @@ import (
 // egress policy, refuses private and metadata addresses.
 type OAuthFunc func(cfg config.Server, client *http.Client) (auth.OAuthHandler, error)
 
-// ErrLoginRequired is wrapped by the error of a server whose authorization
-// needs a person: a first login, or a refresh token the authorization
-// server refused. Its message names the command to run. See [oauth].
-var ErrLoginRequired = oauth.ErrLoginRequired
-
 // oauthHandler returns the server's OAuth handler, made on first use and
 // kept for every later connection, so that a reconnect reuses its tokens.
 func (s *Server) oauthHandler(cfg config.Server) (auth.OAuthHandler, error) {

@@ -30,9 +30,6 @@ const DefaultTimeout = 60 * time.Second
 // stdin before SIGTERM, and again before SIGKILL.
 const terminateGrace = 2 * time.Second
 
-// Version is the client version toolwire announces to servers.
-const Version = "0.1.0"
-
 // Options configures [Connect] and [NewManager]. The zero value is usable.
 type Options struct {
 	// Logger receives the server's stderr lines (at debug level),
@@ -79,7 +76,7 @@ type Options struct {
 	// OAuth, when set, authorizes remote (Streamable HTTP) servers that
 	// require OAuth 2.1: it is called once per server for its handler. A
 	// server that needs a person to log in fails with an error wrapping
-	// [ErrLoginRequired] (or an *oauth.PendingError carrying the URL, for a
+	// [oauth.ErrLoginRequired] (or an *oauth.PendingError carrying the URL, for a
 	// handler that defers to the application) and is not retried; other
 	// servers are unaffected.
 	OAuth OAuthFunc
@@ -204,11 +201,6 @@ type progressTarget struct {
 	caller tool.Caller
 }
 
-// ErrNeedsConfirmer, wrapped, is returned by [Connect] when the server has
-// write or destructive tools and the registry has no confirmer. It is
-// [tool.ErrNeedsConfirmer].
-var ErrNeedsConfirmer = tool.ErrNeedsConfirmer
-
 // newServer returns a server in the Configured state.
 func newServer(cfg config.Server, reg *tool.Registry, opts *Options) *Server {
 	var o Options
@@ -248,7 +240,7 @@ func newServer(cfg config.Server, reg *tool.Registry, opts *Options) *Server {
 // server cannot be started or reached (the error names the server, the
 // command or URL, and for stdio the tail of the server's stderr), when the
 // listing fails, when a tool resolves to write or destructive and reg has no
-// confirmer (wrapping [ErrNeedsConfirmer] and naming the tools), when
+// confirmer (wrapping [tool.ErrNeedsConfirmer] and naming the tools), when
 // pinning in enforce mode cannot check the tools (wrapping
 // [ErrPinsUnavailable]), or when registration fails. A tool whose input
 // schema does not compile is only skipped (see [Server.Skipped]), and one
@@ -492,7 +484,7 @@ func preflight(server string, tools []*tool.Tool, reg *tool.Registry) error {
 		return nil
 	}
 	return fmt.Errorf("server %q: %w; these tools are write or destructive: %s (configure a confirmer, or set their tiers or filters)",
-		server, ErrNeedsConfirmer, strings.Join(need, ", "))
+		server, tool.ErrNeedsConfirmer, strings.Join(need, ", "))
 }
 
 // handler returns the registry handler that calls the server's tool named

@@ -450,7 +450,7 @@ func TestStdioPreflightWithoutConfirmer(t *testing.T) {
 			_ = s.Close()
 			t.Fatal("Connect without a confirmer succeeded")
 		}
-		if !errors.Is(err, ErrNeedsConfirmer) {
+		if !errors.Is(err, tool.ErrNeedsConfirmer) {
 			t.Errorf("error %v does not wrap ErrNeedsConfirmer", err)
 		}
 		for _, want := range []string{`"demo"`, "demo__delete_note (destructive)", "demo__write_note (write)"} {

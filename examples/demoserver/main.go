@@ -23,6 +23,7 @@ import (
 	"syscall"
 
 	"github.com/toolwire/toolwire/internal/demo"
+	"github.com/toolwire/toolwire/internal/version"
 )
 
 // errUsage marks errors in the command line, which run has already
@@ -73,7 +74,7 @@ func run(ctx context.Context, args []string, stderr io.Writer) error {
 		return fmt.Errorf("%w: -sdk-stdio with -http", errUsage)
 	}
 	if *httpAddr == "" {
-		logger.Info("serving MCP over stdio", "server", demo.Name, "version", demo.Version)
+		logger.Info("serving MCP over stdio", "server", demo.Name, "version", version.String())
 		err := demo.ServeStdio(ctx, opts)
 		if ctx.Err() != nil && errors.Is(err, ctx.Err()) {
 			// Stopping on a signal is the normal way to end the server.

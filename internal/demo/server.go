@@ -13,13 +13,12 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"github.com/toolwire/toolwire/internal/stdioconn"
+	"github.com/toolwire/toolwire/internal/version"
 )
 
-// Name and Version identify the demo server in the MCP handshake.
-const (
-	Name    = "toolwire-demo"
-	Version = "0.1.0"
-)
+// Name identifies the demo server in the MCP handshake; its version is
+// toolwire's (internal/version).
+const Name = "toolwire-demo"
 
 // Options configures a demo server. A nil *Options is valid and selects the
 // defaults.
@@ -65,7 +64,7 @@ func NewServer(opts *Options) *mcp.Server {
 // newServer is NewServer, also returning the server's state.
 func newServer(opts *Options) (*mcp.Server, *state) {
 	srv := mcp.NewServer(
-		&mcp.Implementation{Name: Name, Version: Version},
+		&mcp.Implementation{Name: Name, Version: version.String()},
 		&mcp.ServerOptions{Logger: opts.sdkLogger()},
 	)
 	st := newState()

@@ -51,11 +51,13 @@
 //
 // With -profile DIR, CPU and allocation profiles of this process and of the
 // servers are written after the measurements, and DIR/profiles.md breaks
-// them down into time per call by component; see profile.go and
-// breakdown.go.
+// them down into time per call by component; see internal/bench's
+// profile.go and breakdown.go.
 //
-// The floors and helper processes are this binary run as
-// "toolwire-bench child MODE"; see children.go.
+// The measuring is internal/bench's (bench.Run); this command turns its
+// flags into bench.Options and prints the report. The floors and helper
+// processes are this binary run as "toolwire-bench child MODE"; see
+// internal/bench's children.go.
 package main
 
 import (
@@ -66,16 +68,17 @@ import (
 	"io"
 	"os"
 	"os/signal"
-	"path/filepath"
 	"strconv"
 	"strings"
 	"syscall"
 	"time"
+
+	"github.com/toolwire/toolwire/internal/bench"
 )
 
 func main() {
 	if len(os.Args) > 1 && os.Args[1] == "child" {
-		if err := runChild(os.Args[2:]); err != nil {
+		if err := bench.RunChild(os.Args[2:]); err != nil {
 			fmt.Fprintf(os.Stderr, "toolwire-bench child %s: %v\n", strings.Join(os.Args[2:], " "), err)
 			os.Exit(1)
 		}
@@ -100,34 +103,10 @@ func main() {
 // errUsage marks command-line errors, already reported with the usage.
 var errUsage = errors.New("usage error")
 
-// options are the command's flags.
+// options are the command's flags: the run's, and where the report goes.
 type options struct {
-	rows    string
-	out     string
-	binDir  string
-	timeout time.Duration
-	verbose bool
-
-	rounds     int
-	blockCalls int
-	blockTime  time.Duration
-	warmup     int
-
-	callers    []int
-	tputRounds int
-	tputRamp   time.Duration
-	tputWindow time.Duration
-	tputMax    int
-
-	listTools int
-	listIters int
-	listTime  time.Duration
-
-	sessions int
-
-	profileDir   string
-	profileTime  time.Duration
-	profileLists int
+	bench.Options
+	out string
 }
 
 // quickDefaults replace the defaults of the flags not given, with -quick.
@@ -139,40 +118,41 @@ var quickDefaults = map[string]string{
 
 func parseFlags(args []string, stderr io.Writer) (options, error) {
 	var o options
+	o.Args = args // for the report's "Run:" line
 	fs := flag.NewFlagSet("toolwire-bench", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	fs.Usage = func() {
 		fmt.Fprintf(stderr, "usage: toolwire-bench [flags]\n\nrows: %s\ngroups: calls, list, mem, all\n\nflags:\n",
-			strings.Join(rowNames(), ", "))
+			strings.Join(bench.RowNames(), ", "))
 		fs.PrintDefaults()
 	}
-	fs.StringVar(&o.rows, "rows", "all", "comma-separated `rows` and groups to run; the floors and direct rows they are compared with are added")
+	fs.StringVar(&o.Rows, "rows", "all", "comma-separated `rows` and groups to run; the floors and direct rows they are compared with are added")
 	fs.StringVar(&o.out, "o", "", "also write the report to `file`")
-	fs.StringVar(&o.binDir, "bin", "", "take demoserver and toolwire from `dir` instead of building them")
-	fs.DurationVar(&o.timeout, "timeout", 20*time.Minute, "stop measuring after this long and report what was measured")
-	fs.BoolVar(&o.verbose, "v", false, "pass the children's stderr through")
+	fs.StringVar(&o.BinDir, "bin", "", "take demoserver and toolwire from `dir` instead of building them")
+	fs.DurationVar(&o.Timeout, "timeout", 20*time.Minute, "stop measuring after this long and report what was measured")
+	fs.BoolVar(&o.Verbose, "v", false, "pass the children's stderr through")
 	quick := fs.Bool("quick", false, "small counts and short windows: "+quickSummary())
 
-	fs.IntVar(&o.rounds, "rounds", 12, "sequential rounds")
-	fs.IntVar(&o.blockCalls, "block-calls", 250, "at most this many sequential calls per row per round")
-	fs.DurationVar(&o.blockTime, "block-time", 250*time.Millisecond, "at most this long per row per round")
-	fs.IntVar(&o.warmup, "warmup", 200, "calls on each session before it is measured")
+	fs.IntVar(&o.Rounds, "rounds", 12, "sequential rounds")
+	fs.IntVar(&o.BlockCalls, "block-calls", 250, "at most this many sequential calls per row per round")
+	fs.DurationVar(&o.BlockTime, "block-time", 250*time.Millisecond, "at most this long per row per round")
+	fs.IntVar(&o.Warmup, "warmup", 200, "calls on each session before it is measured")
 
 	callers := fs.String("callers", "1,8,64", "concurrent callers for the throughput windows (comma-separated)")
-	fs.IntVar(&o.tputRounds, "tput-rounds", 3, "throughput rounds per caller count")
-	fs.DurationVar(&o.tputRamp, "tput-ramp", 100*time.Millisecond, "unmeasured start of each throughput window")
-	fs.DurationVar(&o.tputWindow, "tput-window", 500*time.Millisecond, "measured length of each throughput window")
-	fs.IntVar(&o.tputMax, "tput-max", 100000, "at most this many calls per throughput window")
+	fs.IntVar(&o.TputRounds, "tput-rounds", 3, "throughput rounds per caller count")
+	fs.DurationVar(&o.TputRamp, "tput-ramp", 100*time.Millisecond, "unmeasured start of each throughput window")
+	fs.DurationVar(&o.TputWindow, "tput-window", 500*time.Millisecond, "measured length of each throughput window")
+	fs.IntVar(&o.TputMax, "tput-max", 100000, "at most this many calls per throughput window")
 
-	fs.IntVar(&o.listTools, "list-tools", 1000, "tools in the generated listing")
-	fs.IntVar(&o.listIters, "list-iters", 8, "listing iterations (the first is a warm-up)")
-	fs.DurationVar(&o.listTime, "list-time", 2*time.Minute, "at most this long for the listing iterations")
+	fs.IntVar(&o.ListTools, "list-tools", 1000, "tools in the generated listing")
+	fs.IntVar(&o.ListIters, "list-iters", 8, "listing iterations (the first is a warm-up)")
+	fs.DurationVar(&o.ListTime, "list-time", 2*time.Minute, "at most this long for the listing iterations")
 
-	fs.IntVar(&o.sessions, "sessions", 500, "downstream sessions opened for the memory rows")
+	fs.IntVar(&o.Sessions, "sessions", 500, "downstream sessions opened for the memory rows")
 
-	fs.StringVar(&o.profileDir, "profile", "", "after measuring, write CPU and allocation profiles of this process and of the rows' servers to `dir`, with their breakdown in dir/profiles.md (see profile.go)")
-	fs.DurationVar(&o.profileTime, "profile-time", 4*time.Second, "with -profile: how long each call row runs, sequentially and with 8 callers")
-	fs.IntVar(&o.profileLists, "profile-lists", 3, "with -profile: listings per toolwire listing row")
+	fs.StringVar(&o.ProfileDir, "profile", "", "after measuring, write CPU and allocation profiles of this process and of the rows' servers to `dir`, with their breakdown in dir/profiles.md (see profile.go)")
+	fs.DurationVar(&o.ProfileTime, "profile-time", 4*time.Second, "with -profile: how long each call row runs, sequentially and with 8 callers")
+	fs.IntVar(&o.ProfileLists, "profile-lists", 3, "with -profile: listings per toolwire listing row")
 
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
@@ -197,7 +177,7 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 		}
 	}
 	var err error
-	if o.callers, err = parseCallers(*callers); err != nil {
+	if o.Callers, err = parseCallers(*callers); err != nil {
 		fmt.Fprintf(stderr, "toolwire-bench: -callers %q: %v\n", *callers, err)
 		return o, errUsage
 	}
@@ -206,11 +186,11 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 		name string
 		ok   bool
 	}{
-		{"-rounds", o.rounds >= 1}, {"-block-calls", o.blockCalls >= 1}, {"-block-time", o.blockTime > 0},
-		{"-warmup", o.warmup >= 0}, {"-tput-rounds", o.tputRounds >= 0}, {"-tput-window", o.tputWindow > 0},
-		{"-tput-ramp", o.tputRamp >= 0}, {"-tput-max", o.tputMax >= 1}, {"-list-tools", o.listTools >= 1},
-		{"-list-iters", o.listIters >= 2}, {"-list-time", o.listTime > 0}, {"-sessions", o.sessions >= 1},
-		{"-timeout", o.timeout > 0}, {"-profile-time", o.profileTime > 0}, {"-profile-lists", o.profileLists >= 1},
+		{"-rounds", o.Rounds >= 1}, {"-block-calls", o.BlockCalls >= 1}, {"-block-time", o.BlockTime > 0},
+		{"-warmup", o.Warmup >= 0}, {"-tput-rounds", o.TputRounds >= 0}, {"-tput-window", o.TputWindow > 0},
+		{"-tput-ramp", o.TputRamp >= 0}, {"-tput-max", o.TputMax >= 1}, {"-list-tools", o.ListTools >= 1},
+		{"-list-iters", o.ListIters >= 2}, {"-list-time", o.ListTime > 0}, {"-sessions", o.Sessions >= 1},
+		{"-timeout", o.Timeout > 0}, {"-profile-time", o.ProfileTime > 0}, {"-profile-lists", o.ProfileLists >= 1},
 	} {
 		if !c.ok {
 			bad = append(bad, c.name)
@@ -220,7 +200,7 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 		fmt.Fprintf(stderr, "toolwire-bench: out of range: %s (counts and durations are positive; -list-iters at least 2)\n", strings.Join(bad, ", "))
 		return o, errUsage
 	}
-	if o.profileDir != "" && o.binDir != "" {
+	if o.ProfileDir != "" && o.BinDir != "" {
 		// The servers' profiles come from a hook the bench builds in.
 		fmt.Fprintln(stderr, "toolwire-bench: -profile builds its own binaries; it does not go with -bin")
 		return o, errUsage
@@ -255,21 +235,9 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
-	selected, err := selectRows(o.rows)
-	if err != nil {
+	if err := bench.CheckRows(o.Rows); err != nil {
 		fmt.Fprintf(stderr, "toolwire-bench: -rows: %v\n", err)
 		return errUsage
-	}
-	if o.profileDir != "" {
-		if o.profileDir, err = filepath.Abs(o.profileDir); err == nil {
-			err = os.MkdirAll(o.profileDir, 0o755)
-		}
-		if err != nil {
-			return fmt.Errorf("-profile: %w", err)
-		}
-		// Passed on to every child, as GOGC is (passedEnv).
-		os.Setenv(profileDirEnv, o.profileDir)
-		defer os.Unsetenv(profileDirEnv)
 	}
 	var outFile *os.File
 	if o.out != "" {
@@ -280,19 +248,10 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		defer outFile.Close()
 	}
 
-	ctx, cancel := context.WithTimeout(ctx, o.timeout)
-	defer cancel()
-	b, err := newBench(ctx, o, stderr)
+	text, err := bench.Run(ctx, o.Options, stderr)
 	if err != nil {
 		return err
 	}
-	defer b.close()
-
-	rep := b.measure(ctx, selected)
-	if ctx.Err() != nil {
-		rep.notes = append(rep.notes, "Stopped early ("+stopReason(ctx)+"): the figures cover what was measured until then.")
-	}
-	text := rep.markdown()
 	if _, err := io.WriteString(stdout, text); err != nil {
 		return err
 	}
@@ -306,11 +265,4 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		fmt.Fprintf(stderr, "toolwire-bench: report written to %s\n", o.out)
 	}
 	return nil
-}
-
-func stopReason(ctx context.Context) string {
-	if errors.Is(context.Cause(ctx), context.DeadlineExceeded) {
-		return "-timeout"
-	}
-	return "interrupted"
 }

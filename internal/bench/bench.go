@@ -1,6 +1,6 @@
 //go:build unix
 
-package main
+package bench
 
 import (
 	"context"
@@ -24,7 +24,7 @@ import (
 // directory, the processes and the HTTP transport. It is used by one
 // goroutine at a time, except procs, which is safe for concurrent use.
 type bench struct {
-	opts     options
+	opts     Options
 	progress io.Writer
 	started  time.Time
 
@@ -55,7 +55,7 @@ type bench struct {
 // maxIdlePerHost is the HTTP connection pool per server; see httpClient.
 const maxIdlePerHost = 128
 
-func newBench(ctx context.Context, o options, progress io.Writer) (*bench, error) {
+func newBench(ctx context.Context, o Options, progress io.Writer) (*bench, error) {
 	self, err := os.Executable()
 	if err != nil {
 		return nil, fmt.Errorf("finding this executable: %w", err)
@@ -73,7 +73,7 @@ func newBench(ctx context.Context, o options, progress io.Writer) (*bench, error
 		httpClient: &http.Client{Transport: t},
 		quiet:      slog.New(slog.DiscardHandler),
 	}
-	if o.verbose {
+	if o.Verbose {
 		b.procs.verbose = progress
 	}
 	b.binaries(ctx)
@@ -102,9 +102,9 @@ func (b *bench) logf(format string, args ...any) {
 // directory, or finds them in -bin. A failure is kept for the rows that
 // need the binary: the others still run.
 func (b *bench) binaries(ctx context.Context) {
-	if b.opts.binDir != "" {
-		b.demoBin, b.demoErr = findBinary(b.opts.binDir, "demoserver")
-		b.toolwireBin, b.toolwireErr = findBinary(b.opts.binDir, "toolwire")
+	if b.opts.BinDir != "" {
+		b.demoBin, b.demoErr = findBinary(b.opts.BinDir, "demoserver")
+		b.toolwireBin, b.toolwireErr = findBinary(b.opts.BinDir, "toolwire")
 		return
 	}
 	root, err := moduleRoot(ctx)
@@ -274,7 +274,7 @@ func (b *bench) measure(ctx context.Context, sel []*row) *report {
 		m := b.startLoad()
 		b.sequential(ctx, calls)
 		rep.bg["sequential calls"] = m.cores()
-		if b.opts.tputRounds > 0 {
+		if b.opts.TputRounds > 0 {
 			m = b.startLoad()
 			b.throughput(ctx, calls)
 			rep.bg["concurrent calls"] = m.cores()
@@ -282,7 +282,7 @@ func (b *bench) measure(ctx context.Context, sel []*row) *report {
 	}
 	rep.calls = calls
 	var profiles []profiled
-	if b.opts.profileDir != "" && ctx.Err() == nil {
+	if b.opts.ProfileDir != "" && ctx.Err() == nil {
 		profiles = b.profileCalls(ctx, calls)
 	}
 	for _, c := range slices.Backward(b.closers) {
@@ -294,16 +294,16 @@ func (b *bench) measure(ctx context.Context, sel []*row) *report {
 		m := b.startLoad()
 		rep.lists = b.listings(ctx, sel)
 		rep.bg["listings"] = m.cores()
-		if b.opts.profileDir != "" && ctx.Err() == nil {
+		if b.opts.ProfileDir != "" && ctx.Err() == nil {
 			profiles = append(profiles, b.profileLists(ctx, rep.lists)...)
 		}
 	}
-	if b.opts.profileDir != "" {
+	if b.opts.ProfileDir != "" {
 		if err := b.writeProfileIndex(ctx, profiles); err != nil {
 			rep.notes = append(rep.notes, "Profiles: writing the index failed: "+oneLine(err)+".")
 		} else {
 			rep.notes = append(rep.notes, fmt.Sprintf("Profiles (taken after the measurements, not during them): %s, listed in %s.",
-				b.opts.profileDir, filepath.Join(b.opts.profileDir, "profiles.md")))
+				b.opts.ProfileDir, filepath.Join(b.opts.ProfileDir, "profiles.md")))
 		}
 	}
 	if slices.ContainsFunc(sel, func(r *row) bool { return r.mem != nil }) {

@@ -1,6 +1,6 @@
 //go:build unix
 
-package main
+package bench
 
 import (
 	"context"
@@ -62,7 +62,7 @@ func (b *bench) openCalls(ctx context.Context, sel []*row) []*callRun {
 		if err == nil {
 			b.onClose(t.close)
 			r.t = t
-			err = warm(octx, t, b.opts.warmup)
+			err = warm(octx, t, b.opts.Warmup)
 		}
 		cancel()
 		if err != nil {
@@ -70,7 +70,7 @@ func (b *bench) openCalls(ctx context.Context, sel []*row) []*callRun {
 			b.logf("%s: %v", rw.name, err)
 			continue
 		}
-		b.logf("%s: open, %d warm-up calls made", rw.name, b.opts.warmup)
+		b.logf("%s: open, %d warm-up calls made", rw.name, b.opts.Warmup)
 	}
 	return runs
 }
@@ -95,9 +95,9 @@ func live(runs []*callRun) []*callRun {
 func (b *bench) sequential(ctx context.Context, runs []*callRun) {
 	o := b.opts
 	for _, r := range runs {
-		r.lat = make([]time.Duration, 0, o.rounds*o.blockCalls)
+		r.lat = make([]time.Duration, 0, o.Rounds*o.BlockCalls)
 	}
-	for round := range o.rounds {
+	for round := range o.Rounds {
 		order := live(runs)
 		if len(order) == 0 || ctx.Err() != nil {
 			return
@@ -108,7 +108,7 @@ func (b *bench) sequential(ctx context.Context, runs []*callRun) {
 		for _, r := range order {
 			b.block(ctx, r)
 		}
-		b.logf("sequential: round %d/%d done", round+1, o.rounds)
+		b.logf("sequential: round %d/%d done", round+1, o.Rounds)
 	}
 }
 
@@ -116,7 +116,7 @@ func (b *bench) sequential(ctx context.Context, runs []*callRun) {
 // recording each call's latency, and the CPU (this process and the row's
 // servers) and this process's allocation over the block.
 func (b *bench) block(ctx context.Context, r *callRun) {
-	bctx, cancel := context.WithTimeout(ctx, b.opts.blockTime+callTimeout)
+	bctx, cancel := context.WithTimeout(ctx, b.opts.BlockTime+callTimeout)
 	defer cancel()
 	var ms runtime.MemStats
 	runtime.ReadMemStats(&ms)
@@ -124,7 +124,7 @@ func (b *bench) block(ctx context.Context, r *callRun) {
 	cpu0, cpuErr := cpuOf(r.t.pids)
 	start := time.Now()
 	n := 0
-	for n < b.opts.blockCalls {
+	for n < b.opts.BlockCalls {
 		t0 := time.Now()
 		if err := r.t.call(bctx); err != nil {
 			if ctx.Err() == nil {
@@ -135,7 +135,7 @@ func (b *bench) block(ctx context.Context, r *callRun) {
 		t1 := time.Now()
 		r.lat = append(r.lat, t1.Sub(t0))
 		n++
-		if t1.Sub(start) >= b.opts.blockTime {
+		if t1.Sub(start) >= b.opts.BlockTime {
 			break
 		}
 	}
@@ -154,8 +154,8 @@ func (b *bench) block(ctx context.Context, r *callRun) {
 // window per live row, the order reversed every round.
 func (b *bench) throughput(ctx context.Context, runs []*callRun) {
 	o := b.opts
-	for _, callers := range o.callers {
-		for round := range o.tputRounds {
+	for _, callers := range o.Callers {
+		for round := range o.TputRounds {
 			order := live(runs)
 			if len(order) == 0 || ctx.Err() != nil {
 				return
@@ -168,7 +168,7 @@ func (b *bench) throughput(ctx context.Context, runs []*callRun) {
 					r.fail(fmt.Errorf("%d callers: %w", callers, err))
 				}
 			}
-			b.logf("throughput: %d callers, round %d/%d done", callers, round+1, o.tputRounds)
+			b.logf("throughput: %d callers, round %d/%d done", callers, round+1, o.TputRounds)
 		}
 	}
 }
@@ -178,7 +178,7 @@ func (b *bench) throughput(ctx context.Context, runs []*callRun) {
 // been counted), then the callers stop and are waited for, bounded.
 func (b *bench) window(ctx context.Context, r *callRun, callers int) error {
 	o := b.opts
-	wctx, cancel := context.WithTimeout(ctx, o.tputRamp+o.tputWindow+callTimeout)
+	wctx, cancel := context.WithTimeout(ctx, o.TputRamp+o.TputWindow+callTimeout)
 	defer cancel()
 	var (
 		done    atomic.Int64
@@ -189,7 +189,7 @@ func (b *bench) window(ctx context.Context, r *callRun, callers int) error {
 	)
 	// hardCap bounds the calls of the window by count even if the loop
 	// below were to miss the measured limit.
-	hardCap := int64(2 * o.tputMax)
+	hardCap := int64(2 * o.TputMax)
 	for range callers {
 		wg.Go(func() {
 			for !stop.Load() && done.Load() < hardCap {
@@ -220,13 +220,13 @@ func (b *bench) window(ctx context.Context, r *callRun, callers int) error {
 		}
 		return callErr
 	}
-	if !sleepCtx(wctx, o.tputRamp) || stop.Load() {
+	if !sleepCtx(wctx, o.TputRamp) || stop.Load() {
 		return finish()
 	}
 	n0 := done.Load()
 	t0 := time.Now()
-	deadline := t0.Add(o.tputWindow)
-	for time.Now().Before(deadline) && done.Load()-n0 < int64(o.tputMax) && !stop.Load() {
+	deadline := t0.Add(o.TputWindow)
+	for time.Now().Before(deadline) && done.Load()-n0 < int64(o.TputMax) && !stop.Load() {
 		if !sleepCtx(wctx, min(5*time.Millisecond, time.Until(deadline))) {
 			break
 		}

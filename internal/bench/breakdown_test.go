@@ -1,6 +1,6 @@
 //go:build unix
 
-package main
+package bench
 
 import (
 	"reflect"
@@ -46,9 +46,9 @@ func TestParseRaw(t *testing.T) {
 func TestSplitTakesTheFirstMatchingPart(t *testing.T) {
 	p := parseRaw([]byte(rawText))
 	comps := []component{
-		{"executor", regexp.MustCompile(`toolwire/tool\.`)},
-		{"audit", regexp.MustCompile(`toolwire/audit\.`)},
-		{"gc", regexp.MustCompile(`^runtime\.bgsweep$`)},
+		{name: "executor", re: regexp.MustCompile(`toolwire/tool\.`)},
+		{name: "audit", re: regexp.MustCompile(`toolwire/audit\.`)},
+		{name: "gc", re: regexp.MustCompile(`^runtime\.bgsweep$`)},
 	}
 	shares, total := p.split(comps)
 	got := map[string]int64{}
@@ -62,5 +62,42 @@ func TestSplitTakesTheFirstMatchingPart(t *testing.T) {
 	}
 	if total != 80000000 {
 		t.Errorf("total = %d, want 80000000", total)
+	}
+}
+
+// TestSplitBenchLoop checks that the bench's own code, main and this
+// package (whose path is under toolwire/), is the bench's loop in the
+// caller's and the listing's breakdowns, not a part of toolwire.
+func TestSplitBenchLoop(t *testing.T) {
+	t.Parallel()
+	const (
+		loop  = "github.com/toolwire/toolwire/internal/bench.(*bench).listTW"
+		adapt = "github.com/toolwire/toolwire/mcpclient.(*Server).register"
+	)
+	p := &rawProfile{samples: []rawSample{
+		{1, []string{"runtime.mallocgc", loop, "main.main"}},
+		{2, []string{"runtime.mallocgc", loop}},
+		{4, []string{adapt, loop}},
+	}}
+	for _, tc := range []struct {
+		role  string
+		parts map[string]int64
+	}{
+		{"list", map[string]int64{
+			"the bench's own loop": 3,
+			"toolwire adaptation and registration, the rest (names, tiers, pins, registry)": 4,
+		}},
+		{"bench", map[string]int64{"the bench's own loop": 3, "toolwire mcpclient": 4}},
+	} {
+		shares, total := p.split(components[tc.role])
+		got := map[string]int64{}
+		for _, s := range shares {
+			if s.value != 0 {
+				got[s.name] = s.value
+			}
+		}
+		if !reflect.DeepEqual(got, tc.parts) || total != 7 {
+			t.Errorf("%s: split = %v (total %d), want %v (total 7)", tc.role, got, total, tc.parts)
+		}
 	}
 }

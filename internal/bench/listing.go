@@ -1,6 +1,6 @@
 //go:build unix
 
-package main
+package bench
 
 import (
 	"context"
@@ -201,7 +201,7 @@ func (b *bench) toolsChild(ctx context.Context) (string, []int, error) {
 	if b.tools.url != "" || b.tools.err != nil {
 		return b.tools.url, b.tools.pids, b.tools.err
 	}
-	url, p, err := startHTTPChild(ctx, b, "tools-http", "tools-http", "-tools", strconv.Itoa(b.opts.listTools))
+	url, p, err := startHTTPChild(ctx, b, "tools-http", "tools-http", "-tools", strconv.Itoa(b.opts.ListTools))
 	if err != nil {
 		b.tools.err = err
 		return "", nil, err
@@ -236,7 +236,7 @@ func openListFloor(ctx context.Context, b *bench) (*listTarget, error) {
 		return nil, err
 	}
 	raw := strings.TrimSuffix(base, "/mcp") + "/raw?salt=warm"
-	want := b.opts.listTools
+	want := b.opts.ListTools
 	return &listTarget{
 		prepare: func(ctx context.Context, _ int) error { return b.prepareSalt(ctx, base, "warm") },
 		op: func(ctx context.Context, _ int) error {
@@ -280,7 +280,7 @@ func openListSDK(ctx context.Context, b *bench) (*listTarget, error) {
 	if err != nil {
 		return nil, err
 	}
-	want := b.opts.listTools
+	want := b.opts.ListTools
 	return &listTarget{
 		prepare: func(ctx context.Context, _ int) error { return b.prepareSalt(ctx, base, "warm") },
 		op: func(ctx context.Context, _ int) error {
@@ -330,7 +330,7 @@ func openListToolwire(warmCache bool) func(context.Context, *bench) (*listTarget
 			}
 			return "cold-" + strconv.Itoa(iter)
 		}
-		want := b.opts.listTools
+		want := b.opts.ListTools
 		connect := func(ctx context.Context, iter int) error {
 			reg := tool.NewRegistry(&tool.RegistryOptions{Confirmer: denyAll})
 			cfg := config.Server{Name: "big", Transport: "http", URL: saltURL(base, salt(iter)), DefaultTier: "read"}
@@ -381,9 +381,9 @@ func (b *bench) listings(ctx context.Context, sel []*row) []*listRun {
 			b.logf("%s: %v", rw.name, r.err)
 		}
 	}
-	lctx, cancel := context.WithTimeout(ctx, b.opts.listTime)
+	lctx, cancel := context.WithTimeout(ctx, b.opts.ListTime)
 	defer cancel()
-	for iter := range b.opts.listIters {
+	for iter := range b.opts.ListIters {
 		order := slices.DeleteFunc(slices.Clone(runs), func(r *listRun) bool { return r.err != nil })
 		if len(order) == 0 || lctx.Err() != nil {
 			break
@@ -397,7 +397,7 @@ func (b *bench) listings(ctx context.Context, sel []*row) []*listRun {
 				b.logf("%s: %v", r.row.name, r.err)
 			}
 		}
-		b.logf("listing: iteration %d/%d done", iter+1, b.opts.listIters)
+		b.logf("listing: iteration %d/%d done", iter+1, b.opts.ListIters)
 	}
 	return runs
 }

@@ -1,6 +1,6 @@
 //go:build unix
 
-package main
+package bench
 
 import (
 	"context"
@@ -122,7 +122,7 @@ func toolwireBenchWriteAllocs(name string) {
 // the main packages pkgs (directories relative to root), and returns the
 // go build flags that use it; none without -profile.
 func (b *bench) overlayArgs(root string, pkgs ...string) ([]string, error) {
-	if b.opts.profileDir == "" {
+	if b.opts.ProfileDir == "" {
 		return nil, nil
 	}
 	hook := filepath.Join(b.dir, profileHookFile)
@@ -199,7 +199,7 @@ func (b *bench) profileRow(ctx context.Context, r *callRun, phase string, caller
 		p.err = err
 		return p
 	}
-	pctx, cancel := context.WithTimeout(ctx, b.opts.profileTime+callTimeout)
+	pctx, cancel := context.WithTimeout(ctx, b.opts.ProfileTime+callTimeout)
 	defer cancel()
 	var (
 		n       atomic.Int64
@@ -209,7 +209,7 @@ func (b *bench) profileRow(ctx context.Context, r *callRun, phase string, caller
 		wg      sync.WaitGroup
 	)
 	t0 := time.Now()
-	deadline := t0.Add(b.opts.profileTime)
+	deadline := t0.Add(b.opts.ProfileTime)
 	for range callers {
 		wg.Go(func() {
 			for !halt.Load() && time.Now().Before(deadline) {
@@ -248,9 +248,9 @@ func (b *bench) profileLists(ctx context.Context, runs []*listRun) []profiled {
 		}
 		t0 := time.Now()
 		var opErr error
-		for i := range b.opts.profileLists {
+		for i := range b.opts.ProfileLists {
 			// Iterations past the measured ones: new salts for cold rows.
-			iter := b.opts.listIters + i
+			iter := b.opts.ListIters + i
 			octx, cancel := context.WithTimeout(ctx, 60*time.Second)
 			if opErr = r.t.prepare(octx, iter); opErr == nil {
 				opErr = r.t.op(octx, iter)
@@ -274,7 +274,7 @@ func (b *bench) profileLists(ctx context.Context, runs []*listRun) []profiled {
 // (named by roles, same order) to start theirs. stop ends them all and
 // returns the files written, DIR/NAME-ROLE.pprof.
 func (b *bench) startProfiles(name string, pids []int, roles []string) (stop func() ([]string, error), err error) {
-	dir := b.opts.profileDir
+	dir := b.opts.ProfileDir
 	self := filepath.Join(dir, name+"-bench.pprof")
 	f, err := os.Create(self)
 	if err != nil {
@@ -384,7 +384,7 @@ func (b *bench) writeProfileIndex(ctx context.Context, ps []profiled) error {
 	fmt.Fprintf(&sb, "GOMAXPROCS %d. Samples at 100 Hz; time per call = a function's time ÷ the calls.\n", runtime.GOMAXPROCS(0))
 	fmt.Fprintf(&sb, "Call rows: -profile-time %v each, sequential (seq) and 8 callers (c8); ops are calls. "+
 		"Listing rows: ops are connects with their listing, each after its untimed preparation, which the profile includes "+
-		"(for list-tw-warm, one more connect to fill the schema cache).\n\n", b.opts.profileTime)
+		"(for list-tw-warm, one more connect to fill the schema cache).\n\n", b.opts.ProfileTime)
 	rows := [][]string{{"row", "phase", "ops", "wall", "µs wall per op", "files", "error"}}
 	for _, p := range ps {
 		per := "–"
@@ -400,5 +400,5 @@ func (b *bench) writeProfileIndex(ctx context.Context, ps []profiled) error {
 	writeTable(&sb, rows)
 	b.logf("profiles: breaking them down")
 	b.breakdowns(ctx, &sb, ps)
-	return os.WriteFile(filepath.Join(b.opts.profileDir, "profiles.md"), []byte(sb.String()), 0o644)
+	return os.WriteFile(filepath.Join(b.opts.ProfileDir, "profiles.md"), []byte(sb.String()), 0o644)
 }

@@ -1,6 +1,6 @@
 //go:build unix
 
-package main
+package bench
 
 import (
 	"cmp"
@@ -21,7 +21,7 @@ import (
 
 // report is what one run measured, and renders it as markdown.
 type report struct {
-	opts    options
+	opts    Options
 	started time.Time
 	wall    time.Duration
 	machine []string
@@ -173,10 +173,10 @@ func (l *listRun) cpuPerOp() (time.Duration, bool) {
 // ratioCaller is the caller count of the throughput ratio column: 8 when
 // measured, else the largest.
 func (r *report) ratioCaller() int {
-	if slices.Contains(r.opts.callers, 8) {
+	if slices.Contains(r.opts.Callers, 8) {
 		return 8
 	}
-	return slices.Max(r.opts.callers)
+	return slices.Max(r.opts.Callers)
 }
 
 // markdown renders the report.
@@ -203,15 +203,15 @@ func (r *report) markdown() string {
 		w(" not measured")
 	}
 	w(".\n")
-	parts := []string{cmp.Or(strings.Join(os.Args[1:], " "), "default flags")}
+	parts := []string{cmp.Or(strings.Join(r.opts.Args, " "), "default flags")}
 	if len(r.calls) > 0 {
-		parts = append(parts, fmt.Sprintf("%d rounds of up to %d sequential calls or %v per row", r.opts.rounds, r.opts.blockCalls, r.opts.blockTime), r.tputSummary())
+		parts = append(parts, fmt.Sprintf("%d rounds of up to %d sequential calls or %v per row", r.opts.Rounds, r.opts.BlockCalls, r.opts.BlockTime), r.tputSummary())
 	}
 	if len(r.lists) > 0 {
-		parts = append(parts, fmt.Sprintf("%d listing iterations of %d tools (the first discarded)", r.opts.listIters, r.opts.listTools))
+		parts = append(parts, fmt.Sprintf("%d listing iterations of %d tools (the first discarded)", r.opts.ListIters, r.opts.ListTools))
 	}
 	if len(r.mems) > 0 {
-		parts = append(parts, fmt.Sprintf("%d sessions", r.opts.sessions))
+		parts = append(parts, fmt.Sprintf("%d sessions", r.opts.Sessions))
 	}
 	w("Run: %s. Took %s.\n\n", strings.Join(parts, "; "), r.wall.Round(time.Second))
 
@@ -226,20 +226,20 @@ func (r *report) markdown() string {
 }
 
 func (r *report) tputSummary() string {
-	if r.opts.tputRounds == 0 {
+	if r.opts.TputRounds == 0 {
 		return "no throughput windows"
 	}
 	var cs []string
-	for _, c := range r.opts.callers {
+	for _, c := range r.opts.Callers {
 		cs = append(cs, strconv.Itoa(c))
 	}
-	return fmt.Sprintf("throughput with %s callers, %d windows of %v after %v each", strings.Join(cs, "/"), r.opts.tputRounds, r.opts.tputWindow, r.opts.tputRamp)
+	return fmt.Sprintf("throughput with %s callers, %d windows of %v after %v each", strings.Join(cs, "/"), r.opts.TputRounds, r.opts.TputWindow, r.opts.TputRamp)
 }
 
 func (r *report) mainTable(sb *strings.Builder) {
 	rc := r.ratioCaller()
 	head := []string{"row", "op", "p50", "p99", "CPU/op", "alloc/op", "allocs/op"}
-	for _, c := range r.opts.callers {
+	for _, c := range r.opts.Callers {
 		head = append(head, fmt.Sprintf("calls/s, %d caller%s", c, plural(c)))
 	}
 	head = append(head, "floor", "p50 ÷ floor", "CPU ÷ floor", fmt.Sprintf("calls/s ÷ floor, %d", rc))
@@ -256,7 +256,7 @@ func (r *report) mainTable(sb *strings.Builder) {
 		} else {
 			cells = append(cells, dash, dash)
 		}
-		for _, n := range r.opts.callers {
+		for _, n := range r.opts.Callers {
 			v, ok := c.rate(n)
 			cells = append(cells, fmtRate(v, ok))
 		}
@@ -282,7 +282,7 @@ func (r *report) mainTable(sb *strings.Builder) {
 		} else {
 			cells = append(cells, dash, dash)
 		}
-		for range r.opts.callers {
+		for range r.opts.Callers {
 			cells = append(cells, dash)
 		}
 		f := r.listRun(l.row.floor)
@@ -375,7 +375,7 @@ func (r *report) memTable(sb *strings.Builder) {
 		return
 	}
 	w := func(format string, args ...any) { fmt.Fprintf(sb, format, args...) }
-	w("\nMemory per open downstream session on the gateway (%d sessions opened by a go-sdk client in a child process: initialize, the standalone GET stream, one call each):\n\n", r.opts.sessions)
+	w("\nMemory per open downstream session on the gateway (%d sessions opened by a go-sdk client in a child process: initialize, the standalone GET stream, one call each):\n\n", r.opts.Sessions)
 	table := [][]string{{"row", "live heap / session", "stacks / session", "goroutines / session", "RSS / session", "how"}}
 	for _, m := range r.mems {
 		if errors.Is(m.err, errStopped) {
@@ -401,7 +401,7 @@ func (r *report) targets(sb *strings.Builder) {
 		}
 		return "**no**"
 	}
-	has8 := slices.Contains(r.opts.callers, 8)
+	has8 := slices.Contains(r.opts.Callers, 8)
 	for _, c := range r.calls {
 		if c.err != nil {
 			continue
@@ -453,7 +453,7 @@ func (r *report) targets(sb *strings.Builder) {
 		bp50, okb := r.listRun(l.row.bare).p50()
 		if ok && okb {
 			d := p50 - bp50
-			table = append(table, []string{fmt.Sprintf("adapting %d tools under 50 ms: `%s` − `%s`", r.opts.listTools, l.row.name, l.row.bare), signedDur(d), yes(d < 50*time.Millisecond)})
+			table = append(table, []string{fmt.Sprintf("adapting %d tools under 50 ms: `%s` − `%s`", r.opts.ListTools, l.row.name, l.row.bare), signedDur(d), yes(d < 50*time.Millisecond)})
 		}
 	}
 	if len(table) == 0 {

@@ -1,6 +1,6 @@
 //go:build unix
 
-package main
+package bench
 
 import (
 	"context"
@@ -130,7 +130,7 @@ func memGateway(ctx context.Context, b *bench) (*memResult, error) {
 	}
 	sleepCtx(ctx, sessionsSettle)
 	heap0, stacks0, g0, rss0 := read()
-	n := b.opts.sessions
+	n := b.opts.Sessions
 	p, err := b.openSessions(ctx, url, "demo__echo", n)
 	if err != nil {
 		return nil, err
@@ -171,7 +171,7 @@ func memServe(ctx context.Context, b *bench) (*memResult, error) {
 	if err != nil {
 		return nil, err
 	}
-	n := b.opts.sessions
+	n := b.opts.Sessions
 	s, err := b.openSessions(ctx, url, "demo__echo", n)
 	if err != nil {
 		return nil, err
@@ -195,7 +195,7 @@ func (b *bench) warmGateway(ctx context.Context, url string) (close func(), err 
 		return nil, fmt.Errorf("connecting to the gateway: %w", err)
 	}
 	call := sdkCaller(cs, "demo__echo")
-	for range min(b.opts.warmup, 100) {
+	for range min(b.opts.Warmup, 100) {
 		if err := call(ctx); err != nil {
 			_ = cs.Close()
 			return nil, fmt.Errorf("warm-up: %w", err)

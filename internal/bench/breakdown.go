@@ -1,6 +1,6 @@
 //go:build unix
 
-package main
+package bench
 
 import (
 	"bufio"
@@ -10,6 +10,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -23,13 +24,19 @@ import (
 // them, and the go-sdk client session before mcpclient, which calls it.
 
 // A component is a part of a process's work, named by the functions whose
-// samples it takes.
+// samples it takes: those re matches, except those not matches (if set).
 type component struct {
 	name string
 	re   *regexp.Regexp
+	not  *regexp.Regexp
 }
 
-func comp(name, re string) component { return component{name, regexp.MustCompile(re)} }
+func comp(name, re string) component { return component{name: name, re: regexp.MustCompile(re)} }
+
+// takes reports whether f is one of c's functions.
+func (c component) takes(f string) bool {
+	return c.re.MatchString(f) && (c.not == nil || !c.not.MatchString(f))
+}
 
 var (
 	gcBackground = comp("GC in the background (mark workers, sweeper, scavenger)", `^runtime\.(gcBgMarkWorker|bgsweep|bgscavenge)$`)
@@ -37,7 +44,10 @@ var (
 	auditWrites  = comp("toolwire audit: 3 events a call (encode, hash, flock, seek, write, unlock)", `toolwire/audit\.`)
 	validation   = comp("toolwire schema validation", `santhosh-tekuri/jsonschema`)
 	stdioConn    = comp("toolwire stdioconn (framing, decoding, writing, its reading goroutine)", `toolwire/internal/stdioconn\.`)
-	sdkHTTP      = comp("go-sdk Streamable HTTP transport + net/http", `^net/http\.|go-sdk/mcp\.\(\*(StreamableHTTPHandler|streamableServerConn|streamableClientConn|stream)\)|go-sdk/mcp\.(writeEvent|scanEvents)`)
+	// benchLoop is the bench's own code: its main and this package, whose
+	// path is under toolwire/ but which is not a part of toolwire measured.
+	benchLoop = comp("the bench's own loop", `^main\.|^github\.com/toolwire/toolwire/internal/bench\.`)
+	sdkHTTP   = comp("go-sdk Streamable HTTP transport + net/http", `^net/http\.|go-sdk/mcp\.\(\*(StreamableHTTPHandler|streamableServerConn|streamableClientConn|stream)\)|go-sdk/mcp\.(writeEvent|scanEvents)`)
 )
 
 // components by the role of the profiled process.
@@ -48,7 +58,7 @@ var components = map[string][]component{
 		comp("go-sdk client session (calls, response and result decodes)", `modelcontextprotocol/go-sdk/`),
 		comp("toolwire mcpclient", `toolwire/mcpclient\.`),
 		comp("toolwire executor, the rest (lookup, parse, re-encode, ordering)", `toolwire/tool\.`),
-		comp("the bench's own loop", `^main\.`)},
+		benchLoop},
 	// toolwire serve: the gateway in front of a stdio upstream.
 	"serve": {gcBackground, stackGrowth, auditWrites, validation,
 		comp("upstream leg: toolwire stdioconn", `toolwire/internal/stdioconn\.`),
@@ -67,8 +77,8 @@ var components = map[string][]component{
 		comp("schema compilation: checking each schema against its metaschema", `jsonschema/v6\.\(\*roots\)\.validate`),
 		comp("schema compilation: the rest (parse, resolve, compile)", `santhosh-tekuri/jsonschema|toolwire/tool\.compile`),
 		comp("go-sdk connect and tools/list (Streamable HTTP, decodes)", `modelcontextprotocol/go-sdk/|^net/http\.`),
-		comp("toolwire adaptation and registration, the rest (names, tiers, pins, registry)", `toolwire/`),
-		comp("the bench's own loop", `^main\.`)},
+		component{name: "toolwire adaptation and registration, the rest (names, tiers, pins, registry)", re: regexp.MustCompile(`toolwire/`), not: benchLoop.re},
+		benchLoop},
 }
 
 // sdkDecodes matches go-sdk's JSON decoding, whose fresh 32 KiB buffer per
@@ -188,7 +198,7 @@ func (p *rawProfile) split(comps []component) (shares []share, total int64) {
 		total += s.value
 		i := len(comps)
 		for j, c := range comps {
-			if s.has(c.re) {
+			if slices.ContainsFunc(s.funcs, c.takes) {
 				i = j
 				break
 			}
@@ -202,7 +212,7 @@ func (p *rawProfile) split(comps []component) (shares []share, total int64) {
 // each component of each process, and what each process allocated per
 // operation. Failures are reported in place: the index stays useful.
 func (b *bench) breakdowns(ctx context.Context, sb *strings.Builder, ps []profiled) {
-	dir := b.opts.profileDir
+	dir := b.opts.ProfileDir
 	w := func(format string, args ...any) { fmt.Fprintf(sb, format, args...) }
 	w("\n## Where the time goes\n\n")
 	w("CPU per operation by component, from each profile (see breakdown.go for the parts and their order); " +

@@ -6,6 +6,8 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+
+	"github.com/toolwire/toolwire/internal/spelling"
 )
 
 // decoder walks a parsed tree, collecting every problem instead of stopping
@@ -145,7 +147,7 @@ func closest(key string, known []string) string {
 	}
 	best, bestDist := "", limit+1
 	for _, k := range known {
-		if dist := editDistance(nk, normKey(k)); dist < bestDist {
+		if dist := spelling.Distance(nk, normKey(k)); dist < bestDist {
 			best, bestDist = k, dist
 		}
 	}

@@ -5,6 +5,8 @@ import (
 	"slices"
 	"sort"
 	"strings"
+
+	"github.com/toolwire/toolwire/internal/spelling"
 )
 
 // shapesAccepted is the list of shapes in the error for a file that has
@@ -70,7 +72,7 @@ func detect(name string, root *node) (string, error) {
 	if root.kind == mapNode {
 		for _, p := range root.pairs {
 			for _, want := range []string{"servers", "mcpServers"} {
-				if p.key != want && editDistance(normKey(p.key), normKey(want)) <= 2 {
+				if p.key != want && spelling.Distance(normKey(p.key), normKey(want)) <= 2 {
 					return "", &problem{file: name, line: p.keyLine, path: joinPath("", p.key), msg: fmt.Sprintf("unknown key (did you mean %q?); %s", want, msg)}
 				}
 			}
@@ -83,27 +85,6 @@ func detect(name string, root *node) (string, error) {
 
 func normKey(s string) string {
 	return strings.ToLower(strings.NewReplacer("_", "", "-", "").Replace(s))
-}
-
-// editDistance is the Levenshtein distance, for spotting a misspelt key.
-func editDistance(a, b string) int {
-	prev := make([]int, len(b)+1)
-	cur := make([]int, len(b)+1)
-	for j := range prev {
-		prev[j] = j
-	}
-	for i := 1; i <= len(a); i++ {
-		cur[0] = i
-		for j := 1; j <= len(b); j++ {
-			cost := 1
-			if a[i-1] == b[j-1] {
-				cost = 0
-			}
-			cur[j] = min(prev[j]+1, cur[j-1]+1, prev[j-1]+cost)
-		}
-		prev, cur = cur, prev
-	}
-	return prev[len(b)]
 }
 
 func looksLikeServer(n *node) bool {

@@ -10,6 +10,7 @@ import (
 	"strings"
 
 	"github.com/spf13/cobra"
+	"github.com/toolwire/toolwire/internal/spelling"
 	"github.com/toolwire/toolwire/tool"
 )
 
@@ -113,7 +114,7 @@ func closestNames(name string, tools []*tool.Tool, n int) []string {
 	var cs []cand
 	for _, t := range tools {
 		got := strings.ToLower(t.Name)
-		d := editDistance(want, got)
+		d := spelling.Distance(want, got)
 		_, gotShort, _ := strings.Cut(got, "__")
 		switch {
 		case d <= max(1, len(want)/3):
@@ -130,27 +131,6 @@ func closestNames(name string, tools []*tool.Tool, n int) []string {
 		out = append(out, cs[i].name)
 	}
 	return out
-}
-
-// editDistance is the Levenshtein distance between a and b, in bytes.
-func editDistance(a, b string) int {
-	prev := make([]int, len(b)+1)
-	cur := make([]int, len(b)+1)
-	for j := range prev {
-		prev[j] = j
-	}
-	for i := 1; i <= len(a); i++ {
-		cur[0] = i
-		for j := 1; j <= len(b); j++ {
-			cost := 1
-			if a[i-1] == b[j-1] {
-				cost = 0
-			}
-			cur[j] = min(prev[j]+1, cur[j-1]+1, prev[j-1]+cost)
-		}
-		prev, cur = cur, prev
-	}
-	return prev[len(b)]
 }
 
 // pairsToJSON builds the arguments object from key=value pairs. A value is

@@ -17,8 +17,6 @@ import (
 	"os"
 	"runtime"
 	"slices"
-	"strconv"
-	"strings"
 	"time"
 
 	jose "github.com/go-jose/go-jose/v4"
@@ -184,35 +182,19 @@ type assertionTransport struct {
 }
 
 func (t *assertionTransport) RoundTrip(req *http.Request) (*http.Response, error) {
-	if req.Method != http.MethodPost || req.URL.String() != t.tokenEndpoint || req.Body == nil {
-		return t.base.RoundTrip(req)
-	}
-	body, err := io.ReadAll(req.Body)
-	_ = req.Body.Close()
-	if err != nil {
-		return nil, err
-	}
-	form, err := url.ParseQuery(string(body))
-	if err != nil {
-		return nil, err
-	}
-	a, err := clientAssertion(t.key, t.clientID, t.issuer, t.algs, time.Now())
-	if err != nil {
-		return nil, err
-	}
-	form.Del("client_secret")
-	form.Set("client_id", t.clientID)
-	for k, v := range assertionParams(a) {
-		form[k] = v
-	}
-	encoded := form.Encode()
-	out := req.Clone(req.Context())
-	out.Header.Del("Authorization")
-	out.Body = io.NopCloser(strings.NewReader(encoded))
-	out.ContentLength = int64(len(encoded))
-	out.Header.Set("Content-Length", strconv.Itoa(len(encoded)))
-	out.GetBody = func() (io.ReadCloser, error) { return io.NopCloser(strings.NewReader(encoded)), nil }
-	return t.base.RoundTrip(out)
+	return rewriteTokenForm(t.base, t.tokenEndpoint, req, func(out *http.Request, form url.Values) error {
+		a, err := clientAssertion(t.key, t.clientID, t.issuer, t.algs, time.Now())
+		if err != nil {
+			return err
+		}
+		form.Del("client_secret")
+		form.Set("client_id", t.clientID)
+		for k, v := range assertionParams(a) {
+			form[k] = v
+		}
+		out.Header.Del("Authorization")
+		return nil
+	})
 }
 
 // readPrivateFile reads a small file that holds a credential, refusing one

@@ -32,8 +32,25 @@ type grantParamsTransport struct {
 }
 
 func (t *grantParamsTransport) RoundTrip(req *http.Request) (*http.Response, error) {
-	if req.Method != http.MethodPost || req.URL.String() != t.tokenEndpoint || req.Body == nil {
-		return t.base.RoundTrip(req)
+	return rewriteTokenForm(t.base, t.tokenEndpoint, req, func(_ *http.Request, form url.Values) error {
+		if form.Get("grant_type") == t.grant {
+			for k, v := range t.params {
+				if !form.Has(k) {
+					form[k] = v
+				}
+			}
+		}
+		return nil
+	})
+}
+
+// rewriteTokenForm sends req through base; a POST with a body to
+// tokenEndpoint first has its form changed by edit (which may also change
+// the outgoing request's headers) and re-encoded. It is the one way the
+// package adds to what golang.org/x/oauth2 sends a token endpoint.
+func rewriteTokenForm(base http.RoundTripper, tokenEndpoint string, req *http.Request, edit func(out *http.Request, form url.Values) error) (*http.Response, error) {
+	if req.Method != http.MethodPost || req.URL.String() != tokenEndpoint || req.Body == nil {
+		return base.RoundTrip(req)
 	}
 	body, err := io.ReadAll(req.Body)
 	_ = req.Body.Close()
@@ -44,18 +61,14 @@ func (t *grantParamsTransport) RoundTrip(req *http.Request) (*http.Response, err
 	if err != nil {
 		return nil, err
 	}
-	if form.Get("grant_type") == t.grant {
-		for k, v := range t.params {
-			if !form.Has(k) {
-				form[k] = v
-			}
-		}
+	out := req.Clone(req.Context())
+	if err := edit(out, form); err != nil {
+		return nil, err
 	}
 	encoded := form.Encode()
-	out := req.Clone(req.Context())
 	out.Body = io.NopCloser(strings.NewReader(encoded))
 	out.ContentLength = int64(len(encoded))
 	out.Header.Set("Content-Length", strconv.Itoa(len(encoded)))
 	out.GetBody = func() (io.ReadCloser, error) { return io.NopCloser(strings.NewReader(encoded)), nil }
-	return t.base.RoundTrip(out)
+	return base.RoundTrip(out)
 }

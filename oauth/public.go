@@ -3,10 +3,8 @@ package oauth
 import (
 	"bytes"
 	"encoding/base64"
-	"io"
 	"net/http"
 	"net/url"
-	"strconv"
 	"strings"
 )
 
@@ -39,27 +37,14 @@ type publicClientTransport struct {
 
 func (t *publicClientTransport) RoundTrip(req *http.Request) (*http.Response, error) {
 	id, ok := emptySecretBasic(req.Header.Get("Authorization"))
-	if !ok || req.Method != http.MethodPost || req.URL.String() != t.tokenEndpoint || req.Body == nil {
+	if !ok {
 		return t.base.RoundTrip(req)
 	}
-	body, err := io.ReadAll(req.Body)
-	_ = req.Body.Close()
-	if err != nil {
-		return nil, err
-	}
-	form, err := url.ParseQuery(string(body))
-	if err != nil {
-		return nil, err
-	}
-	form.Set("client_id", id)
-	encoded := form.Encode()
-	out := req.Clone(req.Context())
-	out.Header.Del("Authorization")
-	out.Body = io.NopCloser(strings.NewReader(encoded))
-	out.ContentLength = int64(len(encoded))
-	out.Header.Set("Content-Length", strconv.Itoa(len(encoded)))
-	out.GetBody = func() (io.ReadCloser, error) { return io.NopCloser(strings.NewReader(encoded)), nil }
-	return t.base.RoundTrip(out)
+	return rewriteTokenForm(t.base, t.tokenEndpoint, req, func(out *http.Request, form url.Values) error {
+		form.Set("client_id", id)
+		out.Header.Del("Authorization")
+		return nil
+	})
 }
 
 // emptySecretBasic returns the client ID of a Basic authorization with an

@@ -11,7 +11,6 @@ import (
 	"io"
 	"io/fs"
 	"os"
-	"runtime"
 
 	"golang.org/x/crypto/argon2"
 )
@@ -196,27 +195,14 @@ func deriveKey(passphrase string, salt []byte, p Argon2Params) []byte {
 // readKeyFile reads a key file, refusing one that others may read: a key
 // next to the data it protects is only as good as its permissions.
 func readKeyFile(path string) ([]byte, error) {
-	f, err := os.Open(path)
+	key, err := readPrivateFile(path)
 	if err != nil {
 		return nil, err
 	}
-	defer f.Close()
-	st, err := f.Stat()
-	if err != nil {
-		return nil, err
-	}
-	if perm := st.Mode().Perm(); runtime.GOOS != "windows" && perm&0o077 != 0 {
-		return nil, fmt.Errorf("key file %s has mode %04o: group and others must have no access (chmod 600 it)", path, perm)
-	}
-	if !st.Mode().IsRegular() {
-		return nil, fmt.Errorf("key file %s is not a regular file", path)
-	}
-	key := make([]byte, keySize+1)
-	n, err := io.ReadFull(f, key)
-	if err != io.ErrUnexpectedEOF || n != keySize {
+	if len(key) != keySize {
 		return nil, fmt.Errorf("key file %s: want exactly %d bytes", path, keySize)
 	}
-	return key[:keySize], nil
+	return key, nil
 }
 
 // createKeyFile writes a new random key, failing if the file exists.

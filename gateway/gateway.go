@@ -114,6 +114,14 @@ func describeTool(t *tool.Tool) string {
 // visible refuses is absent from the listing, not listed and refused.
 // Call stop when the server is no longer served.
 func (g *Gateway) Server(visible func(name string) bool) (srv *mcp.Server, stop func()) {
+	return g.server(visible)
+}
+
+// server is Server with extra receiving middleware (the HTTP handler's
+// limits and session binding), placed outside the gateway's own and
+// inside [Options].Middleware, so that telemetry sees what they refuse.
+// go-sdk wraps each later AddReceivingMiddleware outside the earlier.
+func (g *Gateway) server(visible func(name string) bool, extra ...mcp.Middleware) (srv *mcp.Server, stop func()) {
 	s := &served{g: g, visible: visible, offered: map[string]*tool.Tool{}, wake: make(chan struct{}, 1), done: make(chan struct{})}
 	opts := &mcp.ServerOptions{
 		Logger:                    g.opts.Logger,
@@ -127,6 +135,7 @@ func (g *Gateway) Server(visible func(name string) bool) (srv *mcp.Server, stop 
 	}
 	srv = mcp.NewServer(&mcp.Implementation{Name: g.opts.Name, Version: version.String()}, opts)
 	srv.AddReceivingMiddleware(s.guard, g.forwardLogLevel)
+	srv.AddReceivingMiddleware(extra...)
 	srv.AddReceivingMiddleware(g.opts.Middleware...) // telemetry: outermost, added last
 	s.srv = srv
 	s.sync()

@@ -215,8 +215,7 @@ func (r *roleServers) get(role string, visible func(string) bool) *mcp.Server {
 	if ok {
 		return s
 	}
-	made, stop := r.g.Server(visible)
-	made.AddReceivingMiddleware(r.middleware...) // before any session can see it
+	made, stop := r.g.server(visible, r.middleware...)
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if s, ok := r.servers[role]; ok {

@@ -2,8 +2,6 @@ package gateway
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -11,7 +9,6 @@ import (
 	"net"
 	"net/http"
 	"strconv"
-	"strings"
 	"sync"
 	"time"
 
@@ -477,30 +474,41 @@ func (t *tracker) startCall(ctx context.Context, s *session) (context.Context, f
 		if c := t.callers[s.caller]; c != nil {
 			c.calls--
 		}
-		if t.drained != nil && len(t.calls) == 0 {
-			select {
-			case <-t.drained:
-			default:
-				close(t.drained)
-			}
-		}
+		t.closeDrainedLocked()
 	}, ""
+}
+
+// closeDrainedLocked closes drained, once, when draining has begun and no
+// call is in flight. t.mu is held.
+func (t *tracker) closeDrainedLocked() {
+	if t.drained == nil || len(t.calls) > 0 {
+		return
+	}
+	select {
+	case <-t.drained:
+	default:
+		close(t.drained)
+	}
 }
 
 // refusal is the isError result of a call refused by limit.
 func refusal(limit, name string) *mcp.CallToolResult {
-	var msg string
+	msg := refusalText(limit, fmt.Sprintf("call to %q", name))
+	return &mcp.CallToolResult{IsError: true, Content: []mcp.Content{&mcp.TextContent{Text: msg}}}
+}
+
+// refusalText says why what (a call, a request) was refused by limit and
+// what to do.
+func refusalText(limit, what string) string {
 	switch limit {
 	case LimitCallsPerSession:
-		msg = fmt.Sprintf("call to %q refused: this session is at its limit of calls in progress (%s); retry when one has finished", name, limit)
+		return fmt.Sprintf("%s refused: this session is at its limit of calls in progress (%s); retry when one has finished", what, limit)
 	case LimitCallsPerCaller:
-		msg = fmt.Sprintf("call to %q refused: this caller is at its limit of calls in progress (%s); retry when one has finished", name, limit)
+		return fmt.Sprintf("%s refused: this caller is at its limit of calls in progress (%s); retry when one has finished", what, limit)
 	case LimitCallRate:
-		msg = fmt.Sprintf("call to %q refused: this caller is over its rate of calls (%s); retry shortly", name, limit)
-	default:
-		msg = fmt.Sprintf("call to %q refused: the gateway is shutting down or the session is ending (%s); do not retry on this session", name, limit)
+		return fmt.Sprintf("%s refused: this caller is over its rate of calls (%s); retry shortly", what, limit)
 	}
-	return &mcp.CallToolResult{IsError: true, Content: []mcp.Content{&mcp.TextContent{Text: msg}}}
+	return fmt.Sprintf("%s refused: the gateway is shutting down or the session is ending (%s); do not retry on this session", what, limit)
 }
 
 // middleware binds sessions when they initialize and runs every tool call
@@ -537,8 +545,7 @@ func (t *tracker) middleware(next mcp.MethodHandler) mcp.MethodHandler {
 			reqCtx, done, limit := t.startCall(ctx, s)
 			if limit != "" {
 				t.observe(Event{Kind: CallRefused, Caller: s.caller, Limit: limit})
-				msg := strings.Replace(refusal(limit, method).Content[0].(*mcp.TextContent).Text, "call to", "request", 1)
-				return nil, &jsonrpc.Error{Code: jsonrpc.CodeInvalidRequest, Message: msg}
+				return nil, &jsonrpc.Error{Code: jsonrpc.CodeInvalidRequest, Message: refusalText(limit, fmt.Sprintf("request %q", method))}
 			}
 			defer done()
 			return next(reqCtx, method, req)
@@ -568,12 +575,6 @@ func (t *tracker) record(ev audit.Event) {
 	t.audit.Record(ev)
 }
 
-func newID() string {
-	var b [8]byte
-	_, _ = rand.Read(b[:])
-	return hex.EncodeToString(b[:])
-}
-
 // drain refuses new sessions and calls, lets the calls in flight run for
 // up to grace, then cancels the rest (their upstreams are told) and waits,
 // until ctx ends, for them to return. It then closes every session, which
@@ -585,13 +586,7 @@ func (t *tracker) drain(ctx context.Context, grace time.Duration) int {
 	}
 	t.draining = true
 	done := t.drained
-	if len(t.calls) == 0 {
-		select {
-		case <-done:
-		default:
-			close(done)
-		}
-	}
+	t.closeDrainedLocked()
 	t.mu.Unlock()
 
 	timer := time.NewTimer(grace)

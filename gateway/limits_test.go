@@ -38,7 +38,7 @@ type limitRig struct {
 	events []Event
 }
 
-func newLimitRig(t *testing.T, opts HTTPOptions) *limitRig {
+func newLimitRig(t *testing.T, opts HTTPOptions, mw ...mcp.Middleware) *limitRig {
 	t.Helper()
 	f := newFixture(t, ApprovalPolicy{Write: Allow, Destructive: Allow})
 	r := &limitRig{f: f, mem: &audit.Memory{}, entered: make(chan struct{}, 64)}
@@ -54,7 +54,7 @@ func newLimitRig(t *testing.T, opts HTTPOptions) *limitRig {
 	}
 	log := audit.NewLog(r.mem, nil)
 	f.ex = tool.NewExecutor(f.reg, &tool.ExecutorOptions{Audit: log})
-	f.gw = New(f.ex, nil)
+	f.gw = New(f.ex, &Options{Middleware: mw})
 	opts.Audit = log
 	opts.Observe = func(e Event) { r.mu.Lock(); r.events = append(r.events, e); r.mu.Unlock() }
 	ts := httptest.NewServer(nil)
@@ -307,6 +307,29 @@ func TestOtherUpstreamRequestsCountAgainstTheLimits(t *testing.T) {
 		if err := req(); err == nil || !strings.Contains(err.Error(), LimitCallRate) {
 			t.Errorf("a request past the rate: %v, want a refusal naming %s", err, LimitCallRate)
 		}
+	}
+}
+
+// The gateway's own middleware (telemetry's server spans) is outermost:
+// it sees the calls the limits refuse too.
+func TestOptionsMiddlewareSeesCallsTheLimitsRefuse(t *testing.T) {
+	t.Parallel()
+	var seen atomic.Int32
+	count := func(next mcp.MethodHandler) mcp.MethodHandler {
+		return func(ctx context.Context, method string, req mcp.Request) (mcp.Result, error) {
+			if method == "tools/call" {
+				seen.Add(1)
+			}
+			return next(ctx, method, req)
+		}
+	}
+	r := newLimitRig(t, HTTPOptions{Limits: Limits{CallRate: 0.001, CallBurst: 1}}, count)
+	cs := connectPlain(t, r.url)
+	for range 2 {
+		callText(t, cs, "read_file", map[string]any{"path": "x"})
+	}
+	if n := seen.Load(); n != 2 {
+		t.Errorf("Options.Middleware saw %d of 2 calls, one refused by the rate limit", n)
 	}
 }
 

@@ -71,12 +71,6 @@ func (p tiers) resolve(t *mcp.Tool) tool.Tier {
 	return tier
 }
 
-// source says where resolve's tier for t came from.
-func (p tiers) source(t *mcp.Tool) tool.TierSource {
-	_, src := p.decide(t)
-	return src
-}
-
 func (p tiers) decide(t *mcp.Tool) (tool.Tier, tool.TierSource) {
 	tier, ok := p.overrides[t.Name]
 	src := tool.TierOverride
@@ -129,12 +123,13 @@ func adapt(cfg config.Server, listing []*mcp.Tool, handler func(original string)
 			entries = append(entries, entry{skip: &Skipped{Name: mt.Name, Reason: err.Error()}})
 			continue
 		}
+		tier, tierSource := policy.decide(mt)
 		t := &tool.Tool{
 			Name:        mt.Name, // the registered name is chosen below
 			Description: describe(mt, cfg.Name),
 			InputSchema: schema,
-			Tier:        policy.resolve(mt),
-			TierSource:  policy.source(mt),
+			Tier:        tier,
+			TierSource:  tierSource,
 			Origin:      tool.Origin{Source: cfg.Name, Name: mt.Name},
 			Handler:     handler(mt.Name),
 		}

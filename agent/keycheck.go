@@ -20,7 +20,7 @@ const keyCheckTimeout = 10 * time.Second
 // an endpoint that cannot be reached or has no such listing (many local
 // servers) passes, and the first real request explains what is wrong.
 func (p *OpenAI) CheckKey(ctx context.Context) error {
-	return p.ep.checkKey(ctx, p.hc, p.ep.baseURL+"/models", func(h http.Header) {
+	return p.ep.checkKey(ctx, p.hc, joinURL(p.ep.baseURL, "models"), func(h http.Header) {
 		if p.key != "" {
 			h.Set("Authorization", "Bearer "+p.key)
 		}
@@ -30,7 +30,7 @@ func (p *OpenAI) CheckKey(ctx context.Context) error {
 // CheckKey is [OpenAI.CheckKey] for the Messages API: GET /v1/models
 // with the key.
 func (p *Anthropic) CheckKey(ctx context.Context) error {
-	return p.ep.checkKey(ctx, p.hc, p.ep.baseURL+"/v1/models", func(h http.Header) {
+	return p.ep.checkKey(ctx, p.hc, joinURL(p.ep.baseURL, "v1/models"), func(h http.Header) {
 		h.Set("Anthropic-Version", "2023-06-01")
 		if p.key != "" {
 			h.Set("X-Api-Key", p.key)
@@ -41,7 +41,7 @@ func (p *Anthropic) CheckKey(ctx context.Context) error {
 func (ep *endpoint) checkKey(ctx context.Context, hc *http.Client, url string, auth func(http.Header)) error {
 	ctx, cancel := context.WithTimeout(ctx, keyCheckTimeout)
 	defer cancel()
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, strings.Replace(url, "//models", "/models", 1), nil)
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
 	if err != nil {
 		return nil
 	}
@@ -70,4 +70,10 @@ func errorMessage(body []byte) string {
 		return v.Error.Message
 	}
 	return string(body)
+}
+
+// joinURL is base with path after it, one slash between, whether or not
+// base ends in one.
+func joinURL(base, path string) string {
+	return strings.TrimSuffix(base, "/") + "/" + path
 }

@@ -2,6 +2,8 @@ package config
 
 import (
 	"bytes"
+	"errors"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"sort"
@@ -123,11 +125,23 @@ type Warning struct {
 	Text    string // as in File.Warnings
 }
 
+// missingFileError is Load's error for a file that is not there.
+type missingFileError struct{ path string }
+
+func (e missingFileError) Error() string { return "configuration " + e.path + ": no such file" }
+func (missingFileError) Unwrap() error   { return fs.ErrNotExist }
+
 // Load reads the configuration file at path. Relative paths inside it are
 // resolved against the file's directory, made absolute so that they stay
 // right whatever directory a server is later started in.
+//
+// A missing file is an error wrapping [fs.ErrNotExist] that says so, not a
+// problem with a configuration.
 func Load(path string) (*File, error) {
 	data, err := os.ReadFile(path)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil, missingFileError{path}
+	}
 	if err != nil {
 		return nil, err
 	}

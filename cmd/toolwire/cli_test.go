@@ -511,8 +511,12 @@ func TestMissingConfigFileSaysNoSuchFile(t *testing.T) {
 	o := f.run(t, "", false, "tools")
 	o.expect(t, exitUsage)
 	mustContain(t, "stderr", o.stderr, "configuration "+f.config+": no such file")
-	if strings.Contains(o.stderr, "not a valid configuration") {
-		t.Errorf("stderr = %s", o.stderr)
+	// config check reads the file itself: it too calls it missing, not invalid.
+	c := f.run(t, "", false, "config", "check", f.config)
+	c.expect(t, exitUsage)
+	mustContain(t, "config check's stderr", c.stderr, "configuration "+f.config+": no such file")
+	if strings.Contains(c.stderr, "not a valid configuration") {
+		t.Errorf("config check's stderr = %s", c.stderr)
 	}
 }
 

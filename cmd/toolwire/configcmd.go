@@ -50,6 +50,9 @@ func newConfigCheckCommand(e *env) *cobra.Command {
 				return err
 			}
 			f, err := config.Load(path)
+			if errors.Is(err, fs.ErrNotExist) {
+				return &exitError{exitUsage, err} // no file, not an invalid one
+			}
 			if err != nil {
 				return reportConfigErrors(e, path, err, asJSON)
 			}

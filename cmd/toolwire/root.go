@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"io/fs"
 	"log/slog"
 	"os"
 	"path/filepath"
@@ -315,13 +314,6 @@ func loadConfig(e *env, g *globalFlags) (*config.File, error) {
 	paths, err := configPaths(e, g.config)
 	if err != nil {
 		return nil, &exitError{exitUsage, err}
-	}
-	for _, p := range paths {
-		// Said plainly here: the parser would call a missing file an
-		// invalid configuration.
-		if _, err := os.Stat(p); errors.Is(err, fs.ErrNotExist) {
-			return nil, &exitError{exitUsage, fmt.Errorf("configuration %s: no such file", p)}
-		}
 	}
 	file, err := loadConfigs(paths)
 	if err != nil {

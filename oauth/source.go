@@ -31,11 +31,6 @@ type SourceOptions struct {
 	// refresh that other callers wait for, and a hung authorization server
 	// holds nobody longer than this.
 	RefreshTimeout time.Duration
-	// Resource is the resource indicator (RFC 8707) each refresh carries:
-	// the MCP server's URL, as the authorization requested it. A login
-	// through the [Handler] replaces it with the resource its discovery
-	// found. Empty means the URL the source is bound to.
-	Resource string
 }
 
 // TokenSource is the token source of one server, backed by a [Store]. It
@@ -98,12 +93,10 @@ func NewTokenSource(store *Store, server, resource string, client *http.Client, 
 		timeout: cmpOr(opts.RefreshTimeout, DefaultRefreshTimeout),
 		now:     time.Now,
 	}
-	// Refreshes name the server they are bound to (RFC 8707) unless told
-	// otherwise, so a new process's first refresh carries it too.
-	s.resource = opts.Resource
-	if s.resource == "" {
-		s.resource = resource
-	}
+	// Refreshes name the server they are bound to (RFC 8707), so a new
+	// process's first refresh carries it too; a login replaces it with the
+	// resource its discovery found (setResource).
+	s.resource = resource
 	return s
 }
 

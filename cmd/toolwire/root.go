@@ -242,7 +242,7 @@ func (l *startLines) run() {
 		case mcpclient.Ready:
 			fmt.Fprintf(l.out, "toolwire: %s ready in %s (%d tools)\n", termSafe(st.Name), took, st.Tools)
 		case mcpclient.Failed:
-			fmt.Fprintf(l.out, "toolwire: %s failed after %s: %s\n", termSafe(st.Name), took, termSafe(oneLine(st.LastError, 300)))
+			fmt.Fprintf(l.out, "toolwire: %s failed after %s: %s\n", termSafe(st.Name), took, oneLine(st.LastError, 300))
 		default:
 			return
 		}

@@ -289,7 +289,7 @@ func (u *agentUI) toolCall(call agent.ToolCall, t *tool.Tool) {
 func (u *agentUI) toolResult(call agent.ToolCall, res *tool.Result) {
 	u.spin.clear()
 	if res.IsError {
-		fmt.Fprintf(u.errOut, "← %s: %s: %s\n", termSafe(call.Name), res.Reason, termSafe(oneLine(res.Message, 200)))
+		fmt.Fprintf(u.errOut, "← %s: %s: %s\n", termSafe(call.Name), res.Reason, oneLine(res.Message, 200))
 		return
 	}
 	if p := resultPreview(res); p != "" {
@@ -444,7 +444,7 @@ func (s *spinner) Progress(ctx context.Context, p tool.Progress) {
 		fmt.Fprintf(&b, " %g", p.Progress)
 	}
 	if p.Message != "" {
-		b.WriteString(" " + termSafe(oneLine(p.Message, 60)))
+		b.WriteString(" " + oneLine(p.Message, 60))
 	}
 	fmt.Fprint(s.out, b.String())
 	s.shown = true

@@ -266,6 +266,13 @@ func TestLogCloseWaitsForOpenCallsToEnd(t *testing.T) {
 		defer cancel()
 		closed <- l.Close(ctx)
 	}()
+	// Close must not return while the call is open; the bound gives it the
+	// time to be waiting when the outcome comes, so the wait is exercised.
+	select {
+	case err := <-closed:
+		t.Fatalf("Close returned (%v) with a call still open", err)
+	case <-time.After(50 * time.Millisecond):
+	}
 	l.Record(audit.Event{Kind: audit.CallExecuted, Batch: "b", Index: 0})
 	if err := <-closed; err != nil {
 		t.Fatal(err)

@@ -70,7 +70,9 @@ func StaticVerifier(tokens []StaticToken) (auth.TokenVerifier, error) {
 		return &auth.TokenInfo{
 			UserID:     match.subject,
 			Expiration: time.Now().Add(time.Hour), // static tokens do not expire; the middleware wants a time
-			Extra:      map[string]any{roleKey: match.role},
+			// The session binding names a static token by this hash; it
+			// is computed here already.
+			Extra: map[string]any{roleKey: match.role, credentialKey: hex.EncodeToString(sum[:])},
 		}, nil
 	}, nil
 }

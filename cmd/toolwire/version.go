@@ -1,12 +1,14 @@
 package main
 
 import (
+	"cmp"
 	"encoding/json"
 	"fmt"
 	"runtime"
 	"runtime/debug"
 
 	"github.com/spf13/cobra"
+	"github.com/toolwire/toolwire/internal/version"
 )
 
 // versionInfo is what "toolwire version" reports, from the binary's own
@@ -33,10 +35,9 @@ func buildVersion() versionInfo {
 }
 
 func versionFrom(bi *debug.BuildInfo) versionInfo {
-	v := versionInfo{Version: bi.Main.Version, Go: bi.GoVersion}
-	if v.Version == "" {
-		v.Version = "(unknown)"
-	}
+	// The release it was built from, or the tree's own version for a
+	// build from a checkout: what its MCP handshakes announce too.
+	v := versionInfo{Version: cmp.Or(version.Of(bi), version.Base+" (devel)"), Go: bi.GoVersion}
 	for _, s := range bi.Settings {
 		switch s.Key {
 		case "vcs.revision":

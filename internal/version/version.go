@@ -1,10 +1,12 @@
 // Package version is toolwire's one version: what its client announces to
-// servers, its gateway to clients, and its demo server.
+// servers, its gateway to clients, its demo server, and what
+// "toolwire --version" prints.
 package version
 
 import (
 	"regexp"
 	"runtime/debug"
+	"strings"
 	"sync"
 )
 
@@ -12,13 +14,27 @@ import (
 // carries no release version of its own (a build from a checkout).
 const Base = "0.1.0"
 
+// modulePath is toolwire's module.
+const modulePath = "github.com/toolwire/toolwire"
+
 var release = regexp.MustCompile(`^v\d+\.\d+\.\d+(-[0-9A-Za-z.-]+)?$`)
 
-// String returns the module's release version without its "v" when the
-// binary was built from one ("go install …@v0.2.0"), else [Base].
+// Of returns the release a binary with build information bi was built
+// from ("v0.2.0", from "go install …@v0.2.0"), or "" for a build from a
+// checkout or of another main module.
+func Of(bi *debug.BuildInfo) string {
+	if bi != nil && bi.Main.Path == modulePath && release.MatchString(bi.Main.Version) {
+		return bi.Main.Version
+	}
+	return ""
+}
+
+// String returns the running binary's release without its "v", else
+// [Base]: the version toolwire announces in MCP handshakes.
 var String = sync.OnceValue(func() string {
-	if bi, ok := debug.ReadBuildInfo(); ok && release.MatchString(bi.Main.Version) && bi.Main.Path == "github.com/toolwire/toolwire" {
-		return bi.Main.Version[1:]
+	bi, _ := debug.ReadBuildInfo()
+	if v := Of(bi); v != "" {
+		return strings.TrimPrefix(v, "v")
 	}
 	return Base
 })

@@ -126,7 +126,7 @@ func TestFileSinkChainsEachLineToThePreviousOne(t *testing.T) {
 	if err != nil {
 		t.Fatalf("Verify: %v", err)
 	}
-	if rep != (audit.Report{Lines: 4, Head: sha(lines[3])}) {
+	if rep != (audit.Report{Lines: 4, Intact: 4, Head: sha(lines[3])}) {
 		t.Errorf("Report = %+v", rep)
 	}
 }

@@ -25,9 +25,13 @@ type VerifyOptions struct {
 
 // Report says how much of an audit file [Verify] found intact.
 type Report struct {
-	// Lines is the number of lines found intact: all of them when Verify
+	// Lines is the number of lines that passed: all of them when Verify
 	// returns nil, those before the bad line otherwise.
 	Lines int
+	// Intact is how many of them are known unchanged: Lines, except when
+	// the bad line's prev does not match the line before it, which may be
+	// the changed one; then the lines before that.
+	Intact int
 	// Unchained counts the leading lines that have no prev member, written
 	// before chaining. The chain does not protect them, except the last of
 	// them, whose hash the first chained line carries.
@@ -75,6 +79,7 @@ func Verify(r io.Reader, opts *VerifyOptions) (Report, error) {
 		if rep.Lines > 0 {
 			rep.Head = hex.EncodeToString(prev[:])
 		}
+		rep.Intact = rep.Lines
 		return rep, err
 	}
 	for n := 1; ; n++ {
@@ -109,7 +114,9 @@ func Verify(r io.Reader, opts *VerifyOptions) (Report, error) {
 			}
 			hex.Encode(wantHex, prev[:])
 			if !bytes.Equal(gotHex, wantHex) {
-				return done(&LineError{Line: n, Err: brokenLink(n)})
+				rep, err := done(&LineError{Line: n, Err: brokenLink(n)})
+				rep.Intact = max(n-2, 0) // line n-1 may be the one changed
+				return rep, err
 			}
 		}
 		prev = sha256.Sum256(line)

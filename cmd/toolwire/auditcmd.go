@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"strings"
 
 	"github.com/spf13/cobra"
 	"github.com/toolwire/toolwire/audit"
@@ -63,7 +62,7 @@ after their change; a signing key they cannot read stops that.`,
 			case err != nil && rep.Lines == 0:
 				return &exitError{exitToolErr, fmt.Errorf("%s: %w", path, err)}
 			case err != nil:
-				return &exitError{exitToolErr, fmt.Errorf("%s: %w; %s", path, err, intactBefore(err, rep.Lines))}
+				return &exitError{exitToolErr, fmt.Errorf("%s: %w; %s", path, err, intactBefore(rep.Intact))}
 			}
 			msg := fmt.Sprintf("%s: %d events, chain intact", path, rep.Lines)
 			if rep.Unchained > 0 {
@@ -130,19 +129,12 @@ Keep the private key where the agents whose calls are audited cannot read it.`,
 	return cmd
 }
 
-// intactBefore says which lines before a bad one are known intact. When
-// line n's prev does not match line n-1, line n-1 itself may be the line
-// that was changed, so only the lines before it are intact.
-func intactBefore(err error, verified int) string {
-	var le *audit.LineError
-	if errors.As(err, &le) && errors.Is(err, audit.ErrBrokenChain) && le.Line >= 2 && verified >= le.Line-1 &&
-		strings.Contains(le.Err.Error(), fmt.Sprintf("not the SHA-256 of line %d", le.Line-1)) {
-		verified = le.Line - 2
-	}
-	if verified == 0 {
+// intactBefore says which lines before a bad one are known intact.
+func intactBefore(intact int) string {
+	if intact == 0 {
 		return "no line before it is known intact"
 	}
-	return lineRange(verified) + " intact"
+	return lineRange(intact) + " intact"
 }
 
 // lineRange names lines 1 to n.

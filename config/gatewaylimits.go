@@ -130,10 +130,17 @@ func (d *decoder) gatewayTLS(v *node, tpath string) *GatewayTLS {
 	for _, f := range d.entries(v, tpath) {
 		fpath := joinPath(tpath, f.key)
 		switch f.key {
-		case "certFile":
-			t.CertFile, _ = d.nonEmpty(f.value, fpath)
-		case "keyFile":
-			t.KeyFile, _ = d.nonEmpty(f.value, fpath)
+		case "certFile", "keyFile":
+			// Relative to the configuration file, like every file it names.
+			p, ok := d.nonEmpty(f.value, fpath)
+			if ok {
+				p = d.resolvePath(f.value.line, fpath, p, false)
+			}
+			if f.key == "certFile" {
+				t.CertFile = p
+			} else {
+				t.KeyFile = p
+			}
 		default:
 			d.unknownField(f, tpath, tlsFields)
 		}

@@ -1,6 +1,7 @@
 package config
 
 import (
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -67,5 +68,16 @@ func TestGatewayLimitsBadValuesAreNamed(t *testing.T) {
 		if err == nil || !strings.Contains(err.Error(), c.want) {
 			t.Errorf("%s: %v, want an error naming %s", c.body, err, c.want)
 		}
+	}
+}
+
+// The TLS files are found beside the configuration, like its other files.
+func TestGatewayTLSFilesAreRelativeToTheConfiguration(t *testing.T) {
+	f, err := Parse("/srv/tw/toolwire.yaml", []byte("servers:\n  demo: {command: x}\ngateway:\n  tls: {certFile: cert.pem, keyFile: /etc/tw/key.pem}\n"), "/srv/tw")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := f.Gateway.TLS; got == nil || got.CertFile != filepath.Join("/srv/tw", "cert.pem") || got.KeyFile != "/etc/tw/key.pem" {
+		t.Errorf("gateway.tls = %+v, want cert.pem beside the file and the absolute key path kept", got)
 	}
 }

@@ -186,7 +186,7 @@ func TestRelistingCutShortByCloseSaysNothing(t *testing.T) {
 	}
 	// The server's DELETE handling waits for the listing's handler, so it
 	// must end: once Close has cancelled the re-listing.
-	context.AfterFunc(s.stopCtx, func() { close(release) })
+	context.AfterFunc(s.sup.stopCtx, func() { close(release) })
 	srv.AddTool(&mcp.Tool{Name: "beta", InputSchema: json.RawMessage(`{"type":"object"}`)}, answer("beta"))
 	select {
 	case <-listing:

@@ -245,7 +245,7 @@ func TestReportsSentBeforeTheResultReachTheCallerFirst(t *testing.T) {
 			}
 			reg := confirmingRegistry()
 			s := connect(t, cfg, reg, nil)
-			if err := s.SetLogLevel(boundedCtx(t, waitTime), "debug"); err != nil {
+			if err := s.Catalog().SetLogLevel(boundedCtx(t, waitTime), "debug"); err != nil {
 				t.Fatalf("SetLogLevel: %v", err)
 			}
 			ex := tool.NewExecutor(reg, nil)

@@ -35,7 +35,8 @@ type Options struct {
 	Unprefixed bool
 	// Upstreams are the MCP servers whose resources, resource templates,
 	// prompts and completions are served beside the tools, and to which
-	// clients' logging/setLevel is passed on.
+	// clients' logging/setLevel is passed on. Each is listed once per
+	// change it reports, whatever number of servers the gateway serves.
 	Upstreams []Upstream
 	// Middleware is added to every MCP server the gateway makes, as
 	// receiving middleware outside the gateway's own (the first is the

@@ -24,18 +24,15 @@ type RelayCapabilities struct {
 	Elicitation bool // elicitation/create
 }
 
-// A server's log lines, sampling and elicitation requests arrive apart from
-// the call they belong to: over stdio, and in the protocol versions before
-// 2026-07-28, nothing in them says which call that is. They are routed by
-// what the calls in flight make certain, and dropped or declined when
-// nothing does (see [inflight.route]).
-
 // router routes what a server sends during a call to that call's caller:
-// progress reports by the token the call carries, log lines and
-// elicitation and sampling requests by what the calls in flight make
-// certain (see [inflight.route]), and it holds each call's result back
-// until the reports read before it were relayed (see [arrivals]). Its
-// locks are those of its parts; none is held while a caller is reached.
+// progress reports by the token the call carries; log lines and
+// elicitation and sampling requests, which arrive apart from the call they
+// belong to (over stdio, and in the protocol versions before 2026-07-28,
+// nothing in them says which call that is), by what the calls in flight
+// make certain, dropped or declined when nothing does (see
+// [inflight.route]). It also holds each call's result back until the
+// reports read before it were relayed (see [arrivals]). Its locks are those
+// of its parts; none is held while a caller is reached.
 type router struct {
 	set *settings
 

@@ -35,7 +35,8 @@ type Options struct {
 	Unprefixed bool
 	// Upstreams are the MCP servers whose resources, resource templates,
 	// prompts and completions are served beside the tools, and to which
-	// clients' logging/setLevel is passed on.
+	// clients' logging/setLevel is passed on. Each is listed once per
+	// change it reports, whatever number of servers the gateway serves.
 	Upstreams []Upstream
 	// Middleware is added to every MCP server the gateway makes, as
 	// receiving middleware outside the gateway's own (the first is the
@@ -49,9 +50,10 @@ type Options struct {
 
 // Gateway serves an executor's registry over MCP.
 type Gateway struct {
-	ex    *tool.Executor
-	opts  Options
-	level upstreamLevel
+	ex        *tool.Executor
+	opts      Options
+	level     upstreamLevel
+	upstreams *upstreams // listed once, shared by every served server
 }
 
 func (g *Gateway) logger() *slog.Logger {
@@ -72,6 +74,7 @@ func New(ex *tool.Executor, opts *Options) *Gateway {
 	if g.opts.Name == "" {
 		g.opts.Name = "toolwire"
 	}
+	g.upstreams = newUpstreams(g.opts.Upstreams, g.ex.Mask, g.logger)
 	return g
 }
 
@@ -138,13 +141,13 @@ func (g *Gateway) server(visible func(name string) bool, extra ...mcp.Middleware
 	srv.AddReceivingMiddleware(extra...)
 	srv.AddReceivingMiddleware(g.opts.Middleware...) // telemetry: outermost, added last
 	s.srv = srv
+	unwatch := []func(){g.ex.Registry().Watch(func() { s.poke(&s.toolsDirty) })}
 	s.sync()
 	if len(g.opts.Upstreams) > 0 {
+		// Followed before the first sync, so that no change is missed
+		// between the two.
+		unwatch = append(unwatch, g.upstreams.follow(s))
 		s.syncCatalog()
-	}
-	unwatch := []func(){g.ex.Registry().Watch(func() { s.poke(&s.toolsDirty) })}
-	for _, up := range g.opts.Upstreams {
-		unwatch = append(unwatch, up.Watch(func() { s.poke(&s.catalogDirty) }, func(uri string) { go s.resourceUpdated(up, uri) }))
 	}
 	go s.loop()
 	var once sync.Once

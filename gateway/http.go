@@ -204,9 +204,11 @@ type roleServers struct {
 	closed  bool
 }
 
-// get returns the role's server, making it on first use. Making one lists
-// every upstream's catalog (each bounded by its timeout), so it happens
-// outside the lock: one slow upstream does not hold up the other roles.
+// get returns the role's server, making it on first use. Making one may
+// wait for the upstreams that changed since their last listing to be
+// listed again (each bounded by its timeout; see [upstreams]), so it
+// happens outside the lock: one slow upstream does not hold up the other
+// roles.
 // Two first requests of a role may both make one; the second is stopped.
 func (r *roleServers) get(role string, visible func(string) bool) *mcp.Server {
 	r.mu.Lock()

@@ -3,6 +3,9 @@ package gateway
 import (
 	"context"
 	"encoding/json"
+	"errors"
+	"slices"
+	"sync"
 	"testing"
 	"time"
 
@@ -10,26 +13,54 @@ import (
 	"github.com/toolwire/toolwire/tool"
 )
 
-// slowUpstream is an Upstream whose Session blocks while gate is open, as
-// an upstream that takes its time to answer a listing would.
-type slowUpstream struct{ gate chan struct{} }
+// slowUpstream is an Upstream whose listing blocks while gate is open, as
+// an upstream that takes its time to answer would, and that reports a
+// change when the test says so.
+type slowUpstream struct {
+	gate chan struct{}
+
+	mu      sync.Mutex
+	changed []func() // the watchers' changed
+}
 
 func (u *slowUpstream) Name() string   { return "slow" }
 func (u *slowUpstream) Prefix() string { return "slow" }
-func (u *slowUpstream) Session() *mcp.ClientSession {
+func (u *slowUpstream) List(context.Context) ([]*mcp.Resource, []*mcp.ResourceTemplate, []*mcp.Prompt, error) {
 	<-u.gate
-	return nil
+	return nil, nil, nil, nil
 }
-func (u *slowUpstream) Timeout() time.Duration                              { return time.Minute }
+func (u *slowUpstream) ReadResource(context.Context, string) (*mcp.ReadResourceResult, error) {
+	return nil, errors.New("no resources")
+}
+func (u *slowUpstream) GetPrompt(context.Context, string, map[string]string) (*mcp.GetPromptResult, error) {
+	return nil, errors.New("no prompts")
+}
+func (u *slowUpstream) Complete(context.Context, *mcp.CompleteParams) (*mcp.CompleteResult, error) {
+	return nil, errors.New("no completions")
+}
 func (u *slowUpstream) SetLogLevel(context.Context, mcp.LoggingLevel) error { return nil }
 func (u *slowUpstream) Subscribe(context.Context, string) error             { return nil }
-func (u *slowUpstream) Track(context.Context) func()                        { return func() {} }
-func (u *slowUpstream) Mask(err error) error                                { return err }
-func (u *slowUpstream) Watch(func(), func(string)) func()                   { return func() {} }
+func (u *slowUpstream) Watch(changed func(), _ func(string)) func() {
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	u.changed = append(u.changed, changed)
+	return func() {}
+}
+
+// change reports a change to the watchers.
+func (u *slowUpstream) change() {
+	u.mu.Lock()
+	watchers := slices.Clone(u.changed)
+	u.mu.Unlock()
+	for _, f := range watchers {
+		f()
+	}
+}
 
 // TestARoleBeingMadeDoesNotHoldUpOtherRoles: while one role's server is
-// being made (its catalog listing waits on a slow upstream), a role whose
-// server exists is served at once.
+// being made (its catalog listing waits on a slow upstream, which has
+// reported a change since the last listing), a role whose server exists is
+// served at once.
 func TestARoleBeingMadeDoesNotHoldUpOtherRoles(t *testing.T) {
 	up := &slowUpstream{gate: make(chan struct{})}
 	reg := tool.NewRegistry(nil)
@@ -45,6 +76,7 @@ func TestARoleBeingMadeDoesNotHoldUpOtherRoles(t *testing.T) {
 	a := r.get("a", nil)
 	up.gate = make(chan struct{}) // from now on the upstream hangs
 	defer close(up.gate)
+	up.change() // and what role a's server offers must be listed again
 
 	made := make(chan *mcp.Server, 1)
 	go func() { made <- r.get("b", nil) }()

@@ -3,7 +3,6 @@ package gateway
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"maps"
 	"net/url"
@@ -14,40 +13,48 @@ import (
 	"sync"
 	"time"
 
-	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"github.com/yosida95/uritemplate/v3"
 )
 
 // Upstream is an MCP server behind the gateway whose resources, resource
 // templates, prompts and completions are served beside the registry's
-// tools, namespaced like them. *mcpclient.Server implements it.
+// tools, namespaced like them. *mcpclient.Catalog implements it.
+//
+// Each request bounds itself by the upstream's own timeout within ctx,
+// counts itself as in flight with the upstream's tool calls while it runs
+// (so that what the upstream sends meanwhile, log lines and elicitation or
+// sampling requests, is not taken for a concurrent call's), and masks the
+// upstream's configured secrets in its error. An Upstream is safe for
+// concurrent use.
 type Upstream interface {
 	// Name is the server's configured name (its tools' Origin.Source).
 	Name() string
 	// Prefix is the prefix of its registered tool names.
 	Prefix() string
-	// Session is the live session, or nil while there is none.
-	Session() *mcp.ClientSession
-	// Track counts a request made on Session as in flight until done is
-	// called, so that what the server sends while serving it (log lines,
-	// elicitation and sampling requests) is not taken for a concurrent
-	// tool call's.
-	Track(ctx context.Context) (done func())
-	// Timeout bounds each request to the server.
-	Timeout() time.Duration
-	// SetLogLevel asks the server for log lines at level and above, from
-	// now on, reconnects included.
-	SetLogLevel(ctx context.Context, level mcp.LoggingLevel) error
-	// Subscribe asks the server to report updates of the resource uri,
+	// List returns everything the upstream offers besides tools, every
+	// page of it; nothing, and no error, while it has no session. What it
+	// returns is the caller's: the gateway masks titles and descriptions
+	// in place and keeps it.
+	List(ctx context.Context) (resources []*mcp.Resource, templates []*mcp.ResourceTemplate, prompts []*mcp.Prompt, err error)
+	// ReadResource reads the upstream's resource uri.
+	ReadResource(ctx context.Context, uri string) (*mcp.ReadResourceResult, error)
+	// GetPrompt gets the upstream's prompt name with args.
+	GetPrompt(ctx context.Context, name string, args map[string]string) (*mcp.GetPromptResult, error)
+	// Complete asks the upstream to complete an argument of one of its
+	// prompts or resource templates, named in params as the upstream
+	// names them.
+	Complete(ctx context.Context, params *mcp.CompleteParams) (*mcp.CompleteResult, error)
+	// Subscribe asks the upstream to report updates of the resource uri,
 	// from now on, reconnects included.
 	Subscribe(ctx context.Context, uri string) error
-	// Mask returns err with every secret of the server's configuration
-	// masked in its text (an HTTP error may quote an expanded URL).
-	Mask(err error) error
-	// Watch calls changed when the server's resources, templates or
-	// prompts may have changed (Session is nil once it is gone for good),
-	// and updated when a subscribed resource changed. Neither may block.
+	// SetLogLevel asks the upstream for log lines at level and above,
+	// from now on, reconnects included.
+	SetLogLevel(ctx context.Context, level mcp.LoggingLevel) error
+	// Watch calls changed when the upstream's resources, templates or
+	// prompts may have changed (List returns nothing once it is gone for
+	// good), and updated when a subscribed resource changed. They are
+	// called with none of the upstream's locks held and must not block.
 	Watch(changed func(), updated func(uri string)) (stop func())
 }
 
@@ -104,7 +111,7 @@ type catalog struct {
 
 // hiddenItem is one upstream resource or template a caller may not see.
 type hiddenItem struct {
-	up    Upstream
+	up    *upstream
 	uri   string         // a resource's own URI, normalized; "" for a template
 	match *regexp.Regexp // a template's own URI template; nil for a resource
 }
@@ -114,7 +121,7 @@ type hiddenItem struct {
 // is file:///secret) or a URI a hidden template matches. When a hidden
 // and a visible template both match, the gateway cannot know which of them
 // the upstream serves the URI by, so the answer is no.
-func (c catalog) hides(up Upstream, uri string) bool {
+func (c catalog) hides(up *upstream, uri string) bool {
 	norm := normalURI(uri)
 	for _, h := range c.hidden {
 		if h.up != up {
@@ -155,77 +162,22 @@ func normalURI(uri string) string {
 // own URI, template or name, and the advertisement (as JSON, to tell a
 // changed one from the same).
 type offered struct {
-	up     Upstream
+	up     *upstream
 	orig   string
 	advert string
 	match  *regexp.Regexp // a template's served form, compiled once; nil otherwise
 }
 
-// listing is one upstream's resources, templates and prompts.
-type listing struct {
-	resources []*mcp.Resource
-	templates []*mcp.ResourceTemplate
-	prompts   []*mcp.Prompt
-}
-
-// list fetches everything up offers besides tools. An upstream without a
-// session, or without a capability, offers nothing of it; a failed listing
-// is an error (the caller keeps what it had).
-func list(ctx context.Context, up Upstream) (*listing, error) {
-	session := up.Session()
-	out := &listing{}
-	if session == nil {
-		return out, nil
-	}
-	defer up.Track(ctx)()
-	ctx, cancel := context.WithTimeout(ctx, up.Timeout())
-	defer cancel()
-	caps := session.InitializeResult().Capabilities
-	if caps != nil && caps.Resources != nil {
-		for r, err := range session.Resources(ctx, nil) {
-			if err != nil {
-				return nil, fmt.Errorf("server %q: list resources: %w", up.Name(), err)
-			}
-			out.resources = append(out.resources, r)
-		}
-		for t, err := range session.ResourceTemplates(ctx, nil) {
-			if isMethodNotFound(err) {
-				break // resources without templates
-			}
-			if err != nil {
-				return nil, fmt.Errorf("server %q: list resource templates: %w", up.Name(), err)
-			}
-			out.templates = append(out.templates, t)
-		}
-	}
-	if caps != nil && caps.Prompts != nil {
-		for p, err := range session.Prompts(ctx, nil) {
-			if err != nil {
-				return nil, fmt.Errorf("server %q: list prompts: %w", up.Name(), err)
-			}
-			out.prompts = append(out.prompts, p)
-		}
-	}
-	return out, nil
-}
-
 // syncCatalog makes the served server's resources, templates and prompts
-// those of the upstreams that its caller may see. Visibility is decided on
-// <prefix>__<name>, as for tools, in prefixed and unprefixed mode alike.
+// those of the upstreams that its caller may see, from the gateway's shared
+// listing (listing again only the upstreams that changed since). Visibility
+// is decided on <prefix>__<name>, as for tools, in prefixed and unprefixed
+// mode alike.
 func (s *served) syncCatalog() {
-	ctx := context.Background()
 	want := catalog{resources: map[string]offered{}, templates: map[string]offered{}, prompts: map[string]offered{}}
 	adverts := map[string]any{} // by kind+served key
-	for _, up := range s.g.opts.Upstreams {
-		l, err := list(ctx, up)
-		if err != nil {
-			s.g.logger().Warn("upstream listing failed; keeping what is served", "error", err)
-			if prev, ok := s.catalog.fromUpstream(up); ok {
-				prev.into(&want)
-			}
-			continue
-		}
-		l.mask(s.g.ex.Mask())
+	for _, l := range s.g.upstreams.current(context.Background()) {
+		up := l.up
 		visible := func(name string) bool {
 			return s.visible == nil || s.visible(up.Prefix()+"__"+name)
 		}
@@ -315,41 +267,6 @@ func (s *served) syncCatalog() {
 	s.catalog = want
 }
 
-// fromUpstream returns the part of c that comes from up.
-func (c catalog) fromUpstream(up Upstream) (catalog, bool) {
-	out := catalog{resources: map[string]offered{}, templates: map[string]offered{}, prompts: map[string]offered{}}
-	found := false
-	for _, pair := range []struct{ from, to map[string]offered }{{c.resources, out.resources}, {c.templates, out.templates}, {c.prompts, out.prompts}} {
-		for k, o := range pair.from {
-			if o.up == up {
-				pair.to[k] = o
-				found = true
-			}
-		}
-	}
-	for _, h := range c.hidden {
-		if h.up == up {
-			out.hidden = append(out.hidden, h)
-			found = true
-		}
-	}
-	return out, found
-}
-
-// into copies c's entries into dst.
-func (c catalog) into(dst *catalog) {
-	for k, o := range c.resources {
-		dst.resources[k] = o
-	}
-	for k, o := range c.templates {
-		dst.templates[k] = o
-	}
-	for k, o := range c.prompts {
-		dst.prompts[k] = o
-	}
-	dst.hidden = append(dst.hidden, c.hidden...)
-}
-
 func goneKeys(have, want map[string]offered) []string {
 	var gone []string
 	for k := range have {
@@ -370,7 +287,7 @@ func advertOf(v any) string {
 // template that matches it (in the order of the templates' served forms,
 // so that the answer does not depend on map order). A URI the caller may
 // not see (see [catalog.hides]) has no owner, whatever template matches it.
-func (s *served) owner(uri string) (Upstream, string, bool) {
+func (s *served) owner(uri string) (*upstream, string, bool) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	up, orig, ok := s.ownerLocked(uri)
@@ -380,7 +297,7 @@ func (s *served) owner(uri string) (Upstream, string, bool) {
 	return up, orig, true
 }
 
-func (s *served) ownerLocked(uri string) (Upstream, string, bool) {
+func (s *served) ownerLocked(uri string) (*upstream, string, bool) {
 	if o, ok := s.catalog.resources[uri]; ok {
 		return o.up, o.orig, true
 	}
@@ -403,16 +320,9 @@ func (s *served) readResource(ctx context.Context, req *mcp.ReadResourceRequest)
 	if !ok {
 		return nil, mcp.ResourceNotFoundError(req.Params.URI)
 	}
-	session := up.Session()
-	if session == nil {
-		return nil, fmt.Errorf("server %q is not connected; retry shortly", up.Name())
-	}
-	defer up.Track(ctx)()
-	ctx, cancel := context.WithTimeout(ctx, up.Timeout())
-	defer cancel()
-	res, err := session.ReadResource(ctx, &mcp.ReadResourceParams{URI: uri})
+	res, err := up.ReadResource(ctx, uri)
 	if err != nil {
-		return nil, up.Mask(err)
+		return nil, err
 	}
 	// The upstream may have read another spelling of the URI as a hidden
 	// resource; if what it returns says so, the caller gets nothing of it.
@@ -440,16 +350,9 @@ func (s *served) getPrompt(ctx context.Context, req *mcp.GetPromptRequest) (*mcp
 	if !ok {
 		return nil, fmt.Errorf("unknown prompt %q", req.Params.Name)
 	}
-	session := o.up.Session()
-	if session == nil {
-		return nil, fmt.Errorf("server %q is not connected; retry shortly", o.up.Name())
-	}
-	defer o.up.Track(ctx)()
-	ctx, cancel := context.WithTimeout(ctx, o.up.Timeout())
-	defer cancel()
-	res, err := session.GetPrompt(ctx, &mcp.GetPromptParams{Name: o.orig, Arguments: req.Params.Arguments})
+	res, err := o.up.GetPrompt(ctx, o.orig, req.Params.Arguments)
 	if err != nil {
-		return nil, o.up.Mask(err)
+		return nil, err
 	}
 	mask := s.g.ex.Mask()
 	res.Description = mask.String(res.Description)
@@ -482,10 +385,6 @@ func (s *served) complete(ctx context.Context, req *mcp.CompleteRequest) (*mcp.C
 	if !ok {
 		return nil, fmt.Errorf("completion/complete: unknown %s %q", ref.Type, ref.Name+ref.URI)
 	}
-	session := o.up.Session()
-	if session == nil {
-		return nil, fmt.Errorf("server %q is not connected; retry shortly", o.up.Name())
-	}
 	up := *req.Params
 	upRef := *ref
 	if ref.Type == "ref/prompt" {
@@ -494,12 +393,9 @@ func (s *served) complete(ctx context.Context, req *mcp.CompleteRequest) (*mcp.C
 		upRef.URI = o.orig
 	}
 	up.Ref = &upRef
-	defer o.up.Track(ctx)()
-	ctx, cancel := context.WithTimeout(ctx, o.up.Timeout())
-	defer cancel()
-	res, err := session.Complete(ctx, &up)
+	res, err := o.up.Complete(ctx, &up)
 	if err != nil {
-		return nil, o.up.Mask(err)
+		return nil, err
 	}
 	if mask := s.g.ex.Mask(); mask != nil {
 		for i, v := range res.Completion.Values {
@@ -522,10 +418,13 @@ func (s *served) subscribe(ctx context.Context, req *mcp.SubscribeRequest) error
 
 func (s *served) unsubscribe(context.Context, *mcp.UnsubscribeRequest) error { return nil }
 
+// updateTimeout bounds telling a served server's subscribers of an update.
+const updateTimeout = time.Minute
+
 // resourceUpdated tells the served server's subscribers that up's resource
 // uri changed.
-func (s *served) resourceUpdated(up Upstream, uri string) {
-	ctx, cancel := context.WithTimeout(context.Background(), up.Timeout())
+func (s *served) resourceUpdated(up *upstream, uri string) {
+	ctx, cancel := context.WithTimeout(context.Background(), updateTimeout)
 	defer cancel()
 	_ = s.srv.ResourceUpdated(ctx, &mcp.ResourceUpdatedNotificationParams{URI: s.g.servedURI(up, uri)})
 }
@@ -586,11 +485,4 @@ func (g *Gateway) forwardLogLevel(next mcp.MethodHandler) mcp.MethodHandler {
 		}
 		return res, nil
 	}
-}
-
-// isMethodNotFound reports whether err is the server's JSON-RPC "method not
-// found": a server may list resources and not templates.
-func isMethodNotFound(err error) bool {
-	var we *jsonrpc.Error
-	return errors.As(err, &we) && we.Code == jsonrpc.CodeMethodNotFound
 }

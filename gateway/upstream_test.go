@@ -106,7 +106,7 @@ func newRig(t *testing.T, unprefixed bool) *rig {
 	}
 	t.Cleanup(func() { _ = up.Close() })
 	gw := gateway.New(tool.NewExecutor(reg, nil), &gateway.Options{
-		Upstreams:  []gateway.Upstream{up},
+		Upstreams:  []gateway.Upstream{up.Catalog()},
 		Unprefixed: unprefixed,
 		Logger:     slog.New(slog.DiscardHandler),
 	})
@@ -987,7 +987,7 @@ func noisyUpstream(t *testing.T) (up *mcpclient.Server, reg *tool.Registry, ente
 func TestUpstreamRequestsDuringAReadDoNotReachAConcurrentCaller(t *testing.T) {
 	t.Parallel()
 	up, reg, entered, release := noisyUpstream(t)
-	gw := gateway.New(tool.NewExecutor(reg, nil), &gateway.Options{Upstreams: []gateway.Upstream{up}, Logger: slog.New(slog.DiscardHandler)})
+	gw := gateway.New(tool.NewExecutor(reg, nil), &gateway.Options{Upstreams: []gateway.Upstream{up.Catalog()}, Logger: slog.New(slog.DiscardHandler)})
 	srv, stop := gw.Server(nil)
 	t.Cleanup(stop)
 
@@ -1029,5 +1029,98 @@ func TestUpstreamRequestsDuringAReadDoNotReachAConcurrentCaller(t *testing.T) {
 	}
 	if got := callerWire.take(); !slices.Equal(got, []string{"result"}) {
 		t.Errorf("the caller of a concurrent tool call was sent %q, want only its result", got)
+	}
+}
+
+// *mcpclient.Catalog is what toolwire serve hands the gateway.
+var _ gateway.Upstream = (*mcpclient.Catalog)(nil)
+
+// bearerTransport sends every request with a bearer token.
+type bearerTransport struct{ token string }
+
+func (b bearerTransport) RoundTrip(req *http.Request) (*http.Response, error) {
+	req = req.Clone(req.Context())
+	req.Header.Set("Authorization", "Bearer "+b.token)
+	return http.DefaultTransport.RoundTrip(req)
+}
+
+// The gateway keeps one listing of its upstreams for every role: with
+// several roles' clients connected over HTTP, each to a server of its own,
+// the first role's server lists the upstream and the others share that
+// listing, and a change the upstream reports is listed once, not once per
+// role, and reaches every role.
+func TestAnUpstreamChangeIsListedOnceForEveryRole(t *testing.T) {
+	t.Parallel()
+	var lists atomic.Int32 // resources/list requests the upstream answered
+	srv := mcp.NewServer(&mcp.Implementation{Name: "listed", Version: "1"}, nil)
+	srv.AddReceivingMiddleware(func(next mcp.MethodHandler) mcp.MethodHandler {
+		return func(ctx context.Context, method string, req mcp.Request) (mcp.Result, error) {
+			if method == "resources/list" {
+				lists.Add(1)
+			}
+			return next(ctx, method, req)
+		}
+	})
+	read := func(_ context.Context, req *mcp.ReadResourceRequest) (*mcp.ReadResourceResult, error) {
+		return &mcp.ReadResourceResult{Contents: []*mcp.ResourceContents{{URI: req.Params.URI, Text: "text"}}}, nil
+	}
+	srv.AddResource(&mcp.Resource{URI: "test://a", Name: "a"}, read)
+	upstream := httptest.NewServer(mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return srv }, nil))
+	t.Cleanup(upstream.Close)
+	reg := tool.NewRegistry(&tool.RegistryOptions{Confirmer: gateway.NewApprover(gateway.ApprovalPolicy{})})
+	up, err := mcpclient.Connect(bounded(t, waitTime), config.Server{Name: "listed", Transport: "http", URL: upstream.URL, DefaultTier: "read"}, reg,
+		&mcpclient.Options{Logger: slog.New(slog.DiscardHandler)})
+	if err != nil {
+		t.Fatalf("connecting the upstream: %v", err)
+	}
+	t.Cleanup(func() { _ = up.Close() })
+
+	gw := gateway.New(tool.NewExecutor(reg, nil), &gateway.Options{Upstreams: []gateway.Upstream{up.Catalog()}, Logger: slog.New(slog.DiscardHandler)})
+	roles := gateway.Roles{"all": {"*"}, "resources": {"listed__*"}, "some": {"listed__a", "listed__b"}}
+	var tokens []gateway.StaticToken
+	for role := range roles {
+		tokens = append(tokens, gateway.StaticToken{SHA256: gateway.HashToken(role + "-token"), Subject: role, Role: role})
+	}
+	verify, err := gateway.StaticVerifier(tokens)
+	if err != nil {
+		t.Fatal(err)
+	}
+	h := gw.Handler(gateway.HTTPOptions{Verifier: verify, Roles: roles})
+	ts := httptest.NewServer(h)
+	t.Cleanup(func() { ts.CloseClientConnections(); ts.Close(); h.Close() })
+
+	changed, onChanged := signal()
+	var clients []*mcp.ClientSession
+	for role := range roles {
+		cs, err := mcp.NewClient(&mcp.Implementation{Name: role, Version: "1"}, &mcp.ClientOptions{
+			ResourceListChangedHandler: func(context.Context, *mcp.ResourceListChangedRequest) { onChanged() },
+		}).Connect(bounded(t, waitTime), &mcp.StreamableClientTransport{Endpoint: ts.URL + "/mcp", HTTPClient: &http.Client{Transport: bearerTransport{role + "-token"}}, MaxRetries: -1}, nil)
+		if err != nil {
+			t.Fatalf("connecting as %s: %v", role, err)
+		}
+		t.Cleanup(func() { _ = cs.Close() })
+		if got := resourceURIs(t, cs); !equalMaps(got, map[string]string{"toolwire://listed/test://a": "listed__a"}) {
+			t.Fatalf("role %s sees %v, want test://a", role, got)
+		}
+		clients = append(clients, cs)
+	}
+	if n := lists.Load(); n != 1 {
+		t.Errorf("the upstream was listed %d times for %d roles' servers, want once", n, len(roles))
+	}
+
+	srv.AddResource(&mcp.Resource{URI: "test://b", Name: "b"}, read)
+	ctx := bounded(t, waitTime)
+	for _, cs := range clients {
+		// Each role's server tells its clients when it has synced.
+		for _, ok := resourceURIs(t, cs)["toolwire://listed/test://b"]; !ok; _, ok = resourceURIs(t, cs)["toolwire://listed/test://b"] {
+			select {
+			case <-changed:
+			case <-ctx.Done():
+				t.Fatalf("a role never saw the upstream's new resource; it sees %v", resourceURIs(t, cs))
+			}
+		}
+	}
+	if n := lists.Load(); n != 2 {
+		t.Errorf("the upstream was listed %d times after one change with %d roles served, want once more (2 in all)", n, len(roles))
 	}
 }

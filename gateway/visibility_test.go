@@ -68,13 +68,33 @@ func newFileUpstream(t *testing.T) *fileUpstream {
 	return &fileUpstream{cs: cs}
 }
 
-func (u *fileUpstream) Name() string                                        { return "up" }
-func (u *fileUpstream) Prefix() string                                      { return "up" }
-func (u *fileUpstream) Session() *mcp.ClientSession                         { return u.cs }
-func (u *fileUpstream) Track(context.Context) func()                        { return func() {} }
-func (u *fileUpstream) Timeout() time.Duration                              { return 10 * time.Second }
+func (u *fileUpstream) Name() string   { return "up" }
+func (u *fileUpstream) Prefix() string { return "up" }
+func (u *fileUpstream) List(ctx context.Context) (resources []*mcp.Resource, templates []*mcp.ResourceTemplate, _ []*mcp.Prompt, _ error) {
+	for r, err := range u.cs.Resources(ctx, nil) {
+		if err != nil {
+			return nil, nil, nil, err
+		}
+		resources = append(resources, r)
+	}
+	for t, err := range u.cs.ResourceTemplates(ctx, nil) {
+		if err != nil {
+			return nil, nil, nil, err
+		}
+		templates = append(templates, t)
+	}
+	return resources, templates, nil, nil
+}
+func (u *fileUpstream) ReadResource(ctx context.Context, uri string) (*mcp.ReadResourceResult, error) {
+	return u.cs.ReadResource(ctx, &mcp.ReadResourceParams{URI: uri})
+}
+func (u *fileUpstream) GetPrompt(ctx context.Context, name string, args map[string]string) (*mcp.GetPromptResult, error) {
+	return u.cs.GetPrompt(ctx, &mcp.GetPromptParams{Name: name, Arguments: args})
+}
+func (u *fileUpstream) Complete(ctx context.Context, params *mcp.CompleteParams) (*mcp.CompleteResult, error) {
+	return u.cs.Complete(ctx, params)
+}
 func (u *fileUpstream) SetLogLevel(context.Context, mcp.LoggingLevel) error { return nil }
-func (u *fileUpstream) Mask(err error) error                                { return err }
 func (u *fileUpstream) Watch(func(), func(string)) func()                   { return func() {} }
 func (u *fileUpstream) Subscribe(_ context.Context, uri string) error {
 	u.mu.Lock()

@@ -14,6 +14,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/modelcontextprotocol/go-sdk/auth"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"github.com/toolwire/toolwire/config"
 	"github.com/toolwire/toolwire/internal/stdioconn"
@@ -22,7 +23,8 @@ import (
 )
 
 // conn is one connection to a server: an MCP session and, over stdio, the
-// child process behind it. A Server makes a new conn for every (re)connect.
+// child process behind it. A server's dialer makes a new conn for every
+// (re)connect.
 type conn struct {
 	session *mcp.ClientSession
 	pid     atomic.Int64 // the child's pid once started, read by killers on other goroutines
@@ -47,42 +49,71 @@ type conn struct {
 // speak both.
 const protocolVersion = "2025-11-25"
 
+// dialer makes a server's connections: it resolves the configuration's
+// placeholders once, builds the transport (with the HTTP pool and the
+// OAuth handler that every connection of the server shares), and performs
+// the MCP handshake with the handlers of the server's other parts.
+type dialer struct {
+	set      *settings
+	handlers mcp.ClientOptions // the other parts' handlers, for every client
+	arrivals *arrivals         // the router's count of reports read
+
+	expandMu sync.Mutex     // held while placeholders resolve
+	expanded *config.Server // cfg with placeholders resolved, once
+
+	poolOnce sync.Once
+	pool     *http.Transport // for remote servers; see pooledTransport
+
+	oauthOnce sync.Once
+	oauth     auth.OAuthHandler // made once from Options.OAuth; nil for none
+	oauthErr  error
+}
+
+// expand resolves the configuration's placeholders the first time, at the
+// transport boundary; reconnects reuse the values, which live only in this
+// process's memory.
+func (d *dialer) expand() (config.Server, error) {
+	// A lock of its own: resolving an ${input:} may wait on a person at a
+	// terminal, and Status, calls and Close must not wait with it.
+	d.expandMu.Lock()
+	defer d.expandMu.Unlock()
+	if d.expanded != nil {
+		return *d.expanded, nil
+	}
+	expanded, secretValues, err := config.ExpandServer(d.set.cfg, config.Resolver{LookupEnv: d.set.opts.LookupEnv, Input: d.set.opts.Input})
+	if err != nil {
+		return config.Server{}, err
+	}
+	secretValues, warnings := configuredSecrets(d.set.cfg, expanded, secretValues)
+	d.set.secrets.Add(secretValues...)
+	for _, w := range warnings {
+		d.set.logger.Warn(w)
+	}
+	d.expanded = &expanded
+	return expanded, nil
+}
+
 // dial starts the server's transport and performs the MCP handshake, bounded
-// by the server's timeout within ctx. connected is called once the
-// transport is up (for stdio: once the child exists), before the handshake.
-func (s *Server) dial(ctx context.Context, cfg config.Server, connected func()) (*conn, error) {
+// by the server's timeout within ctx. The connection lives until life ends
+// or it is closed. connected is called once the transport is up (for
+// stdio: once the child exists), before the handshake.
+func (d *dialer) dial(ctx, life context.Context, cfg config.Server, connected func()) (*conn, error) {
 	c := &conn{lost: make(chan struct{})}
-	connCtx, end := context.WithCancel(s.stopCtx)
+	connCtx, end := context.WithCancel(life)
 	c.end = end
-	transport, err := s.transport(connCtx, c, cfg, connected)
+	transport, err := d.transport(connCtx, c, cfg, connected)
 	if err != nil {
 		end()
 		return nil, err
 	}
-	opts := &mcp.ClientOptions{
-		// No roots; sampling and elicitation only when the callers can
-		// answer them: a server must not be led to ask for what toolwire
-		// would refuse.
-		Capabilities:                &mcp.ClientCapabilities{},
-		ProgressNotificationHandler: s.onProgress,
-		ToolListChangedHandler:      s.onToolsChanged,
-		LoggingMessageHandler:       s.onLog,
-		ResourceListChangedHandler:  s.onListChanged,
-		PromptListChangedHandler:    s.onPromptsChanged,
-		ResourceUpdatedHandler:      s.onResourceUpdated,
-	}
-	if s.opts.Relay.Elicitation {
-		opts.ElicitationHandler = s.onElicit
-	}
-	if s.opts.Relay.Sampling {
-		opts.CreateMessageHandler = s.onSample
-	}
-	client := mcp.NewClient(&mcp.Implementation{Name: "toolwire", Version: version.String()}, opts)
-	if s.opts.Middleware != nil {
-		client.AddSendingMiddleware(s.opts.Middleware(cfg.Name)...)
+	opts := d.handlers
+	opts.Capabilities = &mcp.ClientCapabilities{} // no roots
+	client := mcp.NewClient(&mcp.Implementation{Name: "toolwire", Version: version.String()}, &opts)
+	if d.set.opts.Middleware != nil {
+		client.AddSendingMiddleware(d.set.opts.Middleware(cfg.Name)...)
 	}
 
-	cctx, cancel := context.WithTimeout(ctx, s.timeout)
+	cctx, cancel := context.WithTimeout(ctx, d.set.timeout)
 	defer cancel()
 	// A stdio server that has not started within the timeout is killed at
 	// once: the SDK's cleanup of a failed handshake would otherwise close
@@ -98,7 +129,7 @@ func (s *Server) dial(ctx context.Context, cfg config.Server, connected func()) 
 	if err != nil {
 		c.killChild()
 		end()
-		return nil, s.connectError(ctx, cctx, c, err)
+		return nil, d.connectError(ctx, cctx, c, err)
 	}
 	c.session = session
 	go func() {
@@ -112,35 +143,35 @@ func (s *Server) dial(ctx context.Context, cfg config.Server, connected func()) 
 }
 
 // transport builds the SDK transport for one connection.
-func (s *Server) transport(ctx context.Context, c *conn, cfg config.Server, connected func()) (mcp.Transport, error) {
+func (d *dialer) transport(ctx context.Context, c *conn, cfg config.Server, connected func()) (mcp.Transport, error) {
 	switch cfg.Transport {
 	case "stdio":
 		cmd := exec.Command(cfg.Command, cfg.Args...)
 		cmd.Env = childEnv(cfg.Env)
 		cmd.Dir = cfg.Cwd
-		c.stderr = &stderrLog{server: cfg.Name, logger: s.logger, secrets: s.secrets}
+		c.stderr = &stderrLog{server: cfg.Name, logger: d.set.logger, secrets: d.set.secrets}
 		cmd.Stderr = c.stderr
 		isolate(cmd)
-		return &startedTransport{ctx: ctx, arrivals: &s.arrivals, inner: &stdioconn.CommandTransport{Command: cmd, TerminateDuration: terminateGrace}, started: func() {
+		return &startedTransport{ctx: ctx, arrivals: d.arrivals, inner: &stdioconn.CommandTransport{Command: cmd, TerminateDuration: terminateGrace}, started: func() {
 			c.pid.Store(int64(cmd.Process.Pid))
 			connected()
 		}}, nil
 	case "http", "sse":
-		httpClient, err := s.httpClient(cfg)
+		httpClient, err := d.httpClient(cfg)
 		if err != nil {
 			return nil, fmt.Errorf("server %q: %w", cfg.Name, err)
 		}
 		if cfg.Transport == "sse" {
-			return &startedTransport{ctx: ctx, arrivals: &s.arrivals, started: connected,
+			return &startedTransport{ctx: ctx, arrivals: d.arrivals, started: connected,
 				inner: &mcp.SSEClientTransport{Endpoint: cfg.URL, HTTPClient: httpClient}}, nil
 		}
 		// Not the Streamable HTTP connection: the SDK updates it through an
 		// unexported method, which a wrapper would hide. Its HTTP
 		// exchanges are watched instead.
-		httpClient.Transport = &httpWatch{next: httpClient.Transport, arrivals: &s.arrivals}
+		httpClient.Transport = &httpWatch{next: httpClient.Transport, arrivals: d.arrivals}
 		st := &mcp.StreamableClientTransport{Endpoint: cfg.URL, HTTPClient: httpClient, MaxRetries: 2}
-		if s.opts.OAuth != nil {
-			h, err := s.oauthHandler(cfg)
+		if d.set.opts.OAuth != nil {
+			h, err := d.oauthHandler(cfg)
 			if err != nil {
 				return nil, fmt.Errorf("server %q: oauth: %w", cfg.Name, err)
 			}
@@ -265,17 +296,17 @@ func childEnv(extra map[string]string) []string {
 // only, and dropped (with the session ID) from the first hop that leaves
 // it. With an egress policy, every connection is dialed to an address
 // checked against the server's own host and the allowed ones.
-func (s *Server) httpClient(cfg config.Server) (*http.Client, error) {
-	var base http.RoundTripper = s.pooledTransport()
+func (d *dialer) httpClient(cfg config.Server) (*http.Client, error) {
+	var base http.RoundTripper = d.pooledTransport()
 	var timeout time.Duration
-	if s.opts.HTTPClient != nil {
-		timeout = s.opts.HTTPClient.Timeout
-		if s.opts.HTTPClient.Transport != nil {
-			base = s.opts.HTTPClient.Transport
+	if hc := d.set.opts.HTTPClient; hc != nil {
+		timeout = hc.Timeout
+		if hc.Transport != nil {
+			base = hc.Transport
 		}
 	}
-	if s.opts.Egress != nil {
-		guarded, err := s.egressTransport(cfg, base)
+	if d.set.opts.Egress != nil {
+		guarded, err := d.egressTransport(cfg, base)
 		if err != nil {
 			return nil, err
 		}
@@ -297,8 +328,8 @@ func (s *Server) httpClient(cfg config.Server) (*http.Client, error) {
 		base = ht
 		secret = append(secret, slices.Collect(maps.Keys(headers))...)
 	}
-	if s.opts.WrapTransport != nil {
-		base = s.opts.WrapTransport(base)
+	if d.set.opts.WrapTransport != nil {
+		base = d.set.opts.WrapTransport(base)
 	}
 	client := netpolicy.NewClient(&netpolicy.ClientOptions{Transport: base, SecretHeaders: secret})
 	client.Timeout = timeout
@@ -313,24 +344,24 @@ const idleConnsPerHost = 64
 // pooledTransport is Go's default transport with a pool fit for concurrent
 // calls to one server, made once per server so that reconnects share it
 // rather than each leaving a pool of idle sockets behind.
-func (s *Server) pooledTransport() *http.Transport {
-	s.poolOnce.Do(func() {
-		s.pool = http.DefaultTransport.(*http.Transport).Clone()
-		s.pool.MaxIdleConnsPerHost = idleConnsPerHost
+func (d *dialer) pooledTransport() *http.Transport {
+	d.poolOnce.Do(func() {
+		d.pool = http.DefaultTransport.(*http.Transport).Clone()
+		d.pool.MaxIdleConnsPerHost = idleConnsPerHost
 	})
-	return s.pool
+	return d.pool
 }
 
 // egressTransport returns base with its dialing guarded: the server's own
 // host and the policy's hosts are allowed, on the address the guard
 // resolved and checked. Proxies are not used, as the guard would check the
 // proxy rather than the server.
-func (s *Server) egressTransport(cfg config.Server, base http.RoundTripper) (http.RoundTripper, error) {
+func (d *dialer) egressTransport(cfg config.Server, base http.RoundTripper) (http.RoundTripper, error) {
 	u, err := netpolicy.CheckURL(cfg.URL)
 	if err != nil {
 		return nil, fmt.Errorf("url: %w", err)
 	}
-	return guarded(base, &netpolicy.DialerOptions{Allow: append([]string{u.Hostname()}, s.opts.Egress.AllowHosts...)})
+	return guarded(base, &netpolicy.DialerOptions{Allow: append([]string{u.Hostname()}, d.set.opts.Egress.AllowHosts...)})
 }
 
 // guarded returns base dialing through an egress guard with opts. Proxies
@@ -352,20 +383,21 @@ func guarded(base http.RoundTripper, opts *netpolicy.DialerOptions) (http.RoundT
 // connectError explains a failed connection: which server, which command or
 // URL (as configured, so placeholders stay unexpanded), the cause and, for a
 // stdio server, what it printed on stderr.
-func (s *Server) connectError(parent, ctx context.Context, c *conn, err error) error {
-	target := s.cfg.URL
-	if s.cfg.Transport == "stdio" {
-		target = strings.Join(append([]string{s.cfg.Command}, s.cfg.Args...), " ")
+func (d *dialer) connectError(parent, ctx context.Context, c *conn, err error) error {
+	cfg := d.set.cfg
+	target := cfg.URL
+	if cfg.Transport == "stdio" {
+		target = strings.Join(append([]string{cfg.Command}, cfg.Args...), " ")
 	}
-	cause := s.secrets.String(err.Error())
+	cause := d.set.secrets.String(err.Error())
 	if parent.Err() == nil && errors.Is(ctx.Err(), context.DeadlineExceeded) {
-		cause = fmt.Sprintf("no answer within %s", s.timeout)
+		cause = fmt.Sprintf("no answer within %s", d.set.timeout)
 	}
-	msg := fmt.Sprintf("server %q: connect %s: %s", s.cfg.Name, target, cause)
+	msg := fmt.Sprintf("server %q: connect %s: %s", cfg.Name, target, cause)
 	if c.stderr != nil {
 		if tail := c.stderr.Tail(10); tail != "" {
 			msg += "; stderr:\n" + tail
 		}
 	}
-	return &ConnectError{Server: s.cfg.Name, msg: msg, err: err}
+	return &ConnectError{Server: cfg.Name, msg: msg, err: err}
 }

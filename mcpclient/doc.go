@@ -29,4 +29,8 @@
 // default) and by the caller's context; cancelling the caller's context
 // sends notifications/cancelled to the server. Each server moves through
 // the lifecycle of [State]; see docs/architecture.md.
+//
+// What a server offers besides tools (resources, resource templates,
+// prompts, completions) is its [Catalog], which the gateway serves beside
+// the registry's tools.
 package mcpclient

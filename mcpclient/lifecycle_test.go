@@ -106,7 +106,7 @@ func TestIllegalMovePanics(t *testing.T) {
 			t.Parallel()
 			s := newServer(stdioConfig("demo", "demo"), confirmingRegistry(), nil)
 			for _, st := range tc.setup {
-				s.moveTo(st, nil)
+				s.sup.moveTo(st, nil)
 			}
 			msg := func() (msg string) {
 				defer func() {
@@ -114,7 +114,7 @@ func TestIllegalMovePanics(t *testing.T) {
 						msg = fmt.Sprint(r)
 					}
 				}()
-				s.moveTo(tc.next, nil)
+				s.sup.moveTo(tc.next, nil)
 				return ""
 			}()
 			if msg == "" {
@@ -132,7 +132,7 @@ func TestIllegalMovePanics(t *testing.T) {
 	}
 	// Moving to the current state is a no-op, not a panic.
 	s := newServer(stdioConfig("demo", "demo"), confirmingRegistry(), nil)
-	s.moveTo(Configured, nil)
+	s.sup.moveTo(Configured, nil)
 	if s.State() != Configured {
 		t.Errorf("state %s after moving to the current state", s.State())
 	}

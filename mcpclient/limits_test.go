@@ -174,10 +174,10 @@ func TestDescriptionCutAndPinnedWhole(t *testing.T) {
 // Without a configured limit the default applies.
 func TestDescriptionDefaultLimit(t *testing.T) {
 	s := newServer(httpConfig("srv", ""), confirmingRegistry(), nil)
-	if got := s.descriptionLimit(); got != config.DefaultMaxDescription {
+	if got := s.tools.descriptionLimit(); got != config.DefaultMaxDescription {
 		t.Errorf("descriptionLimit() = %d, want %d", got, config.DefaultMaxDescription)
 	}
-	shown, _ := prepare(config.Server{Name: "srv"}, []*mcp.Tool{objTool("t", strings.Repeat("x", config.DefaultMaxDescription+5))}, s.descriptionLimit())
+	shown, _ := prepare(config.Server{Name: "srv"}, []*mcp.Tool{objTool("t", strings.Repeat("x", config.DefaultMaxDescription+5))}, s.tools.descriptionLimit())
 	if !strings.HasSuffix(shown[0].Description, "… [cut by toolwire: 5 more characters]") {
 		t.Errorf("description not cut at the default: ...%q", shown[0].Description[len(shown[0].Description)-60:])
 	}

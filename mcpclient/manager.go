@@ -52,7 +52,7 @@ func (m *Manager) Start(ctx context.Context) error {
 		go func() {
 			defer wg.Done()
 			err := s.start(ctx)
-			if err == nil || !s.cfg.Required {
+			if err == nil || !s.set.cfg.Required {
 				return
 			}
 			mu.Lock()
@@ -75,7 +75,7 @@ func (m *Manager) Servers() []*Server { return append([]*Server(nil), m.servers.
 // Server returns the managed server with the given name.
 func (m *Manager) Server(name string) (*Server, bool) {
 	for _, s := range m.servers {
-		if s.cfg.Name == name {
+		if s.set.cfg.Name == name {
 			return s, true
 		}
 	}

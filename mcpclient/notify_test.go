@@ -22,7 +22,7 @@ import (
 
 // Issue 12.10: the registry's watchers and the catalog's run with none of
 // the server's locks held, so a watcher that calls back into the server
-// (Status, Session, Tools, as the docs invite) neither deadlocks a
+// (Status, PID, Tools, as the docs invite) neither deadlocks a
 // re-listing nor Close.
 func TestWatchersMayCallBackIntoTheServer(t *testing.T) {
 	t.Parallel()
@@ -35,7 +35,7 @@ func TestWatchersMayCallBackIntoTheServer(t *testing.T) {
 	look := func() {
 		if s := server.Load(); s != nil {
 			st := s.Status()
-			_ = s.Session()
+			_ = s.PID()
 			_ = s.Tools()
 			mu.Lock()
 			seen = append(seen, st.State)
@@ -51,7 +51,7 @@ func TestWatchersMayCallBackIntoTheServer(t *testing.T) {
 		t.Fatal(err)
 	}
 	server.Store(s)
-	stopCat := s.Watch(look, nil)
+	stopCat := s.Catalog().Watch(look, nil)
 	defer stopCat()
 
 	// A re-listing changes the registry from the supervisor goroutine.
@@ -186,7 +186,7 @@ func TestRelistingCutShortByCloseSaysNothing(t *testing.T) {
 	}
 	// The server's DELETE handling waits for the listing's handler, so it
 	// must end: once Close has cancelled the re-listing.
-	context.AfterFunc(s.stopCtx, func() { close(release) })
+	context.AfterFunc(s.sup.stopCtx, func() { close(release) })
 	srv.AddTool(&mcp.Tool{Name: "beta", InputSchema: json.RawMessage(`{"type":"object"}`)}, answer("beta"))
 	select {
 	case <-listing:

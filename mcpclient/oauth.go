@@ -21,16 +21,16 @@ type OAuthFunc func(cfg config.Server, client *http.Client) (auth.OAuthHandler, 
 
 // oauthHandler returns the server's OAuth handler, made on first use and
 // kept for every later connection, so that a reconnect reuses its tokens.
-func (s *Server) oauthHandler(cfg config.Server) (auth.OAuthHandler, error) {
-	s.oauthOnce.Do(func() {
-		client, err := s.oauthClient(cfg)
+func (d *dialer) oauthHandler(cfg config.Server) (auth.OAuthHandler, error) {
+	d.oauthOnce.Do(func() {
+		client, err := d.oauthClient(cfg)
 		if err != nil {
-			s.oauthErr = err
+			d.oauthErr = err
 			return
 		}
-		s.oauth, s.oauthErr = s.opts.OAuth(cfg, client)
+		d.oauth, d.oauthErr = d.set.opts.OAuth(cfg, client)
 	})
-	return s.oauth, s.oauthErr
+	return d.oauth, d.oauthErr
 }
 
 // oauthClient is the client for a server's OAuth requests. The authorization
@@ -38,12 +38,12 @@ func (s *Server) oauthHandler(cfg config.Server) (auth.OAuthHandler, error) {
 // guard cannot name it in advance: with a policy, it may reach any public
 // address (and loopback when the MCP server itself is on loopback), never a
 // private, link-local or metadata one.
-func (s *Server) oauthClient(cfg config.Server) (*http.Client, error) {
+func (d *dialer) oauthClient(cfg config.Server) (*http.Client, error) {
 	var base http.RoundTripper = http.DefaultTransport
-	if s.opts.HTTPClient != nil && s.opts.HTTPClient.Transport != nil {
-		base = s.opts.HTTPClient.Transport
+	if hc := d.set.opts.HTTPClient; hc != nil && hc.Transport != nil {
+		base = hc.Transport
 	}
-	if s.opts.Egress != nil {
+	if d.set.opts.Egress != nil {
 		u, err := url.Parse(cfg.URL)
 		if err != nil {
 			return nil, fmt.Errorf("url: %w", err)

@@ -48,7 +48,7 @@ type Quarantine struct {
 
 // pinning is what the server's latest listing showed, kept for
 // [Server.Definitions], [Server.Quarantined] and for reporting each problem
-// once. Guarded by Server.mu.
+// once. Guarded by toolSet.mu.
 type pinning struct {
 	defs        []pins.Definition
 	quarantined []Quarantine
@@ -62,24 +62,20 @@ type pinning struct {
 	listed int
 }
 
-// Definitions returns the definitions of the tools in the server's latest
-// listing, as pins fingerprint them, in listing order: every tool the
-// configuration selects (onlyTools, excludeTools), quarantined ones
-// included. It is what an operator approves ([pins.Store.Approve]). Before
-// the first listing it returns nil.
-func (s *Server) Definitions() []pins.Definition {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return slices.Clone(s.pin.defs)
+// definitions returns the latest listing's definitions (see
+// [Server.Definitions]).
+func (ts *toolSet) definitions() []pins.Definition {
+	ts.mu.Lock()
+	defer ts.mu.Unlock()
+	return slices.Clone(ts.pin.defs)
 }
 
-// Quarantined returns the tools of the server's latest listing that
-// pinning keeps out of the registry, in listing order. In warn mode and
-// with pinning off it is empty.
-func (s *Server) Quarantined() []Quarantine {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	out := slices.Clone(s.pin.quarantined)
+// quarantined returns the tools the latest pin check keeps out (see
+// [Server.Quarantined]).
+func (ts *toolSet) quarantined() []Quarantine {
+	ts.mu.Lock()
+	defer ts.mu.Unlock()
+	out := slices.Clone(ts.pin.quarantined)
 	for i := range out {
 		out[i].Fields = slices.Clone(out[i].Fields)
 	}
@@ -88,13 +84,13 @@ func (s *Server) Quarantined() []Quarantine {
 
 // withoutQuarantined returns tools less those the latest pin check
 // quarantined.
-func (s *Server) withoutQuarantined(tools []*tool.Tool) []*tool.Tool {
-	s.mu.Lock()
-	held := make(map[string]bool, len(s.pin.quarantined))
-	for _, q := range s.pin.quarantined {
+func (ts *toolSet) withoutQuarantined(tools []*tool.Tool) []*tool.Tool {
+	ts.mu.Lock()
+	held := make(map[string]bool, len(ts.pin.quarantined))
+	for _, q := range ts.pin.quarantined {
 		held[q.Tool] = true
 	}
-	s.mu.Unlock()
+	ts.mu.Unlock()
 	return slices.DeleteFunc(slices.Clone(tools), func(t *tool.Tool) bool { return held[t.Origin.Name] })
 }
 
@@ -207,9 +203,9 @@ func annotationsJSON(a *mcp.ToolAnnotations) json.RawMessage {
 }
 
 // descriptionLimit is the effective Options.MaxDescription.
-func (s *Server) descriptionLimit() int {
-	if s.opts.MaxDescription > 0 {
-		return s.opts.MaxDescription
+func (ts *toolSet) descriptionLimit() int {
+	if ts.set.opts.MaxDescription > 0 {
+		return ts.set.opts.MaxDescription
 	}
 	return config.DefaultMaxDescription
 }
@@ -217,21 +213,21 @@ func (s *Server) descriptionLimit() int {
 // noteToolCount reports a listing of more than MaxTools tools (a warning
 // and a tools.exceeded event) when the server crosses the limit: at its
 // first listing or when a re-listing grows past it.
-func (s *Server) noteToolCount(n int) {
-	limit := s.opts.MaxTools
+func (ts *toolSet) noteToolCount(n int) {
+	limit := ts.set.opts.MaxTools
 	if limit <= 0 {
 		limit = config.DefaultMaxTools
 	}
-	s.mu.Lock()
-	before := s.pin.listed
-	s.pin.listed = n
-	s.mu.Unlock()
+	ts.mu.Lock()
+	before := ts.pin.listed
+	ts.pin.listed = n
+	ts.mu.Unlock()
 	if n <= limit || before > limit {
 		return
 	}
-	s.logger.Warn("server lists more tools than the limit; every tool is still registered (raise security.maxTools or filter with onlyTools/excludeTools)",
-		"server", s.cfg.Name, "tools", n, "limit", limit)
-	s.record(audit.Event{Kind: audit.ToolsExceeded, Tools: n, Limit: limit})
+	ts.set.logger.Warn("server lists more tools than the limit; every tool is still registered (raise security.maxTools or filter with onlyTools/excludeTools)",
+		"server", ts.set.cfg.Name, "tools", n, "limit", limit)
+	ts.set.record(audit.Event{Kind: audit.ToolsExceeded, Tools: n, Limit: limit})
 }
 
 // PinScope is the scope of cfg's pins (see [pins.Scope]): the server's
@@ -262,8 +258,8 @@ func PinScope(cfg config.Server) pins.Scope {
 }
 
 // pinningOn reports whether the server's tools are checked against pins.
-func (s *Server) pinningOn() bool {
-	return s.opts.Pins != nil && s.opts.PinMode != pins.Off
+func (ts *toolSet) pinningOn() bool {
+	return ts.set.opts.Pins != nil && ts.set.opts.PinMode != pins.Off
 }
 
 // checkPins checks a listing's definitions against the pins and returns the
@@ -275,37 +271,37 @@ func (s *Server) pinningOn() bool {
 // When the check itself fails, enforce mode returns an error wrapping
 // [ErrPinsUnavailable]; warn mode logs it, records pins.failed, and lets
 // every tool in.
-func (s *Server) checkPins(ctx context.Context, defs []pins.Definition) (map[string]Quarantine, error) {
-	if !s.pinningOn() {
-		s.setQuarantined(nil, nil)
+func (ts *toolSet) checkPins(ctx context.Context, defs []pins.Definition) (map[string]Quarantine, error) {
+	if !ts.pinningOn() {
+		ts.setQuarantined(nil, nil)
 		return nil, nil
 	}
-	mode := s.opts.PinMode
-	rep, err := s.opts.Pins.Check(ctx, PinScope(s.cfg), defs, mode)
+	mode := ts.set.opts.PinMode
+	rep, err := ts.set.opts.Pins.Check(ctx, PinScope(ts.set.cfg), defs, mode)
 	if err != nil {
 		if mode == pins.Enforce {
-			s.record(audit.Event{Kind: audit.PinsFailed, Reason: "withheld", Error: err.Error()})
-			return nil, fmt.Errorf("server %q: %w: %w", s.cfg.Name, ErrPinsUnavailable, err)
+			ts.set.record(audit.Event{Kind: audit.PinsFailed, Reason: "withheld", Error: err.Error()})
+			return nil, fmt.Errorf("server %q: %w: %w", ts.set.cfg.Name, ErrPinsUnavailable, err)
 		}
-		s.logger.Error("tool pins cannot be checked; registering the server's tools UNCHECKED (pins mode warn; in enforce mode the server would not start)",
-			"server", s.cfg.Name, "error", s.secrets.String(err.Error()))
-		s.record(audit.Event{Kind: audit.PinsFailed, Reason: "unchecked", Error: err.Error()})
-		s.setQuarantined(nil, nil)
+		ts.set.logger.Error("tool pins cannot be checked; registering the server's tools UNCHECKED (pins mode warn; in enforce mode the server would not start)",
+			"server", ts.set.cfg.Name, "error", ts.set.secrets.String(err.Error()))
+		ts.set.record(audit.Event{Kind: audit.PinsFailed, Reason: "unchecked", Error: err.Error()})
+		ts.setQuarantined(nil, nil)
 		return nil, nil
 	}
 
 	held := map[string]Quarantine{}
 	var quarantined []Quarantine
 	current := map[string]string{} // unapproved tools, for the next report
-	s.mu.Lock()
-	reported := s.pin.reported
-	s.mu.Unlock()
+	ts.mu.Lock()
+	reported := ts.pin.reported
+	ts.mu.Unlock()
 	for _, d := range rep.Decisions {
 		switch d.Action {
 		case pins.Allow:
 			if d.Status == pins.FirstUse {
-				s.logger.Info("tool pinned on first use", "server", s.cfg.Name, "tool", d.Tool, "fingerprint", d.New)
-				s.record(audit.Event{Kind: audit.ToolPinned, Original: d.Tool, Fingerprint: d.New, Reason: "first-use"})
+				ts.set.logger.Info("tool pinned on first use", "server", ts.set.cfg.Name, "tool", d.Tool, "fingerprint", d.New)
+				ts.set.record(audit.Event{Kind: audit.ToolPinned, Original: d.Tool, Fingerprint: d.New, Reason: "first-use"})
 			}
 			continue
 		case pins.Quarantine:
@@ -317,22 +313,22 @@ func (s *Server) checkPins(ctx context.Context, defs []pins.Definition) (map[str
 		if fp, ok := reported[d.Tool]; ok && fp == d.New {
 			continue
 		}
-		s.reportUnapproved(d)
+		ts.reportUnapproved(d)
 	}
-	s.setQuarantined(quarantined, current)
+	ts.setQuarantined(quarantined, current)
 	return held, nil
 }
 
 // setQuarantined records the latest check's outcome.
-func (s *Server) setQuarantined(q []Quarantine, reported map[string]string) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	s.pin.quarantined, s.pin.reported = q, reported
+func (ts *toolSet) setQuarantined(q []Quarantine, reported map[string]string) {
+	ts.mu.Lock()
+	defer ts.mu.Unlock()
+	ts.pin.quarantined, ts.pin.reported = q, reported
 }
 
 // reportUnapproved logs and audits one tool that is not what the operator
 // approved: quarantined in enforce mode, registered anyway in warn mode.
-func (s *Server) reportUnapproved(d pins.Decision) {
+func (ts *toolSet) reportUnapproved(d pins.Decision) {
 	var why string
 	switch d.Status {
 	case pins.Added:
@@ -342,16 +338,16 @@ func (s *Server) reportUnapproved(d pins.Decision) {
 	case pins.Invalid:
 		why = "its definition cannot be fingerprinted: " + d.Err.Error()
 	case pins.Renamed:
-		why = fmt.Sprintf("it was approved as %q, and would now be registered as %q (its prefix changed?)", d.Registered, registeredName(prefixOf(s.cfg), d.Tool))
+		why = fmt.Sprintf("it was approved as %q, and would now be registered as %q (its prefix changed?)", d.Registered, registeredName(prefixOf(ts.set.cfg), d.Tool))
 	default:
 		why = "it is not approved (" + d.Status.String() + ")"
 	}
-	approve := fmt.Sprintf("toolwire pins approve %s/%s", s.cfg.Name, d.Tool)
+	approve := fmt.Sprintf("toolwire pins approve %s/%s", ts.set.cfg.Name, d.Tool)
 	ev := audit.Event{Original: d.Tool, Reason: d.Status.String(), Pinned: d.Old, Fingerprint: d.New, Fields: d.Fields}
 	if d.Err != nil {
 		ev.Error = d.Err.Error()
 	}
-	attrs := []any{"server", s.cfg.Name, "tool", d.Tool, "status", d.Status.String()}
+	attrs := []any{"server", ts.set.cfg.Name, "tool", d.Tool, "status", d.Status.String()}
 	if len(d.Fields) > 0 {
 		attrs = append(attrs, "changed", strings.Join(d.Fields, ","))
 	}
@@ -366,15 +362,15 @@ func (s *Server) reportUnapproved(d pins.Decision) {
 	switch {
 	case d.Action == pins.Quarantine:
 		ev.Kind = audit.ToolQuarantined
-		s.logger.Warn("tool quarantined (not registered): "+why+"; if the change is expected, approve it with: "+approve, attrs...)
+		ts.set.logger.Warn("tool quarantined (not registered): "+why+"; if the change is expected, approve it with: "+approve, attrs...)
 	case d.Noticed:
 		// An earlier command already warned about this very definition
 		// of a new tool; the audit still records that it runs unapproved.
 		ev.Kind = audit.ToolUnapproved
-		s.logger.Debug("tool registered though not approved (pins mode warn), as reported before: "+why, attrs...)
+		ts.set.logger.Debug("tool registered though not approved (pins mode warn), as reported before: "+why, attrs...)
 	default:
 		ev.Kind = audit.ToolUnapproved
-		s.logger.Warn("tool registered though not approved (pins mode warn): "+why+"; if the change is expected, approve it with: "+approve, attrs...)
+		ts.set.logger.Warn("tool registered though not approved (pins mode warn): "+why+"; if the change is expected, approve it with: "+approve, attrs...)
 	}
-	s.record(ev)
+	ts.set.record(ev)
 }

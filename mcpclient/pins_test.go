@@ -445,7 +445,7 @@ func TestPinsDuplicateToolName(t *testing.T) {
 	_, defs := prepare(httpConfig("srv", ""), listing, 0)
 	for _, mode := range []pins.Mode{pins.Enforce, pins.Warn} {
 		s := newServer(httpConfig("srv", ""), confirmingRegistry(), &Options{Pins: pinStore(t), PinMode: mode})
-		held, err := s.checkPins(context.Background(), defs)
+		held, err := s.tools.checkPins(context.Background(), defs)
 		switch {
 		case mode == pins.Enforce && (!errors.Is(err, ErrPinsUnavailable) || !errors.Is(err, pins.ErrDuplicateTool)):
 			t.Errorf("enforce: checkPins = %v, want ErrPinsUnavailable wrapping ErrDuplicateTool", err)

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
@@ -23,14 +24,79 @@ type RelayCapabilities struct {
 	Elicitation bool // elicitation/create
 }
 
-// A server's log lines, sampling and elicitation requests arrive apart from
-// the call they belong to: over stdio, and in the protocol versions before
-// 2026-07-28, nothing in them says which call that is. They are routed by
-// what the calls in flight make certain, and dropped or declined when
-// nothing does (see [inflight.route]).
+// router routes what a server sends during a call to that call's caller:
+// progress reports by the token the call carries; log lines and
+// elicitation and sampling requests, which arrive apart from the call they
+// belong to (over stdio, and in the protocol versions before 2026-07-28,
+// nothing in them says which call that is), by what the calls in flight
+// make certain, dropped or declined when nothing does (see
+// [inflight.route]). It also holds each call's result back until the
+// reports read before it were relayed (see [arrivals]). Its locks are those
+// of its parts; none is held while a caller is reached.
+type router struct {
+	set *settings
+
+	progress  sync.Map // progress token (string) -> progressTarget
+	nextToken atomic.Uint64
+	calls     inflight // for routing log lines and requests to callers
+	arrivals  arrivals // for keeping reports ahead of results
+}
+
+// progressTarget is where one in-flight call's progress reports go.
+type progressTarget struct {
+	ctx    context.Context
+	caller tool.Caller
+}
+
+// beginCall counts a tools/call with params as in flight until end is
+// called and, when ctx carries a [tool.Caller], gives it a progress token
+// whose reports go to that caller.
+func (r *router) beginCall(ctx context.Context, params *mcp.CallToolParams) (end func()) {
+	ref := r.calls.begin(ctx)
+	caller := tool.CallerFrom(ctx)
+	if caller == nil {
+		return func() { r.calls.end(ref) }
+	}
+	token := fmt.Sprintf("toolwire-%d", r.nextToken.Add(1))
+	r.progress.Store(token, progressTarget{ctx: ctx, caller: caller})
+	params.SetProgressToken(token)
+	return func() {
+		r.progress.Delete(token)
+		r.calls.end(ref)
+	}
+}
+
+// track counts a request other than a tool call (a resource read, a
+// prompt get, a completion) as in flight until done is called. The server
+// may log or ask for input while serving it, just as while serving a
+// call, so meanwhile nothing it sends is taken for a concurrent call's: it
+// reaches the caller ctx carries (see [tool.WithCaller]) only when this
+// request is alone in flight, and otherwise no caller.
+func (r *router) track(ctx context.Context) (done func()) {
+	ref := r.calls.begin(ctx)
+	return func() { r.calls.end(ref) }
+}
+
+// catchUp returns once the reports read so far were relayed, ctx ends, or
+// arrivalsGrace passes.
+func (r *router) catchUp(ctx context.Context) { r.arrivals.catchUp(ctx) }
+
+func (r *router) onProgress(_ context.Context, req *mcp.ProgressNotificationClientRequest) {
+	defer r.arrivals.noteHandled()
+	token, ok := req.Params.ProgressToken.(string)
+	if !ok {
+		return
+	}
+	v, ok := r.progress.Load(token)
+	if !ok {
+		return // a report for a call that has ended, or not ours
+	}
+	t := v.(progressTarget)
+	t.caller.Progress(t.ctx, tool.Progress{Progress: req.Params.Progress, Total: req.Params.Total, Message: req.Params.Message})
+}
 
 // inflight tracks a server's calls in flight, and the other requests made
-// of it (see [Server.Track]), to route what the server sends outside any
+// of it (see [router.track]), to route what the server sends outside any
 // request to the caller it belongs to.
 type inflight struct {
 	mu    sync.Mutex
@@ -120,22 +186,22 @@ func (f *inflight) route(ctx context.Context, afterwards bool) (tool.Caller, con
 
 // onLog passes a server's log line to the caller it belongs to, or to the
 // local logger.
-func (s *Server) onLog(ctx context.Context, req *mcp.LoggingMessageRequest) {
-	defer s.arrivals.noteHandled()
+func (r *router) onLog(ctx context.Context, req *mcp.LoggingMessageRequest) {
+	defer r.arrivals.noteHandled()
 	p := req.Params
 	data, err := json.Marshal(p.Data)
 	if err != nil {
 		return
 	}
-	if caller, cctx := s.calls.route(ctx, true); caller != nil {
-		if r, ok := caller.(tool.LogReceiver); ok {
+	if caller, cctx := r.calls.route(ctx, true); caller != nil {
+		if lr, ok := caller.(tool.LogReceiver); ok {
 			cctx, cancel := context.WithTimeout(cctx, 5*time.Second)
 			defer cancel()
-			r.Log(cctx, tool.LogMessage{Level: string(p.Level), Logger: p.Logger, Data: data})
+			lr.Log(cctx, tool.LogMessage{Level: string(p.Level), Logger: p.Logger, Data: data})
 			return
 		}
 	}
-	s.logger.Debug("server log message", "server", s.cfg.Name, "level", string(p.Level), "logger", p.Logger, "data", s.secrets.String(string(data)))
+	r.set.logger.Debug("server log message", "server", r.set.cfg.Name, "level", string(p.Level), "logger", p.Logger, "data", r.set.secrets.String(string(data)))
 }
 
 // errNoCaller is wrapped when a server's request cannot be relayed.
@@ -143,15 +209,15 @@ var errNoCaller = errors.New("no caller to ask")
 
 // ask relays a server's request to the caller of the call it belongs to,
 // decoding the answer into out.
-func (s *Server) ask(ctx context.Context, kind tool.RequestKind, params, out any) error {
-	caller, cctx := s.calls.route(ctx, false)
+func (r *router) ask(ctx context.Context, kind tool.RequestKind, params, out any) error {
+	caller, cctx := r.calls.route(ctx, false)
 	asker, ok := caller.(tool.Asker)
 	if !ok {
 		why := "no call in flight can take it"
 		if caller == nil {
 			why = "it cannot be matched to a single call in flight"
 		}
-		return fmt.Errorf("toolwire declined %s from server %q: %s: %w", kind, s.cfg.Name, why, errNoCaller)
+		return fmt.Errorf("toolwire declined %s from server %q: %s: %w", kind, r.set.cfg.Name, why, errNoCaller)
 	}
 	raw, err := json.Marshal(params)
 	if err != nil {
@@ -159,202 +225,25 @@ func (s *Server) ask(ctx context.Context, kind tool.RequestKind, params, out any
 	}
 	answer, err := asker.Ask(cctx, kind, raw)
 	if err != nil {
-		return fmt.Errorf("%s from server %q: %w", kind, s.cfg.Name, err)
+		return fmt.Errorf("%s from server %q: %w", kind, r.set.cfg.Name, err)
 	}
 	return json.Unmarshal(answer, out)
 }
 
-func (s *Server) onElicit(ctx context.Context, req *mcp.ElicitRequest) (*mcp.ElicitResult, error) {
+func (r *router) onElicit(ctx context.Context, req *mcp.ElicitRequest) (*mcp.ElicitResult, error) {
 	var res mcp.ElicitResult
-	if err := s.ask(ctx, tool.Elicitation, req.Params, &res); err != nil {
+	if err := r.ask(ctx, tool.Elicitation, req.Params, &res); err != nil {
 		return nil, err
 	}
 	return &res, nil
 }
 
-func (s *Server) onSample(ctx context.Context, req *mcp.CreateMessageRequest) (*mcp.CreateMessageResult, error) {
+func (r *router) onSample(ctx context.Context, req *mcp.CreateMessageRequest) (*mcp.CreateMessageResult, error) {
 	var res mcp.CreateMessageResult
-	if err := s.ask(ctx, tool.Sampling, req.Params, &res); err != nil {
+	if err := r.ask(ctx, tool.Sampling, req.Params, &res); err != nil {
 		return nil, err
 	}
 	return &res, nil
-}
-
-// watchers are told when what a server offers besides tools may have
-// changed, and when a subscribed resource was updated.
-type watchers struct {
-	mu   sync.Mutex
-	next int
-	set  map[int]watcher
-}
-
-type watcher struct {
-	changed func()
-	updated func(uri string)
-}
-
-func (w *watchers) add(x watcher) (stop func()) {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	if w.set == nil {
-		w.set = map[int]watcher{}
-	}
-	id := w.next
-	w.next++
-	w.set[id] = x
-	return func() {
-		w.mu.Lock()
-		defer w.mu.Unlock()
-		delete(w.set, id)
-	}
-}
-
-// each calls f for every watcher, with the lock released: a watcher may
-// stop itself, add another, or call back into the server.
-func (w *watchers) each(f func(watcher)) {
-	w.mu.Lock()
-	set := make([]watcher, 0, len(w.set))
-	for _, x := range w.set {
-		set = append(set, x)
-	}
-	w.mu.Unlock()
-	for _, x := range set {
-		f(x)
-	}
-}
-
-// Watch calls changed whenever the resources, resource templates or prompts
-// the server offers may have changed: a session was established (at start
-// or after a reconnect), the server announced a changed list, or it failed
-// for good or was closed (then [Server.Session] is nil). It calls updated
-// with a resource's URI when the server reports that a subscribed resource
-// changed. Both are called from the server's message handling and its
-// lifecycle, with none of the server's locks held, so they may call back
-// into it ([Server.Status], [Server.Session]); they must not block. stop
-// ends the calls.
-func (s *Server) Watch(changed func(), updated func(uri string)) (stop func()) {
-	return s.watchers.add(watcher{changed: changed, updated: updated})
-}
-
-func (s *Server) catalogChanged() {
-	s.watchers.each(func(w watcher) {
-		if w.changed != nil {
-			w.changed()
-		}
-	})
-}
-
-func (s *Server) onListChanged(context.Context, *mcp.ResourceListChangedRequest) { s.catalogChanged() }
-func (s *Server) onPromptsChanged(context.Context, *mcp.PromptListChangedRequest) {
-	s.catalogChanged()
-}
-
-func (s *Server) onResourceUpdated(_ context.Context, req *mcp.ResourceUpdatedNotificationRequest) {
-	s.watchers.each(func(w watcher) {
-		if w.updated != nil {
-			w.updated(req.Params.URI)
-		}
-	})
-}
-
-// Session returns the live MCP session while the server is Ready, or nil.
-// Requests made on it are not bounded by the server's timeout; give them a
-// context that is, and count them in flight with [Server.Track].
-func (s *Server) Session() *mcp.ClientSession {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.state != Ready || s.conn == nil {
-		return nil
-	}
-	return s.conn.session
-}
-
-// Track counts a request made on [Server.Session] (a resource read, a
-// prompt get, a completion) as in flight until done is called. The server
-// may log or ask for input while serving it, just as while serving a
-// call, so meanwhile nothing it sends is taken for a concurrent call's: it
-// reaches the caller ctx carries (see [tool.WithCaller]) only when this
-// request is alone in flight, and otherwise no caller.
-func (s *Server) Track(ctx context.Context) (done func()) {
-	ref := s.calls.begin(ctx)
-	return func() { s.calls.end(ref) }
-}
-
-// Prefix returns the prefix of the server's registered tool names (and of
-// anything else served under its name).
-func (s *Server) Prefix() string { return sanitize(prefixOf(s.cfg)) }
-
-// Timeout returns the bound on each of the server's requests.
-func (s *Server) Timeout() time.Duration { return s.timeout }
-
-// SetLogLevel asks the server for log lines at level and above
-// (logging/setLevel), now and after every reconnect.
-func (s *Server) SetLogLevel(ctx context.Context, level mcp.LoggingLevel) error {
-	s.mu.Lock()
-	s.logLevel = level
-	s.mu.Unlock()
-	return s.applyLogLevel(ctx)
-}
-
-// Subscribe asks the server for notifications/resources/updated about uri,
-// now and after every reconnect. Subscriptions are kept for the server's
-// life.
-func (s *Server) Subscribe(ctx context.Context, uri string) error {
-	s.mu.Lock()
-	if s.subscribed == nil {
-		s.subscribed = map[string]bool{}
-	}
-	s.subscribed[uri] = true
-	s.mu.Unlock()
-	session := s.Session()
-	if session == nil {
-		return nil // applied when the session is back
-	}
-	defer s.Track(ctx)()
-	ctx, cancel := context.WithTimeout(ctx, s.timeout)
-	defer cancel()
-	if err := session.Subscribe(ctx, &mcp.SubscribeParams{URI: uri}); err != nil {
-		return s.masked(err)
-	}
-	return nil
-}
-
-func (s *Server) applyLogLevel(ctx context.Context) error {
-	s.mu.Lock()
-	level := s.logLevel
-	s.mu.Unlock()
-	session := s.Session()
-	if level == "" || session == nil {
-		return nil
-	}
-	defer s.Track(ctx)()
-	ctx, cancel := context.WithTimeout(ctx, s.timeout)
-	defer cancel()
-	if err := session.SetLoggingLevel(ctx, &mcp.SetLoggingLevelParams{Level: level}); err != nil {
-		return s.masked(err)
-	}
-	return nil
-}
-
-// restoreSession re-applies the log level and subscriptions to a new
-// session and tells the watchers. Failures are logged: the session serves
-// tools without them.
-func (s *Server) restoreSession(ctx context.Context) {
-	if err := s.applyLogLevel(ctx); err != nil && ctx.Err() == nil {
-		s.logger.Warn("could not set the log level", "server", s.cfg.Name, "error", err)
-	}
-	s.mu.Lock()
-	uris := make([]string, 0, len(s.subscribed))
-	for uri := range s.subscribed {
-		uris = append(uris, uri)
-	}
-	s.mu.Unlock()
-	for _, uri := range uris {
-		if err := s.Subscribe(ctx, uri); err != nil && ctx.Err() == nil {
-			s.logger.Warn("could not subscribe to a resource", "server", s.cfg.Name, "uri", uri, "error", err)
-		}
-	}
-	s.catalogChanged()
 }
 
 // arrivals keeps a call's log lines and progress reports ahead of its
@@ -463,7 +352,3 @@ func (c *watchedConn) Write(ctx context.Context, m jsonrpc.Message) error {
 	noteWrite(ctx, m, err)
 	return err
 }
-
-// Mask returns err with every secret of the server's configuration (values
-// expanded from placeholders) masked in its text, still wrapping err.
-func (s *Server) Mask(err error) error { return s.masked(err) }

@@ -188,13 +188,13 @@ func TestAskSaysWhyARequestIsDeclined(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			s := &Server{cfg: config.Server{Name: "up"}}
-			tc.calls(&s.calls)
+			r := &router{set: &settings{cfg: config.Server{Name: "up"}}}
+			tc.calls(&r.calls)
 			var out struct {
 				Action  string            `json:"action"`
 				Content map[string]string `json:"content"`
 			}
-			err := s.ask(context.Background(), tool.Elicitation, map[string]string{"message": "hi"}, &out)
+			err := r.ask(context.Background(), tool.Elicitation, map[string]string{"message": "hi"}, &out)
 			if tc.wantErr == "" {
 				if err != nil {
 					t.Fatalf("ask: %v", err)
@@ -245,7 +245,7 @@ func TestReportsSentBeforeTheResultReachTheCallerFirst(t *testing.T) {
 			}
 			reg := confirmingRegistry()
 			s := connect(t, cfg, reg, nil)
-			if err := s.SetLogLevel(boundedCtx(t, waitTime), "debug"); err != nil {
+			if err := s.Catalog().SetLogLevel(boundedCtx(t, waitTime), "debug"); err != nil {
 				t.Fatalf("SetLogLevel: %v", err)
 			}
 			ex := tool.NewExecutor(reg, nil)

@@ -3,20 +3,171 @@ package mcpclient
 import (
 	"context"
 	"errors"
+	"fmt"
 	"math/rand/v2"
-	"slices"
+	"sync"
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
+	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"github.com/toolwire/toolwire/audit"
 	"github.com/toolwire/toolwire/tool"
 )
 
-// supervise watches the live connection until Close: a lost session is
+// supervisor owns a server's session and its lifecycle: the first start,
+// the state machine (see [State]), the live connection, reconnecting when
+// the session is lost, re-listing when the tools change, and the order of
+// Close. What the tools are, what the server sends during a call and what
+// it offers besides tools are the other parts' (see [Server]); the
+// supervisor tells them when the session changes.
+//
+// Its lock guards the state and the live connection only, and is never
+// held while another part runs: the tool set's registry watchers and the
+// catalog's watchers may call back into the server.
+type supervisor struct {
+	set   *settings
+	dial  *dialer
+	tools *toolSet
+	cat   *Catalog
+
+	relist  chan struct{}   // list_changed arrived; capacity 1
+	stopCtx context.Context // ends when close is called
+	stop    context.CancelFunc
+	done    chan struct{} // closed when run has returned
+
+	mu          sync.Mutex
+	state       State
+	since       time.Time
+	lastErr     error
+	attempt     int
+	conn        *conn // the live connection; nil unless Ready
+	supervising bool  // run was started; it closes done
+
+	closeOnce sync.Once
+	closeErr  error
+}
+
+func newSupervisor(set *settings, tools *toolSet, cat *Catalog) *supervisor {
+	s := &supervisor{set: set, tools: tools, cat: cat,
+		relist: make(chan struct{}, 1),
+		done:   make(chan struct{}),
+		state:  Configured, since: time.Now(),
+	}
+	s.stopCtx, s.stop = context.WithCancel(context.Background())
+	return s
+}
+
+// start makes the first connection and, on success, starts supervising.
+// On failure the server is Failed with the reason recorded.
+func (s *supervisor) start(ctx context.Context) error {
+	cfg := s.set.cfg
+	if state := s.currentState(); state != Configured {
+		return fmt.Errorf("server %q: already started (%s)", cfg.Name, state)
+	}
+	if _, err := parseTiers(cfg); err != nil {
+		err = fmt.Errorf("server %q: %w", cfg.Name, err)
+		s.fail("configure", err)
+		return err
+	}
+	if s.set.opts.Pins != nil && !s.set.opts.PinMode.Valid() {
+		// As in package pins, a mode never set is not taken to mean off.
+		err := fmt.Errorf("server %q: pins: no valid pin mode set (%s); want off, warn or enforce", cfg.Name, s.set.opts.PinMode)
+		s.fail("configure", err)
+		return err
+	}
+	ctx, cancel := contextOf(ctx, s.stopCtx) // Close aborts a start in progress
+	defer cancel()
+	c, err := s.establish(ctx, false)
+	if err != nil {
+		return err
+	}
+	// close calls stop before it reads supervising, so checking stopCtx
+	// here, under the lock, means either close waits for run or run does
+	// not start.
+	s.mu.Lock()
+	closed := s.stopCtx.Err() != nil
+	s.supervising = !closed
+	s.mu.Unlock()
+	if closed {
+		_ = c.close()
+		return errClosed
+	}
+	s.set.record(audit.Event{Kind: audit.ServerStarted, Transport: cfg.Transport, Tools: s.tools.count()})
+	go s.run(c)
+	return nil
+}
+
+// errClosed is why a start or reconnect that raced with Close gave up.
+var errClosed = errors.New("server closed")
+
+// establish connects, lists, adapts and registers, moving through
+// Connecting, Initializing and Discovering to Ready, then restores the
+// catalog's subscriptions and log level on the new session. On a reconnect
+// (again), the server's previous tools are swapped for the new ones in one
+// step. A failure leaves the server in the phase where it failed for the
+// caller to move on from, except that a first start moves to Failed.
+func (s *supervisor) establish(ctx context.Context, again bool) (*conn, error) {
+	phase := "connect"
+	fail := func(err error) (*conn, error) {
+		if !again {
+			s.fail(phase, err)
+		}
+		return nil, err
+	}
+	expanded, err := s.dial.expand()
+	if err != nil {
+		return fail(err)
+	}
+	s.moveTo(Connecting, nil)
+	c, err := s.dial.dial(ctx, s.stopCtx, expanded, func() { s.moveTo(Initializing, nil) })
+	if err != nil {
+		return fail(err)
+	}
+	phase = "discover"
+	s.moveTo(Discovering, nil)
+	d, err := s.tools.discover(ctx, c)
+	if err == nil {
+		err = s.activate(c, d)
+	}
+	if err != nil {
+		_ = c.close()
+		return fail(err)
+	}
+	s.cat.restore(ctx)
+	for _, sk := range d.skipped {
+		s.set.logger.Warn("tool left out", "server", s.set.cfg.Name, "tool", sk.Name, "reason", sk.Reason)
+	}
+	for _, w := range d.warnings {
+		s.set.logger.Warn(w)
+	}
+	return c, nil
+}
+
+// activate makes d's tools the registered ones and c the live connection,
+// and moves to Ready. Close either comes first (registering then fails
+// with errClosed, and the caller closes c) or finds c to close.
+func (s *supervisor) activate(c *conn, d *discovery) error {
+	left, err := s.tools.install(d.tools)
+	if err != nil {
+		return err
+	}
+	d.skipped = append(d.skipped, left...)
+	s.tools.setReport(d.skipped, d.warnings)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.state == Stopped {
+		return errClosed
+	}
+	s.conn, s.attempt = c, 0
+	s.moveLocked(Ready, nil)
+	return nil
+}
+
+// run watches the live connection until Close: a lost session is
 // re-established (see reconnect) and a list_changed notification re-lists
 // the tools. It returns when the server is closed or has failed for good,
 // and closes s.done.
-func (s *Server) supervise(c *conn) {
+func (s *supervisor) run(c *conn) {
 	defer close(s.done)
 	for {
 		select {
@@ -28,8 +179,17 @@ func (s *Server) supervise(c *conn) {
 				return
 			}
 		case <-s.relist:
-			s.refresh(c)
+			s.tools.refresh(s.stopCtx, c)
 		}
+	}
+}
+
+// onToolsChanged notes a notifications/tools/list_changed for run; several
+// in a row fold into one re-listing.
+func (s *supervisor) onToolsChanged(context.Context, *mcp.ToolListChangedRequest) {
+	select {
+	case s.relist <- struct{}{}:
+	default:
 	}
 }
 
@@ -39,20 +199,21 @@ func (s *Server) supervise(c *conn) {
 // meanwhile (their calls fail fast as unavailable) and are swapped for the
 // new listing in one step. It returns the new connection, or nil when the
 // server was closed or has Failed.
-func (s *Server) reconnect(old *conn) *conn {
+func (s *supervisor) reconnect(old *conn) *conn {
 	// The session may still be open when calls kept failing in its
 	// transport: close it before anything else (Wait would block on it).
 	cause := old.lostCause()
 	_ = old.close()
 	s.moveTo(Degraded, cause)
-	for attempt := 1; attempt <= s.policy.MaxAttempts; attempt++ {
+	name := s.set.cfg.Name
+	for attempt := 1; attempt <= s.set.policy.MaxAttempts; attempt++ {
 		wait := s.backoff(attempt)
 		s.mu.Lock()
 		s.attempt = attempt
 		s.moveLocked(Reconnecting, nil)
 		s.mu.Unlock()
-		s.logger.Warn("server lost; reconnecting", "server", s.cfg.Name, "attempt", attempt, "backoff", wait, "cause", s.secrets.String(cause.Error()))
-		s.record(audit.Event{Kind: audit.ServerDegraded, Attempt: attempt, Backoff: wait, Error: cause.Error()})
+		s.set.logger.Warn("server lost; reconnecting", "server", name, "attempt", attempt, "backoff", wait, "cause", s.set.secrets.String(cause.Error()))
+		s.set.record(audit.Event{Kind: audit.ServerDegraded, Attempt: attempt, Backoff: wait, Error: cause.Error()})
 
 		timer := time.NewTimer(wait)
 		select {
@@ -63,8 +224,8 @@ func (s *Server) reconnect(old *conn) *conn {
 		}
 		c, err := s.establish(s.stopCtx, true)
 		if err == nil {
-			s.logger.Info("server reconnected", "server", s.cfg.Name, "attempt", attempt)
-			s.record(audit.Event{Kind: audit.ServerReconnected, Attempt: attempt, Tools: s.toolCount()})
+			s.set.logger.Info("server reconnected", "server", name, "attempt", attempt)
+			s.set.record(audit.Event{Kind: audit.ServerReconnected, Attempt: attempt, Tools: s.tools.count()})
 			return c
 		}
 		if s.stopCtx.Err() != nil {
@@ -90,109 +251,150 @@ func transient(err error) bool {
 
 // backoff is the wait before the given attempt: Initial doubled per attempt,
 // capped at Max, minus a random jitter of up to half.
-func (s *Server) backoff(attempt int) time.Duration {
-	d := s.policy.Initial
-	for i := 1; i < attempt && d < s.policy.Max; i++ {
+func (s *supervisor) backoff(attempt int) time.Duration {
+	p := s.set.policy
+	d := p.Initial
+	for i := 1; i < attempt && d < p.Max; i++ {
 		d *= 2
 	}
-	d = min(d, s.policy.Max)
+	d = min(d, p.Max)
 	return d/2 + rand.N(d/2+1)
 }
 
-// refresh re-lists the tools after notifications/tools/list_changed and
-// applies the difference in one step; tools that pinning quarantines leave
-// the registry. A listing that fails, or whose tools cannot be registered,
-// leaves the current tools in place, less any that pinning has just
-// quarantined; a lost session is the watcher's to notice. A listing that
-// pinning in enforce mode cannot check withdraws every tool of the server
-// instead: what the server offers now is unverified, and the tools
-// registered before would call it.
-func (s *Server) refresh(c *conn) {
+// moveTo changes the state, which must be a legal move from the current one
+// (see [State.CanMoveTo]); an illegal move is a bug and panics. Moving to
+// the current state is a no-op.
+func (s *supervisor) moveTo(next State, err error) {
 	s.mu.Lock()
-	before, skipped, warnings := s.tools, s.skipped, s.warnings
-	s.mu.Unlock()
-	var tools []*tool.Tool
-	d, err := s.discover(s.stopCtx, c)
-	if s.stopCtx.Err() != nil {
-		// Close cut the re-listing short: toolwire is exiting, the
-		// tools are about to go, and nothing failed worth a word.
-		return
-	}
-	switch {
-	case errors.Is(err, ErrPinsUnavailable):
-		s.logger.Error("tools changed, but they cannot be checked against their pins; withdrawing every tool of the server until they can",
-			"server", s.cfg.Name, "error", s.secrets.String(err.Error()))
-	case err != nil:
-		s.logger.Warn("tools changed, but re-listing failed; keeping the current tools", "server", s.cfg.Name, "error", s.secrets.String(err.Error()))
-		tools = s.withoutQuarantined(before)
-	default:
-		tools, skipped, warnings = d.tools, d.skipped, d.warnings
-	}
-	added, removed, changed := diffTools(before, tools)
-	if len(added)+len(removed)+len(changed) == 0 {
-		s.mu.Lock()
-		s.skipped, s.warnings = skipped, warnings
-		s.mu.Unlock()
-		return
-	}
-	left, err := s.install(tools)
-	if err != nil {
-		if errors.Is(err, errClosed) {
-			return
-		}
-		s.logger.Warn("tools changed, but the new tools could not be registered; keeping the current ones", "server", s.cfg.Name, "error", s.secrets.String(err.Error()))
-		// Taking tools away cannot clash with another server's names.
-		if tools = s.withoutQuarantined(before); len(tools) == len(before) {
-			return
-		}
-		if _, err := s.install(tools); err != nil {
-			return
-		}
-		added, removed, changed = diffTools(before, tools)
-	} else {
-		for _, sk := range left {
-			s.logger.Warn("tool left out", "server", s.cfg.Name, "tool", sk.Name, "reason", sk.Reason)
-		}
-		tools = s.registered()
-		added, removed, changed = diffTools(before, tools)
-		s.mu.Lock()
-		s.skipped, s.warnings = append(skipped, left...), warnings
-		s.mu.Unlock()
-		if len(added)+len(removed)+len(changed) == 0 {
-			return // only tools that stay left out, as before
-		}
-	}
-	s.logger.Info("tools changed", "server", s.cfg.Name, "added", len(added), "removed", len(removed), "changed", len(changed))
-	s.record(audit.Event{Kind: audit.ToolsChanged, Added: added, Removed: removed, Changed: changed, Tools: len(tools)})
+	defer s.mu.Unlock()
+	s.moveLocked(next, err)
 }
 
-// diffTools compares two listings by registered name: a tool is changed
-// when its description, schema, tier or original name differ.
-func diffTools(before, after []*tool.Tool) (added, removed, changed []string) {
-	old := make(map[string]*tool.Tool, len(before))
-	for _, t := range before {
-		old[t.Name] = t
+func (s *supervisor) moveLocked(next State, err error) {
+	// Stopped is final: a connection attempt that raced with Close finds
+	// out when it next takes the lock, and its moves are ignored.
+	if s.state == next || s.state == Stopped {
+		return
 	}
-	seen := make(map[string]bool, len(after))
-	for _, t := range after {
-		seen[t.Name] = true
-		o, ok := old[t.Name]
-		switch {
-		case !ok:
-			added = append(added, t.Name)
-		case o.Description != t.Description || o.Tier != t.Tier || o.Origin != t.Origin || string(o.InputSchema) != string(t.InputSchema):
-			changed = append(changed, t.Name)
+	if !s.state.CanMoveTo(next) {
+		panic(fmt.Sprintf("mcpclient: server %q: illegal move from %s to %s", s.set.cfg.Name, s.state, next))
+	}
+	s.set.logger.Debug("server state", "server", s.set.cfg.Name, "from", s.state.String(), "to", next.String())
+	s.state, s.since = next, time.Now()
+	if err != nil {
+		s.lastErr = s.set.masked(err)
+	}
+	if next != Ready {
+		s.conn = nil
+	}
+	if ch := s.set.opts.StateChanges; ch != nil {
+		select {
+		case ch <- s.statusLocked():
+		default:
 		}
 	}
-	for _, t := range before {
-		if !seen[t.Name] {
-			removed = append(removed, t.Name)
-		}
+}
+
+// fail moves the server to Failed for good: its tools leave the registry
+// first, so that whoever sees the state sees them gone, and the reason is
+// kept. phase says what it was doing.
+func (s *supervisor) fail(phase string, err error) {
+	// With no lock held: the registry's watchers and the catalog's may
+	// call back into the server.
+	s.tools.withdraw()
+	s.mu.Lock()
+	if s.state.Terminal() {
+		s.mu.Unlock()
+		return
 	}
-	slices.Sort(added)
-	slices.Sort(removed)
-	slices.Sort(changed)
-	return added, removed, changed
+	s.moveLocked(Failed, err)
+	s.mu.Unlock()
+	s.cat.changed() // its resources and prompts go too
+	s.set.record(audit.Event{Kind: audit.ServerFailed, Reason: phase, Error: err.Error()})
+}
+
+// live returns the live connection, or an error wrapping
+// [tool.ErrUnavailable] that says why there is none.
+func (s *supervisor) live() (*conn, error) {
+	s.mu.Lock()
+	c, state, lastErr, attempt := s.conn, s.state, s.lastErr, s.attempt
+	s.mu.Unlock()
+	if c != nil {
+		return c, nil
+	}
+	msg := fmt.Sprintf("server %q is %s", s.set.cfg.Name, state)
+	if state == Reconnecting || state == Connecting || state == Initializing || state == Discovering {
+		msg += fmt.Sprintf(" (attempt %d of %d); retry shortly", attempt, s.set.policy.MaxAttempts)
+	}
+	if lastErr != nil {
+		msg += "; last error: " + lastErr.Error()
+	}
+	return nil, &maskedError{msg: s.set.secrets.String(msg), err: tool.ErrUnavailable}
+}
+
+// current returns the live connection while the server is Ready, or nil.
+func (s *supervisor) current() *conn {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.conn
+}
+
+func (s *supervisor) currentState() State {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.state
+}
+
+func (s *supervisor) status() Status {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.statusLocked()
+}
+
+// statusLocked reads the tool set's count under s.mu: the tool set's lock
+// is a leaf, taken after s.mu and never held while calling out.
+func (s *supervisor) statusLocked() Status {
+	cfg := s.set.cfg
+	st := Status{Name: cfg.Name, Transport: cfg.Transport, State: s.state, Since: s.since, Tools: s.tools.count(), Attempt: s.attempt}
+	if s.lastErr != nil {
+		st.LastError = s.lastErr.Error()
+	}
+	if s.conn != nil {
+		st.PID = s.conn.PID()
+	}
+	return st
+}
+
+// close stops supervising, deregisters the tools and ends the session, in
+// that order (see [Server.Close]).
+func (s *supervisor) close() error {
+	s.closeOnce.Do(func() {
+		if live := s.current(); live != nil {
+			// Before stop, which ends an SSE connection's event stream.
+			live.cancels.flush(live.lost)
+		}
+		s.stop()
+		s.mu.Lock()
+		supervising := s.supervising
+		s.mu.Unlock()
+		if supervising {
+			<-s.done
+		}
+		// The tool set refuses registrations from now on, so a start
+		// racing with Close leaves nothing behind. Watchers run here and
+		// below with no lock held.
+		s.tools.close()
+		s.mu.Lock()
+		c := s.conn
+		s.moveLocked(Stopped, nil)
+		s.mu.Unlock()
+		s.cat.changed()
+		if c != nil {
+			s.closeErr = c.close()
+		}
+		s.set.record(audit.Event{Kind: audit.ServerStopped})
+	})
+	return s.closeErr
 }
 
 // codeRejected is the code go-sdk gives its "rejected by transport" error

@@ -166,7 +166,7 @@ docs/operations.md lists the metrics and spans.`,
 			tel.Metrics().ObserveUpstreams(w.manager.Status)
 			var upstreams []gateway.Upstream
 			for _, srv := range w.manager.Servers() {
-				upstreams = append(upstreams, srv)
+				upstreams = append(upstreams, srv.Catalog())
 			}
 			gwo.Unprefixed, gwo.Upstreams = unprefixed, upstreams
 			gwo.MaxResultBytes = effectiveSecurity(w.file, g).ResultLimit()

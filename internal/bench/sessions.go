@@ -100,7 +100,7 @@ func memGateway(ctx context.Context, b *bench) (*memResult, error) {
 	}
 	b.procs.adopt(up.PID())
 	defer up.Close()
-	h := gateway.New(ex, &gateway.Options{Upstreams: []gateway.Upstream{up}}).Handler(gateway.HTTPOptions{})
+	h := gateway.New(ex, &gateway.Options{Upstreams: []gateway.Upstream{up.Catalog()}}).Handler(gateway.HTTPOptions{})
 	defer h.Close()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {

@@ -306,3 +306,39 @@ func TestCorruptPinRowsRefused(t *testing.T) {
 		t.Errorf("list over a corrupt row: %v, want ErrCorrupt", err)
 	}
 }
+
+// TestPinWatchSurvivesALostConnection: when the listening connection is
+// cut (a database restart, a failover), the store reconnects and tells
+// its watchers that changes may have been missed, then hears the next
+// ones as before.
+func TestPinWatchSurvivesALostConnection(t *testing.T) {
+	t.Parallel()
+	url := pgtest.DB(t)
+	one, two := openPG(t, url, nil).Pins(), openPG(t, url, nil).Pins()
+	changes := make(chan pins.Change, 16)
+	defer two.Watch(func(c pins.Change) { changes <- c })()
+	next := func() pins.Change {
+		t.Helper()
+		select {
+		case c := <-changes:
+			return c
+		case <-time.After(30 * time.Second):
+			t.Fatal("no change reached the watcher")
+			return pins.Change{}
+		}
+	}
+	// Both stores listen; end every listening connection of the database.
+	if n := sql(t, url, "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = current_database() AND query LIKE 'LISTEN%'"); n != 2 {
+		t.Fatalf("terminated %d listening connections, want 2", n)
+	}
+	if c := next(); c.Server != "" {
+		t.Fatalf("first change after the cut: %+v, want the \"check everything\" change", c)
+	}
+	ctx := context.Background()
+	if err := one.Approve(ctx, pins.Scope{Server: "after"}, []pins.Definition{def("a", "adds")}, ""); err != nil {
+		t.Fatal(err)
+	}
+	if c := next(); c.Server != "after" {
+		t.Fatalf("change %+v, want after's", c)
+	}
+}

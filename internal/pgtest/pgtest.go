@@ -23,6 +23,8 @@
 // Without PostgreSQL's binaries (initdb and postgres on PATH or under
 // /usr/lib/postgresql/*/bin) a test that asks for a database is skipped,
 // except under CI=true, where it fails: CI installs them (.ci/run).
+//go:build unix
+
 package pgtest
 
 import (
@@ -115,17 +117,6 @@ func DB(t testing.TB) string {
 		t.Fatalf("pgtest: create database %s: %v", name, err)
 	}
 	return c.url(name)
-}
-
-// Admin returns a URL of the cluster's maintenance database "postgres",
-// as the superuser, for what a test does beside its own database
-// (pg_stat_activity, say). It starts the cluster like DB.
-func Admin(t testing.TB) string {
-	t.Helper()
-	DB(t) // starts the cluster or skips
-	mu.Lock()
-	defer mu.Unlock()
-	return running.url("postgres")
 }
 
 // missingError says that PostgreSQL's binaries are not installed.
@@ -299,11 +290,7 @@ func startIn(dir, bin string, acct account) (*cluster, error) {
 		"-c", "fsync=off", "-c", "synchronous_commit=off", "-c", "full_page_writes=off",
 		"-c", "shared_buffers=16MB", "-c", "max_connections=200",
 		"-c", "logging_collector=off", "-c", "log_min_messages=warning")
-	// Its own process group, so that stop reaches the server's children;
-	// SIGKILL from the kernel when this process dies (set after the
-	// credentials change, which would clear it).
-	c.cmd.SysProcAttr.Setpgid = true
-	c.cmd.SysProcAttr.Pdeathsig = syscall.SIGKILL
+	guard(c.cmd.SysProcAttr)
 	stderr, err := c.cmd.StderrPipe()
 	if err != nil {
 		return nil, err

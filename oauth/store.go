@@ -525,7 +525,11 @@ func (s *Store) decrypt(data []byte, server string) (*contents, error) {
 	}
 	plain, err := open(sf, key)
 	if err != nil {
-		return nil, fmt.Errorf("oauth: store %s: %w: %s, or it was modified", what, ErrStoreAuth, s.keyHint(&sf.header))
+		thing := "file"
+		if server != "" {
+			thing = "record"
+		}
+		return nil, fmt.Errorf("oauth: store %s: %w: %s, or the %s was modified", what, ErrStoreAuth, s.keyHint(&sf.header), thing)
 	}
 	defer clear(plain)
 	var p plaintext

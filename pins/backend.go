@@ -117,18 +117,18 @@ func fromSets(sets []Set, server string) (*file, error) {
 	f := &file{sets: make(map[Scope]*set, len(sets))}
 	for _, st := range sets {
 		if server != "" && st.Scope.Server != server {
-			return nil, fmt.Errorf("%w: the backend returned %s for server %q", ErrCorrupt, st.Scope, server)
+			return nil, fmt.Errorf("the store's rows: %w: %s returned for server %q", ErrCorrupt, st.Scope, server)
 		}
 		if st.Scope.Identity != "" && !validHash(st.Scope.Identity) {
-			return nil, fmt.Errorf("%w: server %q: malformed identity %q", ErrCorrupt, st.Scope.Server, st.Scope.Identity)
+			return nil, fmt.Errorf("the store's rows: %w: server %q: malformed identity %q", ErrCorrupt, st.Scope.Server, st.Scope.Identity)
 		}
 		if _, dup := f.sets[st.Scope]; dup {
-			return nil, fmt.Errorf("%w: %s returned twice", ErrCorrupt, st.Scope)
+			return nil, fmt.Errorf("the store's rows: %w: %s returned twice", ErrCorrupt, st.Scope)
 		}
 		f.sets[st.Scope] = &set{Tools: st.Tools, Noticed: st.Noticed}
 	}
 	if err := f.check(); err != nil {
-		return nil, fmt.Errorf("%w: %v", ErrCorrupt, err)
+		return nil, fmt.Errorf("the store's rows: %w: %v (fix or remove them; toolwire does not reset them)", ErrCorrupt, err)
 	}
 	return f, nil
 }

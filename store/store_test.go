@@ -137,9 +137,9 @@ func TestOpenRefusesWhatItCannotUse(t *testing.T) {
 	}
 }
 
-// TestOpenUnreachableDatabase: a database that does not answer is an
-// error naming it (without its password), not a hang past ctx.
-func TestOpenUnreachableDatabase(t *testing.T) {
+// TestOpenWrongPassword: a database that refuses the credentials is an
+// error naming the database, without the password.
+func TestOpenWrongPassword(t *testing.T) {
 	t.Parallel()
 	url := pgtest.DB(t)
 	bad := strings.Replace(url, "//postgres:", "//postgres:wrong", 1)

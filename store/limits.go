@@ -42,6 +42,10 @@ type Limiter interface {
 	// An error (the database is unreachable) says nothing about the
 	// bucket: a gateway refuses the call, failing closed.
 	Allow(ctx context.Context, caller string, r Rate) (bool, error)
+	// Prune forgets the buckets that have refilled to r's burst: a caller
+	// without one gets a full bucket, so nothing changes for anyone but
+	// the space they took. It returns how many it forgot.
+	Prune(ctx context.Context, r Rate) (int64, error)
 }
 
 // memoryLimiter keeps buckets in memory, as the gateway's tracker does.
@@ -84,6 +88,23 @@ func (m *memoryLimiter) Allow(_ context.Context, caller string, r Rate) (bool, e
 	return b.AllowN(now, 1), nil
 }
 
+func (m *memoryLimiter) Prune(_ context.Context, r Rate) (int64, error) {
+	if err := r.check(); err != nil {
+		return 0, err
+	}
+	now := time.Now()
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	var n int64
+	for k, b := range m.buckets {
+		if b.TokensAt(now) >= float64(r.Burst) {
+			delete(m.buckets, k)
+			n++
+		}
+	}
+	return n, nil
+}
+
 // tableLimiter keeps one bucket per caller in toolwire.rate_buckets and
 // takes a token with one statement: the row lock orders the requests of
 // one caller across the fleet, and the time is the database's (now(), the
@@ -120,9 +141,6 @@ func (t *tableLimiter) Allow(ctx context.Context, caller string, r Rate) (bool, 
 	return ok, nil
 }
 
-// Prune removes the buckets that have refilled to r's burst by now: a
-// caller without a row gets a full bucket, so nothing changes for anyone.
-// It returns how many it removed.
 func (t *tableLimiter) Prune(ctx context.Context, r Rate) (int64, error) {
 	if err := r.check(); err != nil {
 		return 0, err

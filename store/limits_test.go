@@ -97,7 +97,7 @@ func TestRateLimitRefills(t *testing.T) {
 	}
 	// A full bucket is what a new caller gets: pruning it changes nothing.
 	sql(t, url, "UPDATE toolwire.rate_buckets SET updated = updated - interval '1 hour'")
-	n, err := lim.(*tableLimiter).Prune(ctx, r)
+	n, err := lim.Prune(ctx, r)
 	if err != nil || n != 1 {
 		t.Errorf("prune: %d, %v; want 1 full bucket removed", n, err)
 	}
@@ -119,6 +119,15 @@ func TestRateLimitSameInMemory(t *testing.T) {
 	}
 	if n != slow.Burst {
 		t.Errorf("admitted %d, want %d", n, slow.Burst)
+	}
+	// A bucket refilled in a nanosecond is full again and forgotten;
+	// alice's, spent, is kept.
+	fast := Rate{PerSecond: 1e9, Burst: 1}
+	if ok, err := lim.Allow(context.Background(), "subject:bob", fast); !ok || err != nil {
+		t.Fatalf("bob: %t, %v", ok, err)
+	}
+	if n, err := lim.Prune(context.Background(), fast); n != 1 || err != nil {
+		t.Errorf("prune: %d, %v; want bob's bucket only", n, err)
 	}
 }
 

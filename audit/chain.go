@@ -111,6 +111,17 @@ func appendChain(line []byte, prev *[sha256.Size]byte, key ed25519.PrivateKey) [
 	return line
 }
 
+// AppendChain appends the chain's members to line, one event as
+// [Event.MarshalJSON] encodes it (no newline): "prev" carrying prev, the
+// SHA-256 of the line before it in the chain (all zeros for the first
+// line), and with key a "sig". The result is the line exactly as a
+// [FileSink] would write it, newline excluded, so that a sink keeping its
+// lines elsewhere (the store package's PostgreSQL table) builds the same
+// chain and [Verify] checks it. line's bytes may be reused.
+func AppendChain(line []byte, prev [sha256.Size]byte, key ed25519.PrivateKey) []byte {
+	return appendChain(line, &prev, key)
+}
+
 // tailHash returns the hash a line appended to a file of the given size
 // must carry as its prev: genesis for an empty file, else the hash of its
 // last line. It reads only that line. A last line that is torn (no final

@@ -27,7 +27,12 @@ type File struct {
 	Agent Agent
 	// Gateway configures "toolwire serve" (toolwire's own file only); nil
 	// when the file has no "gateway" section.
-	Gateway  *Gateway
+	Gateway *Gateway
+	// Store is where toolwire keeps its state (toolwire's own file only):
+	// "" for the files of one machine, or a PostgreSQL URL
+	// (postgres://USER@HOST:PORT/DATABASE) shared by a fleet. It may be a
+	// ${VAR} placeholder, kept as text like every other; see store.Open.
+	Store    string
 	Warnings []string // every warning, in file order, as "file:line: path: message"
 	// WarningDetails holds the same warnings, in the same order, with the
 	// server each one concerns, so that they can be shown per server.

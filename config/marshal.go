@@ -134,6 +134,9 @@ func Marshal(f *File) ([]byte, error) {
 	if f.Gateway != nil {
 		addPair(root, "gateway", gatewayNode(f.Gateway))
 	}
+	if f.Store != "" {
+		addPair(root, "store", str(f.Store))
+	}
 
 	var buf bytes.Buffer
 	enc := yaml.NewEncoder(&buf)
@@ -298,6 +301,9 @@ func checkRoundTrip(f *File, out []byte) error {
 	}
 	if !reflect.DeepEqual(back.Security, f.Security) {
 		return fmt.Errorf("the security settings do not convert")
+	}
+	if back.Store != f.Store {
+		return fmt.Errorf("the store setting does not convert")
 	}
 	return nil
 }

@@ -6,7 +6,7 @@ import (
 )
 
 var (
-	toolwireTopFields    = []string{"servers", "audit", "inputs", "gateway", "security", "agent", "oauth"}
+	toolwireTopFields    = []string{"servers", "audit", "inputs", "gateway", "security", "agent", "oauth", "store"}
 	toolwireServerFields = []string{
 		"transport", "command", "args", "env", "envFile", "cwd", "url", "headers", "bearerToken", "oauth",
 		"prefix", "defaultTier", "tierOverrides", "onlyTools", "excludeTools", "timeout", "required", "disabled",
@@ -47,6 +47,8 @@ func (d *decoder) toolwireFile(root *node, f *File) {
 			d.security(p.value, &f.Security)
 		case "agent":
 			d.agent(p.value, &f.Agent)
+		case "store":
+			f.Store = d.store(p.value)
 		case "inputs", "oauth":
 		default:
 			d.unknownField(p, "", toolwireTopFields)

@@ -233,7 +233,7 @@ func checkRedirect(raw string) error {
 // may not prompt fails with a *[LoginRequiredError], so that no request is
 // sent; one that may prompt returns nil, and the login replaces the entry.
 func (h *Handler) TokenSource(ctx context.Context) (oauth2.TokenSource, error) {
-	ok, err := h.src.stored()
+	ok, err := h.src.stored(ctx)
 	var le *LoginRequiredError
 	if errors.As(err, &le) && le.unbound && h.mayPrompt() {
 		return nil, nil
@@ -304,7 +304,7 @@ func (h *Handler) authorize(ctx context.Context, req *http.Request, resp *http.R
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	h.src.forget()
-	e, err := h.cfg.Store.Get(h.cfg.Server)
+	e, err := h.cfg.Store.GetContext(ctx, h.cfg.Server)
 	if err != nil {
 		return err
 	}
@@ -331,7 +331,7 @@ func (h *Handler) authorize(ctx context.Context, req *http.Request, resp *http.R
 		if !errors.Is(err, ErrLoginRequired) {
 			return err
 		}
-		if e, err = h.src.entry(); err != nil {
+		if e, err = h.src.entry(ctx); err != nil {
 			return err
 		}
 	}

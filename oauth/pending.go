@@ -124,7 +124,7 @@ func (h *Handler) FinishAuth(ctx context.Context, res *auth.AuthorizationResult)
 	}
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	e, err := h.cfg.Store.Get(h.cfg.Server)
+	e, err := h.cfg.Store.GetContext(ctx, h.cfg.Server)
 	if err != nil {
 		return err
 	}

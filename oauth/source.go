@@ -168,14 +168,14 @@ func (s *TokenSource) forget() { s.remember(nil) }
 // stored reports whether the store holds a token for the server (usable or
 // not), without refreshing. An entry bound elsewhere is a
 // *LoginRequiredError.
-func (s *TokenSource) stored() (bool, error) {
+func (s *TokenSource) stored(ctx context.Context) (bool, error) {
 	s.mu.Lock()
 	t := s.last
 	s.mu.Unlock()
 	if t != nil {
 		return true, nil
 	}
-	e, err := s.entry()
+	e, err := s.entry(ctx)
 	if err != nil {
 		return false, err
 	}
@@ -184,8 +184,8 @@ func (s *TokenSource) stored() (bool, error) {
 
 // entry returns the server's entry if it is bound to this source's
 // server; an entry bound elsewhere is a *LoginRequiredError.
-func (s *TokenSource) entry() (*Entry, error) {
-	e, err := s.store.Get(s.server)
+func (s *TokenSource) entry(ctx context.Context) (*Entry, error) {
+	e, err := s.store.GetContext(ctx, s.server)
 	if err != nil {
 		return nil, err
 	}
@@ -247,7 +247,7 @@ func (s *TokenSource) refresh(ctx context.Context, rejected string) (*Token, err
 	usable := func(t *Token) bool { return s.fresh(t) && (rejected == "" || t.AccessToken != rejected) }
 	// A look without the lock first: usually another process or source
 	// has not refreshed, but reading is cheap and locking is not free.
-	e, err := s.entry()
+	e, err := s.entry(ctx)
 	if err != nil {
 		return nil, err
 	}

@@ -259,9 +259,14 @@ type StoreOptions struct {
 // is an error wrapping [ErrStoreAuth] that names the file; it is never
 // rewritten or reset.
 //
+// A Store made by [NewStoreOn] keeps each server's entry as a sealed record
+// in a [Records] backend instead (a database shared by a fleet of
+// gateways), encrypted in the same format and with the same keys.
+//
 // A Store is safe for concurrent use.
 type Store struct {
 	path       string
+	records    Records // nil for the store file
 	keyFile    string
 	passphrase string
 	argon      Argon2Params
@@ -269,6 +274,10 @@ type Store struct {
 
 	mu   sync.Mutex
 	keys map[string][]byte // derived keys by salt and parameters
+	// recHdr is the header new records are sealed under: the first one
+	// this store sealed or opened with its passphrase, so that a fleet
+	// derives one key per salt rather than one per record.
+	recHdr *header
 
 	flights flights // single-flight refreshes, per server
 }
@@ -302,31 +311,67 @@ func NewStore(path string, opts *StoreOptions) (*Store, error) {
 	if err != nil {
 		return nil, fmt.Errorf("oauth: store path %q: %w", path, err)
 	}
-	s := &Store{path: abs, passphrase: opts.Passphrase, argon: DefaultArgon2, now: time.Now, keys: map[string][]byte{}}
+	s := &Store{path: abs}
+	if err := s.configure(opts, filepath.Join(filepath.Dir(abs), "oauth.key")); err != nil {
+		return nil, err
+	}
+	return s, nil
+}
+
+// configure applies opts; defaultKey is the key file used when
+// opts.KeyFile is empty.
+func (s *Store) configure(opts *StoreOptions, defaultKey string) (err error) {
+	s.passphrase, s.argon, s.now, s.keys = opts.Passphrase, DefaultArgon2, time.Now, map[string][]byte{}
 	if s.passphrase == "" {
 		s.passphrase = os.Getenv(PassphraseEnv)
 	}
 	if opts.Argon2 != nil {
 		if err := opts.Argon2.check(); err != nil {
-			return nil, fmt.Errorf("oauth: store options: %w", err)
+			return fmt.Errorf("oauth: store options: %w", err)
 		}
 		s.argon = *opts.Argon2
 	}
 	s.keyFile = opts.KeyFile
 	if s.keyFile == "" {
-		s.keyFile = filepath.Join(filepath.Dir(abs), "oauth.key")
+		s.keyFile = defaultKey
 	}
 	if s.keyFile, err = filepath.Abs(s.keyFile); err != nil {
-		return nil, fmt.Errorf("oauth: key file path: %w", err)
+		return fmt.Errorf("oauth: key file path: %w", err)
 	}
-	return s, nil
+	return nil
 }
 
-// Path returns the absolute path of the store file.
+// Path returns the absolute path of the store file, or "" for a store on
+// [Records].
 func (s *Store) Path() string { return s.path }
+
+// where names the store in errors: its file, or its records.
+func (s *Store) where() string {
+	if s.records != nil {
+		return s.records.String()
+	}
+	return s.path
+}
 
 // Get returns a copy of server's entry, or nil if there is none.
 func (s *Store) Get(server string) (*Entry, error) {
+	return s.GetContext(context.Background(), server)
+}
+
+// GetContext is Get bounded by ctx, which a store on [Records] (a
+// database) honours.
+func (s *Store) GetContext(ctx context.Context, server string) (*Entry, error) {
+	if s.records != nil {
+		rec, err := s.records.Get(ctx, server)
+		if err != nil {
+			return nil, fmt.Errorf("oauth: store %s: %w", s.where(), err)
+		}
+		c, err := s.openRecord(server, rec)
+		if err != nil {
+			return nil, err
+		}
+		return c.entries[server], nil
+	}
 	c, err := s.read()
 	if err != nil {
 		return nil, err
@@ -341,7 +386,13 @@ func (s *Store) Get(server string) (*Entry, error) {
 
 // List returns every entry, ordered by server name.
 func (s *Store) List() ([]*Entry, error) {
-	c, err := s.read()
+	return s.ListContext(context.Background())
+}
+
+// ListContext is List bounded by ctx, which a store on [Records] (a
+// database) honours.
+func (s *Store) ListContext(ctx context.Context) ([]*Entry, error) {
+	c, err := s.readAll(ctx)
 	if err != nil {
 		return nil, err
 	}
@@ -363,7 +414,7 @@ func (s *Store) Update(ctx context.Context, server string, change func(*Entry) e
 	if server == "" {
 		return errors.New("oauth: store: empty server name")
 	}
-	return s.update(ctx, func(c *contents) error {
+	apply := func(c *contents) error {
 		e := c.entries[server]
 		if e == nil {
 			e = &Entry{}
@@ -384,7 +435,11 @@ func (s *Store) Update(ctx context.Context, server string, change func(*Entry) e
 			c.entries[server] = e
 		}
 		return nil
-	})
+	}
+	if s.records != nil {
+		return s.updateRecord(ctx, server, apply)
+	}
+	return s.update(ctx, apply)
 }
 
 // Delete removes server's entry: its token, registration and any pending
@@ -450,9 +505,19 @@ func (s *Store) read() (*contents, error) {
 	if len(data) > maxStoreSize {
 		return nil, fmt.Errorf("oauth: store %s: %w: larger than %d bytes", s.path, ErrStoreCorrupt, maxStoreSize)
 	}
+	return s.decrypt(data, "")
+}
+
+// decrypt opens one sealed document: the store file (server empty) or
+// the record of server, which must hold server's entry and nothing else.
+func (s *Store) decrypt(data []byte, server string) (*contents, error) {
+	what := s.where()
+	if server != "" {
+		what = fmt.Sprintf("%s, record %q", what, server)
+	}
 	sf, err := parseSealed(data)
 	if err != nil {
-		return nil, fmt.Errorf("oauth: store %s: %w: %v (fix or remove it; toolwire does not reset it)", s.path, ErrStoreCorrupt, err)
+		return nil, fmt.Errorf("oauth: store %s: %w: %v (fix or remove it; toolwire does not reset it)", what, ErrStoreCorrupt, err)
 	}
 	key, err := s.keyFor(&sf.header, false)
 	if err != nil {
@@ -460,22 +525,35 @@ func (s *Store) read() (*contents, error) {
 	}
 	plain, err := open(sf, key)
 	if err != nil {
-		return nil, fmt.Errorf("oauth: store %s: %w: %s, or the file was modified", s.path, ErrStoreAuth, s.keyHint(&sf.header))
+		thing := "file"
+		if server != "" {
+			thing = "record"
+		}
+		return nil, fmt.Errorf("oauth: store %s: %w: %s, or the %s was modified", what, ErrStoreAuth, s.keyHint(&sf.header), thing)
 	}
+	defer clear(plain)
 	var p plaintext
 	dec := json.NewDecoder(bytes.NewReader(plain))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(&p); err != nil {
 		// Authenticated but not understood: written by another version.
-		return nil, fmt.Errorf("oauth: store %s: %w: contents not understood", s.path, ErrStoreCorrupt)
+		return nil, fmt.Errorf("oauth: store %s: %w: contents not understood", what, ErrStoreCorrupt)
 	}
 	if p.Servers == nil {
 		p.Servers = map[string]*Entry{}
 	}
 	for name, e := range p.Servers {
 		if name == "" || e == nil {
-			return nil, fmt.Errorf("oauth: store %s: %w: an empty entry", s.path, ErrStoreCorrupt)
+			return nil, fmt.Errorf("oauth: store %s: %w: an empty entry", what, ErrStoreCorrupt)
 		}
+		if server != "" && name != server {
+			// The name is under the seal: a record moved to another
+			// server's row is found out, as a change to the file would be.
+			return nil, fmt.Errorf("oauth: store %s: %w: it holds the entry of server %q", what, ErrStoreCorrupt, name)
+		}
+	}
+	if server != "" && len(p.Servers) != 1 {
+		return nil, fmt.Errorf("oauth: store %s: %w: %d entries, want 1", what, ErrStoreCorrupt, len(p.Servers))
 	}
 	return &contents{entries: p.Servers, hdr: &sf.header, key: key}, nil
 }
@@ -494,7 +572,7 @@ func (s *Store) keyFor(h *header, create bool) ([]byte, error) {
 	switch h.Key.Source {
 	case sourceArgon2id:
 		if s.passphrase == "" {
-			return nil, fmt.Errorf("oauth: store %s is encrypted with a passphrase: set %s", s.path, PassphraseEnv)
+			return nil, fmt.Errorf("oauth: store %s is encrypted with a passphrase: set %s", s.where(), PassphraseEnv)
 		}
 		p := *h.Key.Argon2Params
 		id := fmt.Sprintf("%x/%d/%d/%d", h.Key.Salt, p.Time, p.MemoryKiB, p.Threads)
@@ -508,15 +586,15 @@ func (s *Store) keyFor(h *header, create bool) ([]byte, error) {
 		return k, nil
 	case sourceKeyFile:
 		if s.passphrase != "" {
-			return nil, fmt.Errorf("oauth: store %s is encrypted with the key file %s, but %s is set: unset it, or remove the store to start over with the passphrase", s.path, s.keyFile, PassphraseEnv)
+			return nil, fmt.Errorf("oauth: store %s is encrypted with the key file %s, but %s is set: unset it, or remove the store to start over with the passphrase", s.where(), s.keyFile, PassphraseEnv)
 		}
 		k, err := loadOrCreateKeyFile(s.keyFile, create)
 		if err != nil {
-			return nil, fmt.Errorf("oauth: store %s: %w", s.path, err)
+			return nil, fmt.Errorf("oauth: store %s: %w", s.where(), err)
 		}
 		return k, nil
 	}
-	return nil, fmt.Errorf("oauth: store %s: %w: unknown key source", s.path, ErrStoreCorrupt)
+	return nil, fmt.Errorf("oauth: store %s: %w: unknown key source", s.where(), ErrStoreCorrupt)
 }
 
 // write seals and replaces the file atomically: a temporary file in the
@@ -524,32 +602,59 @@ func (s *Store) keyFor(h *header, create bool) ([]byte, error) {
 // and the directory synced so that the rename survives a crash.
 func (s *Store) write(c *contents) (err error) {
 	defer wrapf(&err, "oauth: store %s: write", s.path)
-	if c.hdr == nil {
-		h := header{Format: fileFormat, Version: fileVersion}
-		if s.passphrase != "" {
-			salt := make([]byte, saltSize)
-			if _, err := rand.Read(salt); err != nil {
-				return err
-			}
-			p := s.argon
-			h.Key = keyHeader{Source: sourceArgon2id, Salt: salt, Argon2Params: &p}
-		} else {
-			h.Key = keyHeader{Source: sourceKeyFile}
-		}
-		key, err := s.keyFor(&h, true)
-		if err != nil {
-			return err
-		}
-		c.hdr, c.key = &h, key
-	}
-	plain, err := json.Marshal(plaintext{Servers: c.entries})
-	if err != nil {
-		return err
-	}
-	data, err := seal(*c.hdr, c.key, plain)
-	clear(plain)
+	data, err := s.sealContents(c, true)
 	if err != nil {
 		return err
 	}
 	return sharedfile.WriteAtomic(s.path, data)
+}
+
+// sealContents seals c under its header and key, or a new header (a new
+// salt for a passphrase) when c has none. createKey allows creating a
+// missing key file.
+func (s *Store) sealContents(c *contents, createKey bool) ([]byte, error) {
+	if c.hdr == nil {
+		h, err := s.newHeader()
+		if err != nil {
+			return nil, err
+		}
+		key, err := s.keyFor(h, createKey)
+		if err != nil {
+			return nil, err
+		}
+		c.hdr, c.key = h, key
+	}
+	plain, err := json.Marshal(plaintext{Servers: c.entries})
+	if err != nil {
+		return nil, err
+	}
+	data, err := seal(*c.hdr, c.key, plain)
+	clear(plain)
+	return data, err
+}
+
+// newHeader returns the header of a new store file, or of a new record:
+// for a passphrase, a record reuses the store's record header (recHdr) so
+// that its key is derived once.
+func (s *Store) newHeader() (*header, error) {
+	h := header{Format: fileFormat, Version: fileVersion}
+	if s.passphrase == "" {
+		h.Key = keyHeader{Source: sourceKeyFile}
+		return &h, nil
+	}
+	if s.records != nil {
+		s.mu.Lock()
+		rh := s.recHdr
+		s.mu.Unlock()
+		if rh != nil && rh.Key.Source == sourceArgon2id {
+			return rh, nil
+		}
+	}
+	salt := make([]byte, saltSize)
+	if _, err := rand.Read(salt); err != nil {
+		return nil, err
+	}
+	p := s.argon
+	h.Key = keyHeader{Source: sourceArgon2id, Salt: salt, Argon2Params: &p}
+	return &h, nil
 }

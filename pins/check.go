@@ -170,7 +170,7 @@ func (s *Store) Check(ctx context.Context, scope Scope, defs []Definition, mode 
 		current[i], errs[i] = newPin(d, now)
 	}
 
-	err := s.update(ctx, func(f *file) (bool, error) {
+	err := s.update(ctx, server, func(f *file) (bool, error) {
 		_, had := f.sets[scope]
 		set := f.scope(scope)
 		changed := !had && len(set.Tools) > 0 // adopted pins by name only

@@ -109,10 +109,17 @@ type Entry struct {
 // updates. Readers need no lock: a reader sees the old file or the new one,
 // never a mix.
 //
-// A Store is safe for concurrent use. It holds no state besides the path.
+// A Store made by [NewStoreOn] keeps its pins in a [Backend] instead (a
+// database shared by a fleet of gateways), with the same semantics.
+//
+// A Store is safe for concurrent use. It holds no state besides the path
+// (or the backend) and its watchers.
 type Store struct {
 	path string
+	b    Backend // nil for the pins file
 	now  func() time.Time
+
+	watchers watchers
 }
 
 // DefaultPath returns where pins are kept unless configured otherwise:
@@ -144,13 +151,20 @@ func NewStore(path string) (*Store, error) {
 	return &Store{path: abs, now: time.Now}, nil
 }
 
-// Path returns the absolute path of the pins file.
+// Path returns the absolute path of the pins file, or "" for a store on a
+// [Backend].
 func (s *Store) Path() string { return s.path }
 
 // List returns every pin, ordered by server and then tool. It returns an
 // error wrapping [ErrCorrupt] if the file cannot be trusted.
 func (s *Store) List() ([]Entry, error) {
-	f, err := s.read()
+	return s.ListContext(context.Background())
+}
+
+// ListContext is List bounded by ctx, which a store on a [Backend] (a
+// database) honours.
+func (s *Store) ListContext(ctx context.Context) ([]Entry, error) {
+	f, err := s.readAll(ctx)
 	if err != nil {
 		return nil, err
 	}
@@ -203,7 +217,7 @@ func (s *Store) Approve(ctx context.Context, scope Scope, defs []Definition, too
 	if len(approved) == 0 {
 		return nil
 	}
-	err := s.update(ctx, func(f *file) (bool, error) {
+	err := s.update(ctx, server, func(f *file) (bool, error) {
 		set := f.scope(scope)
 		for name, p := range approved {
 			set.Tools[name] = p
@@ -225,7 +239,7 @@ func (s *Store) Approve(ctx context.Context, scope Scope, defs []Definition, too
 // trusted on its next use. Forgetting what has no pin is an error wrapping
 // [ErrNotPinned].
 func (s *Store) Forget(ctx context.Context, scope Scope, tool string) error {
-	err := s.update(ctx, func(f *file) (bool, error) {
+	err := s.update(ctx, scope.Server, func(f *file) (bool, error) {
 		found := false
 		for sc, set := range f.sets {
 			if sc.Server != scope.Server || (scope.Identity != "" && sc.Identity != "" && sc.Identity != scope.Identity) {
@@ -346,9 +360,39 @@ type setJSON struct {
 	set
 }
 
-// update runs change on the file's current content under the lock and
-// writes the result back if change reports a change.
-func (s *Store) update(ctx context.Context, change func(*file) (bool, error)) error {
+// update runs change on the current pins under the lock and writes the
+// result back if change reports a change. change sees and changes the pins
+// of server's scopes only (with a backend, only those are loaded). A
+// change is reported to the watchers once written.
+func (s *Store) update(ctx context.Context, server string, change func(*file) (bool, error)) error {
+	if s.b != nil {
+		return s.b.Update(ctx, server, func(sets []Set) ([]Set, error) {
+			f, err := fromSets(sets, server)
+			if err != nil {
+				return nil, err
+			}
+			changed, err := change(f)
+			if err != nil || !changed {
+				return sets, err
+			}
+			return f.toSets(), nil
+		})
+	}
+	changed := false
+	err := s.updateFile(ctx, func(f *file) (bool, error) {
+		c, err := change(f)
+		changed = c
+		return c, err
+	})
+	if err == nil && changed {
+		s.watchers.notify(Change{Server: server})
+	}
+	return err
+}
+
+// updateFile runs change on the file's current content under the file's
+// lock and writes the result back if change reports a change.
+func (s *Store) updateFile(ctx context.Context, change func(*file) (bool, error)) error {
 	if err := os.MkdirAll(filepath.Dir(s.path), 0o700); err != nil {
 		return err
 	}
@@ -366,6 +410,18 @@ func (s *Store) update(ctx context.Context, change func(*file) (bool, error)) er
 		return err
 	}
 	return s.write(f)
+}
+
+// readAll returns every scope's pins, from the file or the backend.
+func (s *Store) readAll(ctx context.Context) (*file, error) {
+	if s.b == nil {
+		return s.read()
+	}
+	sets, err := s.b.Sets(ctx)
+	if err != nil {
+		return nil, err
+	}
+	return fromSets(sets, "")
 }
 
 // read returns the file's content; a missing file is an empty one.
@@ -431,31 +487,40 @@ func decode(data []byte) (*file, error) {
 	default:
 		return nil, fmt.Errorf("version %d, want 1 or %d", head.Version, fileVersion)
 	}
+	if err := f.check(); err != nil {
+		return nil, err
+	}
+	return f, nil
+}
+
+// check checks what decoding cannot: names present, every pin non-empty,
+// every hash well formed.
+func (f *file) check() error {
 	for sc, st := range f.sets {
 		server := sc.Server
 		if server == "" {
-			return nil, errors.New("a server with an empty name")
+			return errors.New("a server with an empty name")
 		}
 		if len(st.Tools) == 0 {
-			return nil, fmt.Errorf("%s: no pins", sc)
+			return fmt.Errorf("%s: no pins", sc)
 		}
 		for tool, p := range st.Tools {
 			if tool == "" {
-				return nil, fmt.Errorf("server %q: a tool with an empty name", server)
+				return fmt.Errorf("server %q: a tool with an empty name", server)
 			}
 			for _, h := range []string{p.Fingerprint, p.Fields.Name, p.Fields.Description, p.Fields.InputSchema, p.Fields.Annotations} {
 				if !validHash(h) {
-					return nil, fmt.Errorf("server %q, tool %q: malformed hash %q", server, tool, h)
+					return fmt.Errorf("server %q, tool %q: malformed hash %q", server, tool, h)
 				}
 			}
 		}
 		for tool, fp := range st.Noticed {
 			if !validHash(fp) {
-				return nil, fmt.Errorf("server %q, noticed tool %q: malformed hash %q", server, tool, fp)
+				return fmt.Errorf("server %q, noticed tool %q: malformed hash %q", server, tool, fp)
 			}
 		}
 	}
-	return f, nil
+	return nil
 }
 
 // strict decodes data into v, refusing unknown fields and trailing data.

@@ -1,0 +1,197 @@
+package store
+
+import (
+	"bytes"
+	"context"
+	"crypto/ed25519"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"sync"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/toolwire/toolwire/audit"
+)
+
+// auditWriteTimeout bounds one audit write, retries included: a sink's
+// Write has no context, and a call waiting on a database that is gone
+// must end (with audit.LogOptions.Required, refused) rather than hang.
+const auditWriteTimeout = 30 * time.Second
+
+// auditTable is the audit [audit.Sink] on PostgreSQL: every replica's
+// events in toolwire.audit_events, one hash chain across the fleet. Each
+// line is built as the file sink builds it ([audit.AppendChain]: the
+// event's JSON, "prev", and "sig" with a key), so [audit.Verify] checks
+// the table's lines as it checks a file's.
+//
+// Appends are serialized by the chain's head row: one statement moves the
+// head from the seq this sink believes is last to the next one and
+// inserts the row, and does nothing when another replica moved the head
+// first (the UPDATE's WHERE is re-checked on the row it waited for). The
+// sink then reads the head and builds its line again. A sink that is the
+// only writer reads nothing back: one round trip per event.
+type auditTable struct {
+	pool *pgxpool.Pool
+	key  ed25519.PrivateKey
+
+	mu    sync.Mutex
+	known bool // seq and prev are the head as last seen
+	seq   int64
+	prev  [sha256.Size]byte
+}
+
+func newAuditTable(pool *pgxpool.Pool, key ed25519.PrivateKey) *auditTable {
+	return &auditTable{pool: pool, key: key}
+}
+
+const appendAudit = `
+WITH head AS (
+	UPDATE toolwire.audit_head SET seq = $1 + 1, hash = $3 WHERE seq = $1 RETURNING seq
+)
+INSERT INTO toolwire.audit_events (seq, line, kind, at)
+SELECT seq, $2, $4, $5 FROM head`
+
+// Write appends ev to the chain. It is safe for concurrent use.
+func (a *auditTable) Write(ev *audit.Event) error {
+	event, err := json.Marshal(ev)
+	if err != nil {
+		return err
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), auditWriteTimeout)
+	defer cancel()
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	line := make([]byte, 0, len(event)+200)
+	for {
+		if !a.known {
+			var hash []byte
+			if err := a.pool.QueryRow(ctx, "SELECT seq, hash FROM toolwire.audit_head").Scan(&a.seq, &hash); err != nil {
+				return fmt.Errorf("audit table: read the chain's head: %w", err)
+			}
+			if len(hash) != sha256.Size {
+				return fmt.Errorf("audit table: the chain's head hash has %d bytes", len(hash))
+			}
+			copy(a.prev[:], hash)
+			a.known = true
+		}
+		line = audit.AppendChain(append(line[:0], event...), a.prev, a.key)
+		sum := sha256.Sum256(line)
+		tag, err := a.pool.Exec(ctx, appendAudit, a.seq, line, sum[:], string(ev.Kind), ev.Time)
+		if err != nil {
+			a.known = false // the statement may or may not have committed
+			return fmt.Errorf("audit table: append: %w", err)
+		}
+		if tag.RowsAffected() == 1 {
+			a.seq++
+			a.prev = sum
+			return nil
+		}
+		a.known = false // another writer appended first
+	}
+}
+
+// RowError reports what is wrong with one row of the audit table, as
+// [audit.LineError] does for a line of a file.
+type RowError struct {
+	Seq int64 // the row's seq
+	Err error // wraps one of audit's Err* values, or ErrHeadMismatch
+}
+
+func (e *RowError) Error() string { return fmt.Sprintf("audit row %d: %v", e.Seq, e.Err) }
+func (e *RowError) Unwrap() error { return e.Err }
+
+// ErrHeadMismatch: the chain in the table is intact but does not end
+// where the head row says: rows were removed from the end, or the head
+// was changed.
+var ErrHeadMismatch = errors.New("the chain does not end where its head row says")
+
+// verifyTable checks the audit table's chain (and with opts.PublicKey its
+// signatures) in seq order with [audit.Verify], then that it ends at the
+// head row: unlike a file, the table keeps its last line's hash apart, so
+// rows cut from its end are found too.
+func verifyTable(ctx context.Context, pool *pgxpool.Pool, opts *audit.VerifyOptions) (audit.Report, error) {
+	tx, err := pool.BeginTx(ctx, pgx.TxOptions{IsoLevel: pgx.RepeatableRead, AccessMode: pgx.ReadOnly})
+	if err != nil {
+		return audit.Report{}, err
+	}
+	// One snapshot: the head row read after the rows is the one they end at.
+	defer func() { _ = tx.Rollback(context.Background()) }()
+	rows, err := tx.Query(ctx, "SELECT seq, line FROM toolwire.audit_events ORDER BY seq")
+	if err != nil {
+		return audit.Report{}, err
+	}
+	r := &rowReader{rows: rows}
+	rep, verr := audit.Verify(r, opts)
+	rows.Close()
+	if r.err != nil {
+		return rep, fmt.Errorf("audit table: %w", r.err)
+	}
+	var le *audit.LineError
+	if errors.As(verr, &le) {
+		seq, err := seqAt(ctx, tx, le.Line)
+		if err != nil {
+			return rep, err
+		}
+		return rep, &RowError{Seq: seq, Err: le.Err}
+	}
+	if verr != nil {
+		return rep, verr
+	}
+	var headSeq int64
+	var headHash []byte
+	if err := tx.QueryRow(ctx, "SELECT seq, hash FROM toolwire.audit_head").Scan(&headSeq, &headHash); err != nil {
+		return rep, fmt.Errorf("audit table: read the chain's head: %w", err)
+	}
+	if headSeq != r.last || (rep.Head != "" && hex.EncodeToString(headHash) != rep.Head) {
+		return rep, &RowError{Seq: r.last, Err: fmt.Errorf("%w: the head names row %d (sha256 %x), the table ends at row %d", ErrHeadMismatch, headSeq, headHash, r.last)}
+	}
+	return rep, nil
+}
+
+// seqAt returns the seq of the n-th row (1-based) in seq order.
+func seqAt(ctx context.Context, tx pgx.Tx, n int) (int64, error) {
+	var seq int64
+	err := tx.QueryRow(ctx, "SELECT seq FROM toolwire.audit_events ORDER BY seq OFFSET $1 LIMIT 1", n-1).Scan(&seq)
+	if err != nil {
+		return 0, fmt.Errorf("audit table: find row %d: %w", n, err)
+	}
+	return seq, nil
+}
+
+// rowReader serves the rows' lines as the lines of a file. A newline
+// inside a row's line (which the sink never writes: JSON escapes it)
+// would split it in two and misplace the error, so it is served as a NUL
+// byte, which no JSON admits: the row itself is then not an event.
+type rowReader struct {
+	rows pgx.Rows
+	buf  []byte
+	last int64 // seq of the last row read
+	err  error
+}
+
+func (r *rowReader) Read(p []byte) (int, error) {
+	for len(r.buf) == 0 {
+		if !r.rows.Next() {
+			if r.err = r.rows.Err(); r.err != nil {
+				return 0, r.err
+			}
+			return 0, io.EOF
+		}
+		var line []byte
+		if err := r.rows.Scan(&r.last, &line); err != nil {
+			r.err = err
+			return 0, err
+		}
+		line = bytes.ReplaceAll(line, []byte{'\n'}, []byte{0})
+		r.buf = append(line, '\n')
+	}
+	n := copy(p, r.buf)
+	r.buf = r.buf[n:]
+	return n, nil
+}

@@ -1,0 +1,28 @@
+// Package store is toolwire's one store setting: everything that several
+// gateways serving one fleet must agree on (tool pins, OAuth tokens, the
+// audit log, per-caller rate limits, MCP session records) behind one
+// [Open], on files for one machine or on PostgreSQL for a fleet.
+//
+//	st, err := store.Open(ctx, cfg.Store, &store.Options{AuditFile: path})
+//	// "" → files (pins.json, oauth.json, the audit file), as before;
+//	// "postgres://user@db:5432/toolwire" → PostgreSQL, migrated at start-up.
+//	...
+//	defer st.Close()
+//	mcpclient.Options{Pins: st.Pins(), ...}   // *pins.Store, either way
+//	oauth.NewTokenSource(st.Tokens(), ...)    // *oauth.Store, either way
+//	audit.NewLog(st.Audit(), ...)             // audit.Sink, either way
+//	st.Pins().Watch(recheck)                  // another replica's approval
+//
+// Each consumer keeps its own API: a [pins.Store] on a [pins.Backend], an
+// [oauth.Store] on [oauth.Records] (ciphertext only), an [audit.Sink] that
+// extends one hash chain. [Limiter] and [Sessions] have two
+// implementations each: in memory (one process, as the gateway is today)
+// and in the database (one truth for the fleet).
+//
+// On PostgreSQL, [Open] applies the schema migrations it carries
+// (migrations/*.sql, recorded in toolwire.schema_migrations) under a
+// transaction-level advisory lock, so replicas starting together apply
+// each migration once; it refuses a database migrated by a newer toolwire.
+// Changes of the pins reach every replica through LISTEN/NOTIFY on one
+// connection per Store. docs/fleet.md describes the schema.
+package store

@@ -1,0 +1,153 @@
+package store
+
+import (
+	"context"
+	"fmt"
+	"math"
+	"sync"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+	"golang.org/x/time/rate"
+)
+
+// Rate is a token bucket's shape: it refills at PerSecond tokens a second
+// and holds at most Burst. A new caller's bucket starts full. This is
+// what the gateway's Limits.CallRate and CallBurst say.
+type Rate struct {
+	PerSecond float64
+	Burst     int
+}
+
+func (r Rate) check() error {
+	switch {
+	case !(r.PerSecond > 0) || math.IsInf(r.PerSecond, 0):
+		return fmt.Errorf("store: rate: PerSecond %v, want a positive number", r.PerSecond)
+	case r.Burst < 1:
+		return fmt.Errorf("store: rate: Burst %d, want at least 1", r.Burst)
+	}
+	return nil
+}
+
+// Limiter is a per-caller token bucket, the call rate limit of the
+// gateway's callers. The files store's holds the buckets of one process
+// in memory; the PostgreSQL store's holds one bucket per caller for the
+// whole fleet.
+//
+// Implementations are safe for concurrent use.
+type Limiter interface {
+	// Allow takes one token from caller's bucket, shaped by r, and
+	// reports whether there was one. r is given on every call so that a
+	// reloaded configuration applies at once; the bucket keeps its level.
+	// An error (the database is unreachable) says nothing about the
+	// bucket: a gateway refuses the call, failing closed.
+	Allow(ctx context.Context, caller string, r Rate) (bool, error)
+	// Prune forgets the buckets that have refilled to r's burst: a caller
+	// without one gets a full bucket, so nothing changes for anyone but
+	// the space they took. It returns how many it forgot.
+	Prune(ctx context.Context, r Rate) (int64, error)
+}
+
+// memoryLimiter keeps buckets in memory, as the gateway's tracker does.
+type memoryLimiter struct {
+	mu      sync.Mutex
+	buckets map[string]*rate.Limiter
+}
+
+func newMemoryLimiter() *memoryLimiter {
+	return &memoryLimiter{buckets: map[string]*rate.Limiter{}}
+}
+
+func (m *memoryLimiter) Allow(_ context.Context, caller string, r Rate) (bool, error) {
+	if err := r.check(); err != nil {
+		return false, err
+	}
+	now := time.Now()
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	b := m.buckets[caller]
+	if b == nil {
+		if len(m.buckets) >= 64 {
+			// A full bucket is what a new caller gets: forgetting those
+			// keeps the map as large as the callers who spent something.
+			for k, old := range m.buckets {
+				if old.TokensAt(now) >= float64(old.Burst()) {
+					delete(m.buckets, k)
+				}
+			}
+		}
+		b = rate.NewLimiter(rate.Limit(r.PerSecond), r.Burst)
+		m.buckets[caller] = b
+	}
+	if b.Limit() != rate.Limit(r.PerSecond) {
+		b.SetLimitAt(now, rate.Limit(r.PerSecond))
+	}
+	if b.Burst() != r.Burst {
+		b.SetBurstAt(now, r.Burst)
+	}
+	return b.AllowN(now, 1), nil
+}
+
+func (m *memoryLimiter) Prune(_ context.Context, r Rate) (int64, error) {
+	if err := r.check(); err != nil {
+		return 0, err
+	}
+	now := time.Now()
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	var n int64
+	for k, b := range m.buckets {
+		if b.TokensAt(now) >= float64(r.Burst) {
+			delete(m.buckets, k)
+			n++
+		}
+	}
+	return n, nil
+}
+
+// tableLimiter keeps one bucket per caller in toolwire.rate_buckets and
+// takes a token with one statement: the row lock orders the requests of
+// one caller across the fleet, and the time is the database's (now(), the
+// statement's start), so the replicas' clocks play no part.
+//
+// The bound is exact: in any interval of length T, the fleet admits at
+// most Burst + PerSecond·T calls of one caller, however many replicas
+// serve it. (A request that waited for the row lock is credited the
+// refill up to its own start only, never more, so the bound is not
+// exceeded; it may be short by a wait's worth of refill.)
+type tableLimiter struct {
+	pool *pgxpool.Pool
+}
+
+const takeToken = `
+INSERT INTO toolwire.rate_buckets AS b (caller, tokens, updated, allowed)
+VALUES ($1, $3 - 1, now(), true)
+ON CONFLICT (caller) DO UPDATE SET
+	tokens = CASE WHEN toolwire.bucket_level(b.tokens, b.updated, $2, $3) >= 1
+		THEN toolwire.bucket_level(b.tokens, b.updated, $2, $3) - 1
+		ELSE toolwire.bucket_level(b.tokens, b.updated, $2, $3) END,
+	allowed = toolwire.bucket_level(b.tokens, b.updated, $2, $3) >= 1,
+	updated = greatest(b.updated, now())
+RETURNING allowed`
+
+func (t *tableLimiter) Allow(ctx context.Context, caller string, r Rate) (bool, error) {
+	if err := r.check(); err != nil {
+		return false, err
+	}
+	var ok bool
+	if err := t.pool.QueryRow(ctx, takeToken, caller, r.PerSecond, float64(r.Burst)).Scan(&ok); err != nil {
+		return false, fmt.Errorf("store: rate limit of caller: %w", err)
+	}
+	return ok, nil
+}
+
+func (t *tableLimiter) Prune(ctx context.Context, r Rate) (int64, error) {
+	if err := r.check(); err != nil {
+		return 0, err
+	}
+	tag, err := t.pool.Exec(ctx, "DELETE FROM toolwire.rate_buckets b WHERE toolwire.bucket_level(b.tokens, b.updated, $1, $2) >= $2", r.PerSecond, float64(r.Burst))
+	if err != nil {
+		return 0, fmt.Errorf("store: prune rate buckets: %w", err)
+	}
+	return tag.RowsAffected(), nil
+}

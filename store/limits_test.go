@@ -1,0 +1,145 @@
+package store
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+
+	"github.com/toolwire/toolwire/internal/pgtest"
+)
+
+// slow refills about one token in 17 minutes: within a test, a bucket
+// holds its burst and nothing more.
+var slow = Rate{PerSecond: 0.001, Burst: 10}
+
+// TestRateLimitHoldsForTheFleet: three replicas, many concurrent calls of
+// one caller: exactly the burst is admitted, fleet-wide; another caller
+// has a bucket of its own.
+func TestRateLimitHoldsForTheFleet(t *testing.T) {
+	t.Parallel()
+	url := pgtest.DB(t)
+	const replicas, goroutines, calls = 3, 8, 5
+	lims := make([]Limiter, replicas)
+	for i := range lims {
+		lims[i] = openPG(t, url, nil).Limits()
+	}
+	var allowed, other atomic.Int32
+	start := make(chan struct{})
+	errs := make(chan error, replicas*goroutines*calls)
+	var wg sync.WaitGroup
+	for r := range replicas {
+		for range goroutines {
+			wg.Go(func() {
+				<-start
+				for range calls {
+					ok, err := lims[r].Allow(context.Background(), "subject:alice", slow)
+					if err != nil {
+						errs <- err
+					}
+					if ok {
+						allowed.Add(1)
+					}
+				}
+				if ok, _ := lims[r].Allow(context.Background(), fmt.Sprintf("subject:bob-%d", r), slow); ok {
+					other.Add(1)
+				}
+			})
+		}
+	}
+	close(start)
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Fatal(err)
+	}
+	if got := allowed.Load(); got != int32(slow.Burst) {
+		t.Errorf("admitted %d of %d calls across %d replicas, want exactly the burst, %d", got, replicas*goroutines*calls, replicas, slow.Burst)
+	}
+	if got := other.Load(); got != replicas*goroutines {
+		t.Errorf("other callers: %d admitted, want %d (their buckets are their own)", got, replicas*goroutines)
+	}
+}
+
+// TestRateLimitRefills moves a bucket's last update back in time, as time
+// passing would: it refills at the rate, never past the burst.
+func TestRateLimitRefills(t *testing.T) {
+	t.Parallel()
+	url := pgtest.DB(t)
+	lim := openPG(t, url, nil).Limits()
+	ctx := context.Background()
+	r := Rate{PerSecond: 0.5, Burst: 10}
+	drain := func() int {
+		n := 0
+		for range 2 * r.Burst {
+			ok, err := lim.Allow(ctx, "ip:192.0.2.1", r)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if ok {
+				n++
+			}
+		}
+		return n
+	}
+	if n := drain(); n != r.Burst {
+		t.Fatalf("a new bucket admitted %d, want the burst %d", n, r.Burst)
+	}
+	sql(t, url, "UPDATE toolwire.rate_buckets SET updated = updated - interval '10 seconds'")
+	if n := drain(); n != 5 {
+		t.Errorf("10 s at 0.5/s refilled %d, want 5", n)
+	}
+	sql(t, url, "UPDATE toolwire.rate_buckets SET updated = updated - interval '1 hour'")
+	if n := drain(); n != r.Burst {
+		t.Errorf("an hour refilled %d, want the burst %d", n, r.Burst)
+	}
+	// A full bucket is what a new caller gets: pruning it changes nothing.
+	sql(t, url, "UPDATE toolwire.rate_buckets SET updated = updated - interval '1 hour'")
+	n, err := lim.Prune(ctx, r)
+	if err != nil || n != 1 {
+		t.Errorf("prune: %d, %v; want 1 full bucket removed", n, err)
+	}
+}
+
+// TestRateLimitSameInMemory: the files store's limiter admits the same.
+func TestRateLimitSameInMemory(t *testing.T) {
+	t.Parallel()
+	lim := openFileStore(t, nil).Limits()
+	n := 0
+	for range 50 {
+		ok, err := lim.Allow(context.Background(), "subject:alice", slow)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if ok {
+			n++
+		}
+	}
+	if n != slow.Burst {
+		t.Errorf("admitted %d, want %d", n, slow.Burst)
+	}
+	// A bucket refilled in a nanosecond is full again and forgotten;
+	// alice's, spent, is kept.
+	fast := Rate{PerSecond: 1e9, Burst: 1}
+	if ok, err := lim.Allow(context.Background(), "subject:bob", fast); !ok || err != nil {
+		t.Fatalf("bob: %t, %v", ok, err)
+	}
+	if n, err := lim.Prune(context.Background(), fast); n != 1 || err != nil {
+		t.Errorf("prune: %d, %v; want bob's bucket only", n, err)
+	}
+}
+
+func TestRateRefusesBadShapes(t *testing.T) {
+	t.Parallel()
+	url := pgtest.DB(t)
+	for _, lim := range []Limiter{openFileStore(t, nil).Limits(), openPG(t, url, nil).Limits()} {
+		for _, r := range []Rate{{PerSecond: 0, Burst: 1}, {PerSecond: -1, Burst: 1}, {PerSecond: 1, Burst: 0}} {
+			_, err := lim.Allow(context.Background(), "c", r)
+			if err == nil || !strings.Contains(err.Error(), "want") {
+				t.Errorf("%T.Allow(%+v) = %v, want an error naming the field", lim, r, err)
+			}
+		}
+	}
+}

@@ -1,0 +1,138 @@
+package store
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/toolwire/toolwire/internal/pgtest"
+)
+
+// TestSessions checks the semantics of session records on both stores:
+// what is put is got (by another replica too), updates keep the times,
+// touching extends, expiry and deletion make a session not found.
+func TestSessions(t *testing.T) {
+	t.Parallel()
+	url := pgtest.DB(t)
+	mem := openFileStore(t, nil).Sessions()
+	for _, tc := range []struct {
+		name string
+		// one and two are two replicas' views of one store.
+		one, two Sessions
+		// expire makes session id expired, as its idle timeout passing
+		// would.
+		expire func(id string)
+	}{
+		{"memory", mem, mem, func(id string) {
+			m := mem.(*memorySessions)
+			m.mu.Lock()
+			m.m[id].Expires = time.Now().Add(-time.Second)
+			m.mu.Unlock()
+		}},
+		{"postgres", openPG(t, url, nil).Sessions(), openPG(t, url, nil).Sessions(), func(id string) {
+			sql(t, url, "UPDATE toolwire.sessions SET expires_at = now() - interval '1 second' WHERE id = $1", id)
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			ctx := context.Background()
+			in := &Session{
+				ID: "s-1", Caller: "subject:alice", Subject: "alice", Credential: "sha256:abc", Role: "ops",
+				Protocol: "2025-11-25", Capabilities: json.RawMessage(`{"elicitation":{}}`), ClientInfo: json.RawMessage(`{"name":"c","version":"1"}`),
+				LogLevel: "info", Subscriptions: []string{"toolwire://files/a"},
+			}
+			if err := tc.one.Put(ctx, in, time.Hour); err != nil {
+				t.Fatal(err)
+			}
+			got, err := tc.two.Get(ctx, "s-1")
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got.Caller != in.Caller || got.Subject != in.Subject || got.Credential != in.Credential || got.Role != in.Role ||
+				got.Protocol != in.Protocol || !jsonEqual(got.Capabilities, in.Capabilities) || !jsonEqual(got.ClientInfo, in.ClientInfo) ||
+				got.LogLevel != in.LogLevel || !slices.Equal(got.Subscriptions, in.Subscriptions) {
+				t.Errorf("got %+v\nput %+v", got, in)
+			}
+			if got.Created.IsZero() || !got.Created.Equal(got.LastSeen) || !got.Expires.After(got.LastSeen) {
+				t.Errorf("times: created %v, last seen %v, expires %v", got.Created, got.LastSeen, got.Expires)
+			}
+
+			// An update on one replica, seen on the other; the times stay.
+			err = tc.two.Update(ctx, "s-1", func(s *Session) error {
+				s.LogLevel = "debug"
+				s.Subscriptions = append(s.Subscriptions, "toolwire://files/b")
+				s.Created = time.Time{} // not change's to set
+				return nil
+			})
+			if err != nil {
+				t.Fatal(err)
+			}
+			up, err := tc.one.Get(ctx, "s-1")
+			if err != nil || up.LogLevel != "debug" || len(up.Subscriptions) != 2 || !up.Created.Equal(got.Created) {
+				t.Errorf("after update: %+v, %v", up, err)
+			}
+			failed := errors.New("no")
+			if err := tc.one.Update(ctx, "s-1", func(s *Session) error { s.LogLevel = "error"; return failed }); !errors.Is(err, failed) {
+				t.Errorf("a failing update: %v", err)
+			}
+			if s, _ := tc.two.Get(ctx, "s-1"); s.LogLevel != "debug" {
+				t.Errorf("a failing update stored its change: %q", s.LogLevel)
+			}
+
+			// Touch restarts the idle timeout; 0 means none.
+			if err := tc.two.Touch(ctx, "s-1", 0); err != nil {
+				t.Fatal(err)
+			}
+			if s, err := tc.one.Get(ctx, "s-1"); err != nil || !s.Expires.IsZero() || s.LastSeen.Before(got.LastSeen) {
+				t.Errorf("after touch without timeout: %+v, %v", s, err)
+			}
+			if err := tc.two.Touch(ctx, "s-1", time.Minute); err != nil {
+				t.Fatal(err)
+			}
+
+			tc.expire("s-1")
+			for what, err := range map[string]error{
+				"get":    func() error { _, err := tc.one.Get(ctx, "s-1"); return err }(),
+				"touch":  tc.one.Touch(ctx, "s-1", time.Minute),
+				"update": tc.one.Update(ctx, "s-1", func(*Session) error { return nil }),
+			} {
+				if !errors.Is(err, ErrSessionNotFound) {
+					t.Errorf("%s of an expired session: %v, want ErrSessionNotFound", what, err)
+				}
+			}
+			// An expired session is pruned; a put of its id starts anew.
+			if n, err := tc.two.Prune(ctx); err != nil || n != 1 {
+				t.Errorf("prune: %d, %v; want 1", n, err)
+			}
+			if err := tc.one.Put(ctx, &Session{ID: "s-2", Caller: "ip:192.0.2.1", Protocol: "2025-06-18"}, time.Hour); err != nil {
+				t.Fatal(err)
+			}
+			if err := tc.one.Delete(ctx, "s-2"); err != nil {
+				t.Fatal(err)
+			}
+			if err := tc.two.Delete(ctx, "s-2"); err != nil {
+				t.Errorf("deleting twice: %v", err)
+			}
+			if _, err := tc.two.Get(ctx, "s-2"); !errors.Is(err, ErrSessionNotFound) {
+				t.Errorf("get after delete: %v", err)
+			}
+			for _, bad := range []*Session{{Protocol: "2025-06-18"}, {ID: "x"}, {ID: "x", Protocol: "p", Capabilities: json.RawMessage(`{`)}} {
+				if err := tc.one.Put(ctx, bad, time.Hour); err == nil {
+					t.Errorf("put %+v succeeded", bad)
+				}
+			}
+		})
+	}
+}
+
+func jsonEqual(a, b json.RawMessage) bool {
+	var x, y any
+	if json.Unmarshal(a, &x) != nil || json.Unmarshal(b, &y) != nil {
+		return false
+	}
+	xa, _ := json.Marshal(x)
+	ya, _ := json.Marshal(y)
+	return string(xa) == string(ya)
+}

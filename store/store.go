@@ -1,0 +1,215 @@
+package store
+
+import (
+	"context"
+	"crypto/ed25519"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/url"
+	"os"
+	"strings"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/toolwire/toolwire/audit"
+	"github.com/toolwire/toolwire/oauth"
+	"github.com/toolwire/toolwire/pins"
+)
+
+// Kind is where a [Store] keeps its state.
+type Kind string
+
+const (
+	// Files: the pins file, the OAuth store file and the audit file of
+	// one machine; limits and sessions in memory. The default.
+	Files Kind = "files"
+	// Postgres: one PostgreSQL database shared by a fleet.
+	Postgres Kind = "postgres"
+)
+
+// Options configures [Open]. A nil *Options means defaults.
+type Options struct {
+	// PinsFile is the pins file (files only); "" means pins.DefaultPath.
+	PinsFile string
+	// OAuthFile is the OAuth store file (files only); "" means
+	// oauth.DefaultPath.
+	OAuthFile string
+	// OAuth says where the OAuth store's key comes from, for files and
+	// PostgreSQL alike (passphrase or key file; see oauth.StoreOptions).
+	// On PostgreSQL the key file is never created: every replica is given
+	// the same one (or the same passphrase).
+	OAuth *oauth.StoreOptions
+	// AuditFile is the audit log file (files only); "" means none, and
+	// [Store.Audit] returns nil. On PostgreSQL the audit log is the
+	// toolwire.audit_events table.
+	AuditFile string
+	// AuditSigningKey, if set, signs every audit line (both kinds).
+	AuditSigningKey ed25519.PrivateKey
+	// Logger reports what the store does in the background (the
+	// notification listener reconnecting); nil means slog.Default().
+	Logger *slog.Logger
+}
+
+// Store is the state toolwire keeps, on files or on PostgreSQL. Its
+// accessors return the same value on every call; Close releases them all.
+type Store struct {
+	kind    Kind
+	where   string // for messages: "files" or the URL without its password
+	pins    *pins.Store
+	tokens  *oauth.Store
+	sink    audit.Sink
+	limits  Limiter
+	session Sessions
+
+	// files only
+	auditFile *audit.FileSink
+	auditPath string
+	// postgres only
+	pool     *pgxpool.Pool
+	listener *listener
+	applied  []int
+}
+
+// ErrUnsupported is returned by [Open] for a store URL that is neither
+// empty nor PostgreSQL's.
+var ErrUnsupported = errors.New("unsupported store")
+
+// Open opens the store that rawURL names: "" for files (today's paths, or
+// those in opts), or a PostgreSQL URL (postgres:// or postgresql://, with
+// pgx's parameters, e.g. ?sslmode=verify-full&pool_max_conns=16). For
+// PostgreSQL it connects, applies the schema migrations under a lock (see
+// the package doc) and starts listening for changes of the pins; ctx
+// bounds all of that. An error never carries the URL's password.
+func Open(ctx context.Context, rawURL string, opts *Options) (*Store, error) {
+	if opts == nil {
+		opts = &Options{}
+	}
+	if opts.AuditSigningKey != nil && len(opts.AuditSigningKey) != ed25519.PrivateKeySize {
+		return nil, fmt.Errorf("store: audit signing key has %d bytes, want an Ed25519 private key of %d", len(opts.AuditSigningKey), ed25519.PrivateKeySize)
+	}
+	if rawURL == "" {
+		return openFiles(opts)
+	}
+	u, err := url.Parse(rawURL)
+	if err != nil {
+		var ue *url.Error
+		if errors.As(err, &ue) {
+			err = ue.Err // without the URL, which may hold a password
+		}
+		return nil, fmt.Errorf("store: the store URL does not parse: %v (want empty for files, or postgres://USER@HOST:PORT/DATABASE)", err)
+	}
+	switch u.Scheme {
+	case "postgres", "postgresql":
+		if u.Opaque != "" {
+			return nil, fmt.Errorf("store: a %s URL without \"//\" (want postgres://USER@HOST:PORT/DATABASE)", u.Scheme)
+		}
+		return openPostgres(ctx, rawURL, redact(u), opts)
+	}
+	return nil, fmt.Errorf("store: %w: URL scheme %q (want empty for files, or postgres://USER@HOST:PORT/DATABASE)", ErrUnsupported, u.Scheme)
+}
+
+// redact returns u for messages: its password, and the values of query
+// parameters that carry one (pgx takes password and sslpassword there
+// too), masked.
+func redact(u *url.URL) string {
+	c := *u
+	if _, has := c.User.Password(); has {
+		c.User = url.UserPassword(c.User.Username(), "xxxxx")
+	}
+	q := c.Query()
+	for k := range q {
+		if strings.Contains(strings.ToLower(k), "password") {
+			q.Set(k, "xxxxx")
+		}
+	}
+	c.RawQuery = q.Encode()
+	return c.String()
+}
+
+func openFiles(opts *Options) (*Store, error) {
+	s := &Store{kind: Files, where: "files", limits: newMemoryLimiter(), session: newMemorySessions()}
+	var err error
+	if s.pins, err = pins.NewStore(opts.PinsFile); err != nil {
+		return nil, fmt.Errorf("store: %w", err)
+	}
+	if s.tokens, err = oauth.NewStore(opts.OAuthFile, opts.OAuth); err != nil {
+		return nil, fmt.Errorf("store: %w", err)
+	}
+	if opts.AuditFile != "" {
+		f, err := audit.OpenFileWith(opts.AuditFile, &audit.FileSinkOptions{SigningKey: opts.AuditSigningKey})
+		if err != nil {
+			return nil, fmt.Errorf("store: %w", err)
+		}
+		s.auditFile, s.sink, s.auditPath = f, f, opts.AuditFile
+	}
+	return s, nil
+}
+
+// Kind says where the store keeps its state.
+func (s *Store) Kind() Kind { return s.kind }
+
+// String names the store for messages: "files", or the PostgreSQL URL
+// with its password masked.
+func (s *Store) String() string { return s.where }
+
+// Pins returns the pin store.
+func (s *Store) Pins() *pins.Store { return s.pins }
+
+// Tokens returns the OAuth token store.
+func (s *Store) Tokens() *oauth.Store { return s.tokens }
+
+// Audit returns the audit sink, or nil for files without an audit file.
+// The Store owns it: Close closes it.
+func (s *Store) Audit() audit.Sink { return s.sink }
+
+// Limits returns the per-caller rate limiter: in memory for files (one
+// process's callers), in the database for PostgreSQL (the fleet's).
+func (s *Store) Limits() Limiter { return s.limits }
+
+// Sessions returns the session records: in memory for files, in the
+// database for PostgreSQL.
+func (s *Store) Sessions() Sessions { return s.session }
+
+// Applied returns the versions of the schema migrations this Open applied
+// (none for files, and none when another replica had applied them).
+func (s *Store) Applied() []int { return s.applied }
+
+// VerifyAudit checks the audit log's hash chain, as [audit.Verify] checks
+// a file: for files it reads opts' file (the store's AuditFile), for
+// PostgreSQL the audit table, naming the first bad row with a *[RowError].
+func (s *Store) VerifyAudit(ctx context.Context, opts *audit.VerifyOptions) (audit.Report, error) {
+	if s.kind == Postgres {
+		return verifyTable(ctx, s.pool, opts)
+	}
+	if s.auditPath == "" {
+		return audit.Report{}, errors.New("store: no audit file to verify")
+	}
+	// The sink appends whole lines; a reader sees complete ones or a
+	// torn last line, which Verify reports.
+	f, err := os.Open(s.auditPath)
+	if err != nil {
+		return audit.Report{}, fmt.Errorf("store: %w", err)
+	}
+	defer f.Close()
+	return audit.Verify(f, opts)
+}
+
+// Close stops the listener and closes the audit sink and the connections.
+// It is safe to call more than once.
+func (s *Store) Close() error {
+	var err error
+	if s.listener != nil {
+		s.listener.close()
+		s.listener = nil
+	}
+	if s.auditFile != nil {
+		err = s.auditFile.Close()
+		s.auditFile = nil
+	}
+	if s.pool != nil {
+		s.pool.Close()
+		s.pool = nil
+	}
+	return err
+}

@@ -17,6 +17,7 @@ import (
 	"github.com/toolwire/toolwire/internal/stdioconn"
 	"github.com/toolwire/toolwire/mcpclient"
 	"github.com/toolwire/toolwire/netpolicy"
+	"github.com/toolwire/toolwire/workspace"
 )
 
 func newServeCommand(e *env, g *globalFlags) *cobra.Command {
@@ -155,22 +156,16 @@ docs/operations.md lists the metrics and spans.`,
 				return err
 			}
 			defer stopTelemetry()
-			oo := openOptions{confirmer: gateway.NewApprover(policy), file: file, relay: relay}
-			var gwo gateway.Options
-			withTelemetry(cmd.Context(), tel, &oo, &gwo)
-			w, err := open(cmd.Context(), e, g, oo)
+			wo := workspace.Options{Confirmer: gateway.NewApprover(policy), Relay: relay}
+			gwo := gateway.Options{Unprefixed: unprefixed}
+			withTelemetry(cmd.Context(), tel, &wo, &gwo)
+			w, err := open(cmd.Context(), e, g, file, &wo)
 			if err != nil {
 				return err
 			}
-			defer w.close()
-			tel.Metrics().ObserveUpstreams(w.manager.Status)
-			var upstreams []gateway.Upstream
-			for _, srv := range w.manager.Servers() {
-				upstreams = append(upstreams, srv)
-			}
-			gwo.Unprefixed, gwo.Upstreams = unprefixed, upstreams
-			gwo.MaxResultBytes = effectiveSecurity(w.file, g).ResultLimit()
-			gw := gateway.New(w.executor, &gwo)
+			defer w.Close()
+			tel.Metrics().ObserveUpstreams(w.Manager().Status)
+			gw := w.Gateway(&gwo)
 			if err := gw.Collisions(); err != nil {
 				return &exitError{exitUsage, fmt.Errorf("--unprefixed: %w", err)}
 			}
@@ -183,12 +178,8 @@ docs/operations.md lists the metrics and spans.`,
 				}
 				return nil
 			}
-			opts.Audit = w.audit
-			opts.Ready = requiredReady(w)
 			opts.Observe = tel.Metrics().GatewayEvents()
-			h := gw.Handler(opts)
-			defer h.Close()
-			return serveHTTP(cmd.Context(), e, ln, h, ops)
+			return serveHTTP(cmd.Context(), e, ln, w.Handler(gw, opts), ops)
 		},
 	}
 	cmd.Flags().BoolVar(&stdio, "stdio", false, "serve MCP on stdin and stdout")
@@ -402,26 +393,6 @@ func serveHTTP(ctx context.Context, e *env, ln net.Listener, h *gateway.Handler,
 // calls to return (an upstream is sent notifications/cancelled and the
 // call returns without waiting for its answer) and for sessions to close.
 const drainBound = 2 * time.Second
-
-// requiredReady reports the gateway ready when every server the
-// configuration marks required is Ready.
-func requiredReady(w *workspace) func() bool {
-	required := map[string]bool{}
-	for _, s := range w.file.Servers {
-		if s.Required {
-			required[s.Name] = true
-		}
-	}
-	servers := w.manager.Servers()
-	return func() bool {
-		for _, s := range servers {
-			if required[s.Name()] && s.State() != mcpclient.Ready {
-				return false
-			}
-		}
-		return true
-	}
-}
 
 // exposureProblem refuses to serve bearer tokens over plain HTTP on an
 // address other than loopback unless insecure says to: a token sent in

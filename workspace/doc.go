@@ -18,10 +18,16 @@
 //
 //	res := w.Executor().Call(ctx, "files__read_text_file", json.RawMessage(`{"path":"a.txt"}`))
 //
-// and to serve it all over MCP, as toolwire serve does:
+// and to serve it all over MCP as toolwire serve does, with the approvals
+// and the callers' authentication of the configuration's gateway section:
 //
-//	gw := w.Gateway(nil)
-//	http.Serve(ln, w.Handler(gw, gateway.HTTPOptions{Verifier: verifier, Roles: roles}))
+//	policy, err := workspace.ApprovalPolicy(file.Gateway)
+//	...
+//	httpOpts, err := workspace.Authentication(ctx, file.Gateway) // tokens, JWTs, roles
+//	...
+//	w, err := workspace.Open(ctx, file, &workspace.Options{Confirmer: gateway.NewApprover(policy)})
+//	...
+//	http.Serve(ln, w.Handler(w.Gateway(nil), httpOpts))
 //
 // A server that fails to start is reported (through [Options.Logger], or
 // [Options.OnFailed]) and left out, and the others are used; Open fails

@@ -95,12 +95,6 @@ var ErrNotStarted = errors.New("servers not started")
 // says audit.required but names no audit file.
 var ErrNoAuditFile = errors.New("audit.required: no audit file to write")
 
-// startError is Open's error when the servers did not start.
-type startError struct{ err error }
-
-func (e *startError) Error() string   { return e.err.Error() }
-func (e *startError) Unwrap() []error { return []error{e.err, ErrNotStarted} }
-
 // auditCloseWait bounds how long Close waits for calls still running to
 // record their outcomes; those that do not are recorded as ended by the
 // shutdown ([audit.Log.Close]).
@@ -210,7 +204,7 @@ func Open(ctx context.Context, file *config.File, opts *Options) (*Workspace, er
 	})
 	if err := w.manager.Start(ctx); err != nil {
 		w.Close()
-		return nil, &startError{err}
+		return nil, &marked{err, ErrNotStarted}
 	}
 	failed := w.manager.Failed()
 	for _, st := range w.manager.Status() {
@@ -224,7 +218,7 @@ func Open(ctx context.Context, file *config.File, opts *Options) (*Workspace, er
 	}
 	if n := len(w.manager.Servers()); n > 0 && len(failed) == n {
 		w.Close()
-		return nil, &startError{errors.New("no server could be started")}
+		return nil, &marked{errors.New("no server could be started"), ErrNotStarted}
 	}
 	return w, nil
 }

@@ -7,10 +7,8 @@ import (
 	"io"
 	"log/slog"
 	"net"
-	"net/http"
 	"time"
 
-	"github.com/modelcontextprotocol/go-sdk/auth"
 	"github.com/spf13/cobra"
 	"github.com/toolwire/toolwire/config"
 	"github.com/toolwire/toolwire/gateway"
@@ -199,28 +197,9 @@ docs/operations.md lists the metrics and spans.`,
 // user gave (changed says which) in place of its per-tier values. Per-tool
 // entries stay: they name tools, which the flags do not.
 func approvalPolicy(gwc *config.Gateway, changed func(string) bool, write, destructive string) (gateway.ApprovalPolicy, error) {
-	var p gateway.ApprovalPolicy
-	var err error
-	if gwc != nil {
-		a := gwc.Approvals
-		if a.Write != "" {
-			if p.Write, err = gateway.ParseApproval(a.Write); err != nil {
-				return p, fmt.Errorf("gateway.approvals.write: %w", err)
-			}
-		}
-		if a.Destructive != "" {
-			if p.Destructive, err = gateway.ParseApproval(a.Destructive); err != nil {
-				return p, fmt.Errorf("gateway.approvals.destructive: %w", err)
-			}
-		}
-		if len(a.Tools) > 0 {
-			p.Tools = make(map[string]gateway.Approval, len(a.Tools))
-			for name, s := range a.Tools {
-				if p.Tools[name], err = gateway.ParseApproval(s); err != nil {
-					return p, fmt.Errorf("gateway.approvals.tools.%s: %w", name, err)
-				}
-			}
-		}
+	p, err := workspace.ApprovalPolicy(gwc)
+	if err != nil {
+		return p, err
 	}
 	if changed("approve-write") {
 		if p.Write, err = gateway.ParseApproval(write); err != nil {
@@ -235,69 +214,16 @@ func approvalPolicy(gwc *config.Gateway, changed func(string) bool, write, destr
 	return p, nil
 }
 
-// httpOptions builds the gateway's HTTP options from its configuration:
-// with tokens or jwt, a verifier of them and the roles; without, no
-// authentication. The JWT verifier fetches its JWK set now: failing to is
-// an error of exit status 1, naming the URL.
+// httpOptions builds the gateway's HTTP options from its configuration's
+// authentication (workspace.Authentication) and --stateless. Failing to
+// fetch the JWK set is exit status 1, naming the URL.
 func httpOptions(ctx context.Context, gwc *config.Gateway, stateless bool) (gateway.HTTPOptions, error) {
-	opts := gateway.HTTPOptions{Stateless: stateless}
-	if gwc == nil || (len(gwc.Tokens) == 0 && gwc.JWT == nil) {
-		return opts, nil
+	opts, err := workspace.Authentication(ctx, gwc)
+	if errors.Is(err, workspace.ErrVerifier) {
+		return opts, &exitError{exitToolErr, err}
 	}
-	var verifiers []auth.TokenVerifier
-	if len(gwc.Tokens) > 0 {
-		tokens := make([]gateway.StaticToken, len(gwc.Tokens))
-		for i, t := range gwc.Tokens {
-			tokens[i] = gateway.StaticToken{SHA256: t.SHA256, Subject: t.Subject, Role: t.Role}
-		}
-		verifier, err := gateway.StaticVerifier(tokens)
-		if err != nil {
-			return opts, fmt.Errorf("gateway.tokens: %w", err)
-		}
-		verifiers = append(verifiers, verifier)
-	}
-	roles := gateway.Roles(gwc.Roles)
-	if err := roles.Validate(); err != nil {
-		return opts, fmt.Errorf("gateway.roles: %w", err)
-	}
-	opts.AuthorizationServers = gwc.AuthorizationServers
-	if j := gwc.JWT; j != nil {
-		verifier, err := gateway.JWTVerifier(ctx, gateway.JWTOptions{
-			JWKSURL: j.JWKSURL, Issuer: j.Issuer, Audience: j.Audience, RoleClaim: j.RoleClaim,
-		})
-		if err != nil {
-			return opts, &exitError{exitToolErr, fmt.Errorf("gateway.jwt: %w", err)}
-		}
-		verifiers = append(verifiers, verifier)
-		if len(opts.AuthorizationServers) == 0 {
-			opts.AuthorizationServers = []string{j.Issuer}
-		}
-	}
-	opts.Verifier, opts.Roles = anyVerifier(verifiers), roles
-	opts.ResourceURL = gwc.ResourceURL
-	return opts, nil
-}
-
-// anyVerifier accepts a token that any of verifiers accepts, asking them in
-// order. When all refuse it, the error is the last one's (each wraps
-// auth.ErrInvalidToken); an error of another kind ends the search.
-func anyVerifier(verifiers []auth.TokenVerifier) auth.TokenVerifier {
-	if len(verifiers) == 1 {
-		return verifiers[0]
-	}
-	return func(ctx context.Context, token string, req *http.Request) (*auth.TokenInfo, error) {
-		err := fmt.Errorf("%w: no verifier", auth.ErrInvalidToken)
-		for _, v := range verifiers {
-			var info *auth.TokenInfo
-			if info, err = v(ctx, token, req); err == nil {
-				return info, nil
-			}
-			if !errors.Is(err, auth.ErrInvalidToken) {
-				return nil, err
-			}
-		}
-		return nil, err
-	}
+	opts.Stateless = stateless
+	return opts, err
 }
 
 // listenGateway listens on addr. Without caller authentication only a

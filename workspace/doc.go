@@ -18,8 +18,10 @@
 //
 //	res := w.Executor().Call(ctx, "files__read_text_file", json.RawMessage(`{"path":"a.txt"}`))
 //
-// and to serve it all over MCP as toolwire serve does, with the approvals
-// and the callers' authentication of the configuration's gateway section:
+// To serve it all over MCP instead, as toolwire serve does, open it with
+// the approvals of the configuration's gateway section as the confirmer,
+// and serve its gateway with the callers' authentication the section
+// configures:
 //
 //	policy, err := workspace.ApprovalPolicy(file.Gateway)
 //	...

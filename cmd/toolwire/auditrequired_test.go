@@ -1,18 +1,13 @@
 package main
 
 import (
-	"bytes"
 	"context"
-	"fmt"
-	"io"
 	"os"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
-	"github.com/toolwire/toolwire/audit"
-	"github.com/toolwire/toolwire/tool"
 )
 
 // setAudit replaces the fixture's audit section.
@@ -72,63 +67,6 @@ func TestAuditRequiredWithoutAFileIsAUsageError(t *testing.T) {
 	o.expect(t, exitUsage)
 	if !strings.Contains(o.stderr, "audit.required: no audit file to write") || strings.Contains(o.stdout, "hi") {
 		t.Errorf("stderr = %q, stdout = %q", o.stderr, o.stdout)
-	}
-}
-
-// progressSignal is a tool.Caller that signals the first progress report.
-type progressSignal chan struct{}
-
-func (p progressSignal) Progress(context.Context, tool.Progress) {
-	select {
-	case p <- struct{}{}:
-	default:
-	}
-}
-
-// TestClosingGivesEveryRequestedCallAnOutcome: when a command ends while a
-// call still runs (its context cancelled, the workspace closed at once),
-// the call's outcome is in the audit log before the file closes.
-func TestClosingGivesEveryRequestedCallAnOutcome(t *testing.T) {
-	t.Parallel()
-	f := newFixture(t, "")
-	var stderr bytes.Buffer
-	e := &env{stdin: strings.NewReader(""), stdout: io.Discard, stderr: &stderr, isTerminal: func() bool { return false },
-		lookupEnv: func(string) (string, bool) { return "", false }}
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	w, err := open(ctx, e, &globalFlags{config: []string{f.config}}, openOptions{confirmer: approveAll{}})
-	if err != nil {
-		t.Fatalf("%v\n%s", err, stderr.String())
-	}
-	started := make(progressSignal, 1)
-	done := make(chan *tool.Result, 1)
-	callCtx, stop := context.WithCancel(ctx)
-	go func() { done <- w.executor.Call(tool.WithCaller(callCtx, started), "demo__wait_for_cancel", nil) }()
-	select {
-	case <-started:
-	case <-ctx.Done():
-		t.Fatal("wait_for_cancel never started")
-	}
-	// As at the end of serve, run or chat: the command's context ends
-	// (Ctrl-C, SIGTERM) and the workspace closes at once.
-	stop()
-	w.close()
-	if res := <-done; !res.IsError {
-		t.Errorf("the call outlived its server: %+v", res)
-	}
-	open := map[string]bool{}
-	for _, ev := range f.auditEvents(t) {
-		key := fmt.Sprintf("%s/%d", ev.Batch, ev.Index)
-		switch {
-		case ev.Kind == audit.CallRequested:
-			open[key] = true
-		case ev.Kind.Ends():
-			delete(open, key)
-		}
-	}
-	if len(open) != 0 {
-		raw, _ := os.ReadFile(f.audit)
-		t.Errorf("calls %v were requested and have no outcome:\n%s", open, raw)
 	}
 }
 

@@ -4,58 +4,17 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"net/http"
 	"os/exec"
 	"runtime"
 	"text/tabwriter"
 	"time"
 
-	"github.com/modelcontextprotocol/go-sdk/auth"
 	"github.com/spf13/cobra"
 	"github.com/toolwire/toolwire/config"
-	"github.com/toolwire/toolwire/mcpclient"
 	"github.com/toolwire/toolwire/netpolicy"
 	"github.com/toolwire/toolwire/oauth"
+	"github.com/toolwire/toolwire/workspace"
 )
-
-// tokenStore opens the OAuth token store (oauth.DefaultPath, keyed by
-// TOOLWIRE_PASSPHRASE or the key file beside it). It does no I/O.
-func tokenStore(e *env) (*oauth.Store, error) {
-	pass, _ := e.lookupEnv(oauth.PassphraseEnv)
-	return oauth.NewStore("", &oauth.StoreOptions{Passphrase: pass})
-}
-
-// oauthHandlers makes each remote server's OAuth handler. fetcher is nil
-// for commands that cannot prompt: a server that needs a person then fails
-// with an error naming "toolwire login SERVER".
-func oauthHandlers(e *env, store *oauth.Store, fetcher oauth.Fetcher) mcpclient.OAuthFunc {
-	return func(cfg config.Server, client *http.Client) (auth.OAuthHandler, error) {
-		o := cfg.OAuth
-		if o == nil {
-			o = &config.OAuth{}
-		}
-		if o.Grant == "client_credentials" || o.Grant == "enterprise" {
-			return oauth.NewClientCredentialsHandler(&oauth.ClientCredentialsConfig{
-				Server: cfg.Name, ClientID: o.ClientID, SecretEnv: o.ClientSecretEnv, Key: mcpclient.OAuthClientKey(o), AuthMethod: o.AuthMethod, Scopes: o.Scopes, IdP: mcpclient.OAuthIdP(o), HTTPClient: client,
-			})
-		}
-		// Resource binds the stored tokens to this URL and is what the
-		// refreshes name (RFC 8707) before any discovery in this process.
-		hc := &oauth.HandlerConfig{Server: cfg.Name, Resource: cfg.URL, Store: store, HTTPClient: client, Scopes: o.Scopes, ClientMetadataURL: o.ClientMetadataURL, Fetcher: fetcher}
-		if o.ClientID != "" {
-			secret := ""
-			if o.ClientSecretEnv != "" {
-				// A confidential client without its secret must not quietly
-				// become a public one.
-				if secret, _ = e.lookupEnv(o.ClientSecretEnv); secret == "" {
-					return nil, fmt.Errorf("server %q: oauth.clientSecretEnv: the variable %s is not set", cfg.Name, o.ClientSecretEnv)
-				}
-			}
-			hc.Client = &oauth.ClientConfig{ID: o.ClientID, Secret: secret, Key: mcpclient.OAuthClientKey(o)}
-		}
-		return oauth.NewHandler(hc)
-	}
-}
 
 // browserOpener opens a URL in the desktop's browser.
 func browserOpener(ctx context.Context, url string) error {
@@ -99,7 +58,7 @@ was sent to (or the code) from stdin, for a machine without a browser.`,
 			// wait and a minute more, so that its message ends an
 			// abandoned login rather than a bare deadline.
 			srv.Timeout = max(srv.Timeout, oauth.DefaultLoginTimeout+time.Minute)
-			store, err := tokenStore(e)
+			store, err := workspace.TokenStore(e.lookupEnv)
 			if err != nil {
 				return &exitError{exitUsage, err}
 			}
@@ -110,11 +69,11 @@ was sent to (or the code) from stdin, for a machine without a browser.`,
 			// The server's own OAuth client, through the same client stack:
 			// connecting makes the first request, whose 401 starts the flow.
 			file.Servers = []config.Server{srv}
-			w, err := open(cmd.Context(), e, g, openOptions{confirmer: refuseAll{}, file: file, oauth: oauthHandlers(e, store, lb)})
+			w, err := open(cmd.Context(), e, g, file, &workspace.Options{Confirmer: refuseAll{}, OAuth: workspace.OAuthHandlers(store, &workspace.OAuthOptions{Fetcher: lb, LookupEnv: e.lookupEnv})})
 			if err != nil {
 				return err
 			}
-			defer w.close()
+			defer w.Close()
 			entry, err := store.Get(srv.Name)
 			if err != nil {
 				return &exitError{exitToolErr, err}
@@ -123,7 +82,7 @@ was sent to (or the code) from stdin, for a machine without a browser.`,
 				fmt.Fprintf(e.stdout, "%s: connected; it did not ask for authorization\n", srv.Name)
 				return nil
 			}
-			fmt.Fprintf(e.stdout, "%s: logged in; %d tools; tokens kept in %s\n", srv.Name, len(w.registry.List()), store.Path())
+			fmt.Fprintf(e.stdout, "%s: logged in; %d tools; tokens kept in %s\n", srv.Name, len(w.Registry().List()), store.Path())
 			return nil
 		},
 	}
@@ -137,7 +96,7 @@ func newLogoutCommand(e *env, g *globalFlags) *cobra.Command {
 		Short: "Revoke a server's OAuth tokens where it can, and forget them and the registration",
 		Args:  cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			store, err := tokenStore(e)
+			store, err := workspace.TokenStore(e.lookupEnv)
 			if err != nil {
 				return &exitError{exitUsage, err}
 			}
@@ -179,7 +138,7 @@ func newAuthCommand(e *env) *cobra.Command {
 		Short: "List servers with their OAuth state and token expiry (never a token)",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			store, err := tokenStore(e)
+			store, err := workspace.TokenStore(e.lookupEnv)
 			if err != nil {
 				return &exitError{exitUsage, err}
 			}

@@ -12,6 +12,7 @@ import (
 	"github.com/spf13/cobra"
 	"github.com/toolwire/toolwire/internal/spelling"
 	"github.com/toolwire/toolwire/tool"
+	"github.com/toolwire/toolwire/workspace"
 )
 
 func newCallCommand(e *env, g *globalFlags) *cobra.Command {
@@ -44,21 +45,21 @@ terminal and no --yes, such calls are refused.`,
 			if yes {
 				confirmer = approveAll{}
 			}
-			w, err := open(cmd.Context(), e, g, openOptions{confirmer: confirmer})
+			w, err := open(cmd.Context(), e, g, nil, &workspace.Options{Confirmer: confirmer})
 			if err != nil {
 				return err
 			}
-			defer w.close()
+			defer w.Close()
 
 			raw := json.RawMessage(argsJSON)
 			if len(pairs) > 0 {
-				raw, err = pairsToJSON(w.registry, name, pairs)
+				raw, err = pairsToJSON(w.Registry(), name, pairs)
 				if err != nil {
 					return &exitError{exitUsage, err}
 				}
 			}
 			ctx := tool.WithCaller(cmd.Context(), &progressPrinter{out: e.stderr})
-			res := w.executor.Call(ctx, name, raw)
+			res := w.Executor().Call(ctx, name, raw)
 			if asJSON {
 				if err := printJSON(e, res); err != nil {
 					return err
@@ -76,7 +77,7 @@ terminal and no --yes, such calls are refused.`,
 }
 
 // resultError maps an error result to the command's exit status.
-func resultError(name string, res *tool.Result, w *workspace) error {
+func resultError(name string, res *tool.Result, w *workspace.Workspace) error {
 	if !res.IsError {
 		return nil
 	}
@@ -88,10 +89,10 @@ func resultError(name string, res *tool.Result, w *workspace) error {
 		return &exitError{exitToolErr, errors.New(res.Message)}
 	case tool.ReasonUnknownTool:
 		msg := res.Message
-		if near := closestNames(name, w.registry.List(), 3); len(near) > 0 {
+		if near := closestNames(name, w.Registry().List(), 3); len(near) > 0 {
 			msg += "; did you mean " + strings.Join(near, ", ") + "?"
 		}
-		if n := len(w.manager.Failed()); n > 0 {
+		if n := len(w.Manager().Failed()); n > 0 {
 			msg += fmt.Sprintf(" (%d server(s) failed to start; see the warnings above)", n)
 		}
 		return &exitError{exitUsage, errors.New(msg)}

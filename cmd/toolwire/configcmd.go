@@ -7,7 +7,6 @@ import (
 	"io"
 	"io/fs"
 	"os"
-	"path/filepath"
 	"sort"
 	"strconv"
 	"strings"
@@ -15,6 +14,7 @@ import (
 
 	"github.com/spf13/cobra"
 	"github.com/toolwire/toolwire/config"
+	"github.com/toolwire/toolwire/internal/sharedfile"
 	"github.com/toolwire/toolwire/tool"
 	"golang.org/x/term"
 )
@@ -438,53 +438,19 @@ func configSortedKeys[V any](m map[string]V) []string {
 	return out
 }
 
-// writeConfigAtomically writes data to path through a temporary file in the
-// same directory, so that a reader never sees half a file. The file is
-// created 0600: it describes credentials even if it holds none. Without
-// force an existing file is never replaced, even one created meanwhile
-// (where the file system has hard links).
+// writeConfigAtomically writes data to path so that a reader never sees
+// half a file (sharedfile's atomic writes), mode 0600: it describes
+// credentials even if it holds none. Without force an existing file is
+// never replaced, even one created meanwhile.
 func writeConfigAtomically(path string, data []byte, force bool) error {
-	if !force {
-		if _, err := os.Lstat(path); err == nil {
-			return &exitError{exitUsage, fmt.Errorf("%s already exists; pass --force to replace it", path)}
-		}
-	}
-	tmp, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".tmp-*")
-	if err != nil {
-		return &exitError{exitToolErr, err}
-	}
-	name := tmp.Name()
-	defer os.Remove(name) // after a rename or link this removes nothing or the extra name
-	if err := tmp.Chmod(0o600); err != nil {
-		tmp.Close()
-		return &exitError{exitToolErr, err}
-	}
-	if _, err := tmp.Write(data); err != nil {
-		tmp.Close()
-		return &exitError{exitToolErr, err}
-	}
-	if err := tmp.Sync(); err != nil {
-		tmp.Close()
-		return &exitError{exitToolErr, err}
-	}
-	if err := tmp.Close(); err != nil {
-		return &exitError{exitToolErr, err}
-	}
+	write := sharedfile.CreateAtomic
 	if force {
-		if err := os.Rename(name, path); err != nil {
-			return &exitError{exitToolErr, err}
-		}
-		return nil
+		write = sharedfile.WriteAtomic
 	}
-	// A hard link fails if the name exists, which a rename would not.
-	switch err := os.Link(name, path); {
-	case err == nil:
-		return nil
+	switch err := write(path, data); {
 	case errors.Is(err, fs.ErrExist):
 		return &exitError{exitUsage, fmt.Errorf("%s already exists; pass --force to replace it", path)}
-	}
-	// Some file systems have no hard links; the check above must do.
-	if err := os.Rename(name, path); err != nil {
+	case err != nil:
 		return &exitError{exitToolErr, err}
 	}
 	return nil

@@ -3,7 +3,7 @@ package main
 // The official MCP conformance suite's client scenarios (pinned in
 // scripts/conformance-client.sh, the same npm packages as the server
 // scenarios) run against toolwire's conformance client, ./conformance/client:
-// mcpclient, the executor and the oauth package as the CLI assembles them.
+// the workspace package, which assembles the CLI's stack.
 // Skipped without node or the suite, except under CI=true, where it fails.
 
 import (

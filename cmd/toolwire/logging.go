@@ -36,14 +36,14 @@ func newLogger(w io.Writer, g *globalFlags, secrets *audit.Secrets) *slog.Logger
 	if g.verbose {
 		level = slog.LevelDebug
 	}
-	var mask func([]string, slog.Attr) slog.Attr
-	if secrets != nil {
-		mask = maskAttr(secrets)
-	}
+	var h slog.Handler = &lineHandler{w: w, level: level, mu: &sync.Mutex{}}
 	if g.logFormat == logJSON {
-		return slog.New(slog.NewJSONHandler(w, &slog.HandlerOptions{Level: level, ReplaceAttr: mask}))
+		h = slog.NewJSONHandler(w, &slog.HandlerOptions{Level: level})
 	}
-	return slog.New(&lineHandler{w: w, level: level, mask: mask, mu: &sync.Mutex{}})
+	if secrets != nil {
+		h = secrets.Handler(h)
+	}
+	return slog.New(h)
 }
 
 // lineHandler writes a record as "toolwire: LEVEL: message key=value ...",
@@ -51,7 +51,6 @@ func newLogger(w io.Writer, g *globalFlags, secrets *audit.Secrets) *slog.Logger
 type lineHandler struct {
 	w      io.Writer
 	level  slog.Level
-	mask   func([]string, slog.Attr) slog.Attr
 	mu     *sync.Mutex // shared by the handlers WithAttrs makes: one write per line
 	prefix string      // the attributes of WithAttrs, formatted
 	group  string      // the group of WithGroup, with a trailing dot
@@ -76,11 +75,7 @@ func (h *lineHandler) Handle(_ context.Context, r slog.Record) error {
 	b.WriteString("toolwire: ")
 	b.WriteString(levelWord(r.Level))
 	b.WriteString(": ")
-	msg := slog.String(slog.MessageKey, r.Message)
-	if h.mask != nil {
-		msg = h.mask(nil, msg)
-	}
-	b.WriteString(termSafe(msg.Value.String()))
+	b.WriteString(termSafe(r.Message))
 	b.WriteString(h.prefix)
 	r.Attrs(func(a slog.Attr) bool {
 		h.appendAttr(&b, h.group, a)
@@ -107,9 +102,6 @@ func (h *lineHandler) appendAttr(b *strings.Builder, group string, a slog.Attr) 
 			h.appendAttr(b, g, ga)
 		}
 		return
-	}
-	if h.mask != nil {
-		a = h.mask(nil, a)
 	}
 	v := termSafe(a.Value.String())
 	if v == "" || strings.ContainsAny(v, " \t\"=") {

@@ -13,6 +13,7 @@ import (
 	"github.com/toolwire/toolwire/config"
 	"github.com/toolwire/toolwire/mcpclient"
 	"github.com/toolwire/toolwire/pins"
+	"github.com/toolwire/toolwire/workspace"
 )
 
 func newPinsCommand(e *env, g *globalFlags) *cobra.Command {
@@ -191,12 +192,12 @@ Approve only what you have looked at: "toolwire tools" shows the descriptions
 			only := *file
 			only.Servers = []config.Server{cfg}
 			only.Security.Pins = "off"
-			w, err := open(cmd.Context(), e, g, openOptions{confirmer: refuseAll{}, file: &only})
+			w, err := open(cmd.Context(), e, g, &only, &workspace.Options{Confirmer: refuseAll{}})
 			if err != nil {
 				return err
 			}
-			defer w.close()
-			srv, _ := w.manager.Server(server)
+			defer w.Close()
+			srv, _ := w.Manager().Server(server)
 			defs := srv.Definitions()
 			if toolName != "" {
 				i := slices.IndexFunc(defs, func(d pins.Definition) bool { return d.Name == toolName })
@@ -228,10 +229,6 @@ Approve only what you have looked at: "toolwire tools" shows the descriptions
 				fmt.Fprintf(e.stderr, "toolwire: note: %s had no pins, so its other tools now count as new (quarantined in enforce mode); approve them with: toolwire pins approve %s\n",
 					termSafe(server), termSafe(server))
 			}
-			var log *audit.Log // nil records nothing
-			if w.sink != nil {
-				log = audit.NewLog(w.sink, nil)
-			}
 			for _, d := range defs {
 				fp, _ := pins.Fingerprint(d) // Approve fingerprinted it already
 				what := "new"
@@ -242,7 +239,7 @@ Approve only what you have looked at: "toolwire tools" shows the descriptions
 					what = "updated"
 				}
 				fmt.Fprintf(e.stdout, "approved %s %s (%s)\n", termSafe(server+"/"+d.Name), shortPrint(fp), what)
-				log.Record(audit.Event{Kind: audit.ToolPinned, Source: server, Original: d.Name, Pinned: old[d.Name], Fingerprint: fp, Reason: "approved"})
+				w.Audit().Record(audit.Event{Kind: audit.ToolPinned, Source: server, Original: d.Name, Pinned: old[d.Name], Fingerprint: fp, Reason: "approved"})
 			}
 			return nil
 		},
@@ -300,7 +297,7 @@ mode: quarantined until approved).`,
 				}
 			}
 			fmt.Fprintf(e.stdout, "forgot %d pin(s) of %s\n", n, termSafe(target(server, toolName)))
-			sink, err := openAuditSink(file, g)
+			sink, err := workspace.OpenAudit(file, &workspace.Options{AuditFile: g.audit})
 			if err != nil {
 				return &exitError{exitUsage, fmt.Errorf("pins forgotten, but not audited: %w", err)}
 			}
@@ -319,46 +316,11 @@ func loadPins(e *env, g *globalFlags) (*config.File, *pins.Store, error) {
 	if err != nil {
 		return nil, nil, err
 	}
-	store, err := pins.NewStore(effectiveSecurity(file, g).PinsFile)
+	store, err := pins.NewStore(file.Security.PinsFile)
 	if err != nil {
 		return nil, nil, &exitError{exitUsage, err}
 	}
 	return file, store, nil
-}
-
-// pinOptions returns what the security section says about pinning: the
-// store (nil when pinning is off) and the mode.
-func pinOptions(sec config.Security) (*pins.Store, pins.Mode, error) {
-	mode, err := pins.ParseMode(sec.PinMode())
-	if err != nil {
-		return nil, 0, fmt.Errorf("security.pins: %w", err)
-	}
-	if mode == pins.Off {
-		return nil, mode, nil
-	}
-	store, err := pins.NewStore(sec.PinsFile)
-	if err != nil {
-		return nil, 0, fmt.Errorf("security.pinsFile: %w", err)
-	}
-	return store, mode, nil
-}
-
-// openAuditSink opens the audit file the flags or configuration name, as
-// open does, or returns nil when there is none.
-func openAuditSink(file *config.File, g *globalFlags) (*audit.FileSink, error) {
-	p := firstNonEmpty(g.audit, file.Audit.File)
-	if p == "" {
-		return nil, nil
-	}
-	var opts audit.FileSinkOptions
-	if file.Audit.SigningKey != "" {
-		key, err := audit.ReadPrivateKey(file.Audit.SigningKey)
-		if err != nil {
-			return nil, fmt.Errorf("audit.signingKey: %w", err)
-		}
-		opts.SigningKey = key
-	}
-	return audit.OpenFileWith(p, &opts)
 }
 
 // splitTarget splits a SERVER[/TOOL] argument. A server name may itself

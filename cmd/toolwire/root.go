@@ -5,19 +5,16 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"log/slog"
 	"os"
 	"path/filepath"
-	"reflect"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/spf13/cobra"
-	"github.com/toolwire/toolwire/audit"
 	"github.com/toolwire/toolwire/config"
-	"github.com/toolwire/toolwire/internal/telemetry"
 	"github.com/toolwire/toolwire/mcpclient"
-	"github.com/toolwire/toolwire/tool"
+	"github.com/toolwire/toolwire/workspace"
 	"golang.org/x/term"
 )
 
@@ -89,120 +86,43 @@ func newRootCommand(e *env) *cobra.Command {
 	return root
 }
 
-// workspace is a loaded configuration with its servers started.
-type workspace struct {
-	file     *config.File
-	registry *tool.Registry
-	executor *tool.Executor
-	manager  *mcpclient.Manager
-	sink     *audit.FileSink
-	audit    *audit.Log     // nil without an audit file
-	secrets  *audit.Secrets // masked in logs and audit events; add more to it
-}
-
-// openOptions tunes open for one command.
-type openOptions struct {
-	confirmer    tool.Confirmer
-	stateChanges chan<- mcpclient.Status // for servers --watch
-	file         *config.File            // already loaded (by serve); nil: open loads it
-	relay        mcpclient.RelayCapabilities
-	oauth        mcpclient.OAuthFunc  // nil: handlers that cannot prompt (login required)
-	telemetry    *telemetry.Telemetry // nil: none
-}
-
-// open loads the configuration, opens the audit log and starts every server
-// in parallel. A server that fails is reported and left out; open fails
-// when a required server fails, or when no server starts at all.
-func open(ctx context.Context, e *env, g *globalFlags, oo openOptions) (*workspace, error) {
-	file := oo.file
+// open starts the configuration's servers as workspace.Open does, with
+// what the global flags and the terminal add to opts: the audit file and
+// --strict, the logger, the environment, the prompt for ${input:ID}
+// values, and on a terminal a line per server as it starts. file nil
+// means the configuration the flags name. A failure to start is exit
+// status 1; any other failure, one of the configuration, status 2.
+func open(ctx context.Context, e *env, g *globalFlags, file *config.File, opts *workspace.Options) (*workspace.Workspace, error) {
 	if file == nil {
 		var err error
 		if file, err = loadConfig(e, g); err != nil {
 			return nil, err
 		}
 	}
-	secrets := audit.NewSecrets()
-	logger := newLogger(e.stderr, g, secrets)
-	for _, w := range file.Warnings {
-		logger.Warn(w)
-	}
-
-	w := &workspace{file: file}
-	var auditLog *audit.Log
-	p := firstNonEmpty(g.audit, file.Audit.File)
-	if p == "" && file.Audit.Required {
-		return nil, &exitError{exitUsage, errors.New("audit.required: no audit file to write (set audit.file or pass --audit)")}
-	}
-	if p != "" {
-		var err error
-		var sinkOpts audit.FileSinkOptions
-		if file.Audit.SigningKey != "" {
-			if sinkOpts.SigningKey, err = audit.ReadPrivateKey(file.Audit.SigningKey); err != nil {
-				return nil, &exitError{exitUsage, fmt.Errorf("audit.signingKey: %w", err)}
-			}
-		}
-		w.sink, err = audit.OpenFileWith(p, &sinkOpts)
-		if err != nil {
-			return nil, &exitError{exitUsage, err}
-		}
-		auditLog = audit.NewLog(oo.telemetry.Metrics().Sink(w.sink), &audit.LogOptions{Redactor: secrets, Logger: logger, Required: file.Audit.Required})
-	}
-	w.audit, w.secrets = auditLog, secrets
-	w.registry = tool.NewRegistry(&tool.RegistryOptions{Confirmer: oo.confirmer})
-	// Every result goes to a terminal, a model or a gateway's client: all
-	// are masked, by the executor, in one place.
-	w.executor = tool.NewExecutor(w.registry, &tool.ExecutorOptions{Audit: auditLog, LogArguments: file.Audit.LogArguments, Logger: logger, Mask: secrets, Observer: oo.telemetry.Observer()})
-
-	sec := effectiveSecurity(file, g)
-	var egress *mcpclient.EgressPolicy
-	if sec.Strict {
-		egress = &mcpclient.EgressPolicy{AllowHosts: sec.AllowHosts}
-	}
-	pinStore, pinMode, err := pinOptions(sec)
-	if err != nil {
-		if w.sink != nil {
-			_ = w.sink.Close()
-		}
-		return nil, &exitError{exitUsage, err}
-	}
-	oauthFunc := oo.oauth
-	if oauthFunc == nil {
-		store, err := tokenStore(e)
-		if err != nil {
-			if w.sink != nil {
-				_ = w.sink.Close()
-			}
-			return nil, &exitError{exitUsage, err}
-		}
-		oauthFunc = oauthHandlers(e, store, nil)
-	}
-	changes, lines := oo.stateChanges, (*startLines)(nil)
-	if changes == nil && stderrIsTerminal(e) && len(file.Servers) > 0 {
+	o := *opts
+	o.AuditFile, o.Strict = g.audit, g.strict
+	o.Logger = newLogger(e.stderr, g, nil) // the workspace masks its secrets in it
+	o.LookupEnv, o.Input = e.lookupEnv, configInputPrompter(e)
+	var lines *startLines
+	if o.StateChanges == nil && stderrIsTerminal(e) && len(file.Servers) > 0 {
 		lines = newStartLines(e.stderr, file.Servers)
-		changes = lines.changes
-	}
-	middleware, wrapTransport := clientHooks(oo.telemetry)
-	w.manager = mcpclient.NewManager(file.Servers, w.registry, &mcpclient.Options{
-		Egress: egress, OAuth: oauthFunc,
-		Pins: pinStore, PinMode: pinMode, MaxDescription: sec.DescriptionLimit(), MaxTools: sec.ToolLimit(),
-		Logger: logger, LookupEnv: e.lookupEnv, Input: configInputPrompter(e), Secrets: secrets, Audit: auditLog, StateChanges: changes,
-		Relay: oo.relay, Middleware: middleware, WrapTransport: wrapTransport,
-	})
-	startErr := w.manager.Start(ctx)
-	shown := lines.finish()
-	if startErr != nil {
-		w.close()
-		return nil, &exitError{exitToolErr, startErr}
-	}
-	failed := w.manager.Failed()
-	for _, st := range w.manager.Status() {
-		if msg, ok := failed[st.Name]; ok && !shown[st.Name] {
-			logger.Warn(msg)
+		o.StateChanges = lines.changes
+		// A failure shown on its line is not warned about again.
+		o.OnFailed = func(server, reason string) {
+			if !lines.finish()[server] {
+				o.Logger.Warn(reason)
+			}
 		}
 	}
-	if n := len(w.manager.Servers()); n > 0 && len(failed) == n {
-		w.close()
-		return nil, &exitError{exitToolErr, errors.New("no server could be started")}
+	w, err := workspace.Open(ctx, file, &o)
+	lines.finish()
+	switch {
+	case errors.Is(err, workspace.ErrNotStarted):
+		return nil, &exitError{exitToolErr, err}
+	case errors.Is(err, workspace.ErrNoAuditFile):
+		return nil, &exitError{exitUsage, fmt.Errorf("%w (set audit.file or pass --audit)", workspace.ErrNoAuditFile)}
+	case err != nil:
+		return nil, &exitError{exitUsage, err}
 	}
 	return w, nil
 }
@@ -217,6 +137,9 @@ type startLines struct {
 	changes chan mcpclient.Status
 	done    chan map[string]bool
 	stop    chan struct{}
+
+	finishOnce sync.Once
+	shown      map[string]bool
 }
 
 func newStartLines(out io.Writer, servers []config.Server) *startLines {
@@ -266,32 +189,18 @@ func (l *startLines) run() {
 	}
 }
 
-// finish ends the lines once Start returned, and reports the servers
-// whose outcome was shown. A nil *startLines shows nothing.
+// finish ends the lines once the servers have started, and reports the
+// servers whose outcome was shown. Later calls report the same. A nil
+// *startLines shows nothing.
 func (l *startLines) finish() map[string]bool {
 	if l == nil {
 		return nil
 	}
-	close(l.stop)
-	return <-l.done
-}
-
-// auditCloseWait bounds how long closing waits for calls still running to
-// record their outcomes; those that do not are recorded as ended by the
-// shutdown (audit.Log.Close).
-const auditCloseWait = 5 * time.Second
-
-// close ends every server (and child process), which ends the calls still
-// running on them, then the audit log, once each call's outcome is in it.
-func (w *workspace) close() {
-	_ = w.manager.Close()
-	if w.audit != nil {
-		ctx, cancel := context.WithTimeout(context.Background(), auditCloseWait)
-		defer cancel()
-		_ = w.audit.Close(ctx)
-	} else if w.sink != nil {
-		_ = w.sink.Close()
-	}
+	l.finishOnce.Do(func() {
+		close(l.stop)
+		l.shown = <-l.done
+	})
+	return l.shown
 }
 
 // configPath picks the configuration file: the flag, then
@@ -315,7 +224,7 @@ func loadConfig(e *env, g *globalFlags) (*config.File, error) {
 	if err != nil {
 		return nil, &exitError{exitUsage, err}
 	}
-	file, err := loadConfigs(paths)
+	file, err := config.LoadAll(paths)
 	if err != nil {
 		return nil, &exitError{exitUsage, err}
 	}
@@ -338,100 +247,6 @@ func configPaths(e *env, flags []string) ([]string, error) {
 	return []string{p}, nil
 }
 
-// loadConfigs loads each file and combines their servers, in order, into
-// one. A server name defined in two files is an error naming both; the
-// audit settings come from the first file that has any. Only one file may
-// have a gateway section: a second is an error naming both, since silently
-// preferring one file's tokens or approvals over another's is how a
-// gateway ends up open.
-func loadConfigs(paths []string) (*config.File, error) {
-	if len(paths) == 1 {
-		return config.Load(paths[0])
-	}
-	merged := &config.File{Path: strings.Join(paths, ", "), Inputs: map[string]config.Input{}}
-	where := map[string]string{}
-	gatewayFrom, securityFrom, agentFrom, auditFrom := "", "", "", ""
-	var errs []error
-	for _, p := range paths {
-		f, err := config.Load(p)
-		if err != nil {
-			errs = append(errs, err)
-			continue
-		}
-		if merged.Dialect == "" {
-			merged.Dialect = f.Dialect
-		} else if merged.Dialect != f.Dialect {
-			merged.Dialect = "mixed"
-		}
-		for _, s := range f.Servers {
-			at := fmt.Sprintf("%s:%d", p, s.Line)
-			if first, dup := where[s.Name]; dup {
-				errs = append(errs, fmt.Errorf("%s: server %q is also defined at %s; rename one", at, s.Name, first))
-				continue
-			}
-			where[s.Name] = at
-			merged.Servers = append(merged.Servers, s)
-		}
-		if f.Audit != (config.Audit{}) {
-			if auditFrom != "" {
-				errs = append(errs, fmt.Errorf("%s: audit: also configured in %s; only one configuration file may have an audit section", p, auditFrom))
-			} else {
-				merged.Audit, auditFrom = f.Audit, p
-			}
-		}
-		if f.Gateway != nil {
-			if merged.Gateway != nil {
-				errs = append(errs, fmt.Errorf("%s:%d: gateway: also configured at %s:%d; only one configuration file may have a gateway section",
-					p, f.Gateway.Line, gatewayFrom, merged.Gateway.Line))
-			} else {
-				merged.Gateway, gatewayFrom = f.Gateway, p
-			}
-		}
-		if f.Agent != (config.Agent{}) {
-			if agentFrom != "" {
-				errs = append(errs, fmt.Errorf("%s: agent: also configured in %s; only one configuration file may have an agent section", p, agentFrom))
-			} else {
-				merged.Agent, agentFrom = f.Agent, p
-			}
-		}
-		if !reflect.DeepEqual(f.Security, config.Security{}) {
-			if securityFrom != "" {
-				errs = append(errs, fmt.Errorf("%s: security: also configured in %s; only one configuration file may have a security section", p, securityFrom))
-			} else {
-				merged.Security, securityFrom = f.Security, p
-			}
-		}
-		for id, in := range f.Inputs {
-			if prev, dup := merged.Inputs[id]; dup && prev != in {
-				errs = append(errs, fmt.Errorf("%s: input %q is also declared, differently, in an earlier file; declare it once", p, id))
-				continue
-			}
-			merged.Inputs[id] = in
-		}
-		merged.Warnings = append(merged.Warnings, f.Warnings...)
-		merged.WarningDetails = append(merged.WarningDetails, f.WarningDetails...)
-	}
-	if len(errs) > 0 {
-		return nil, errors.Join(errs...)
-	}
-	return merged, nil
-}
-
-// maskAttr masks known secrets in every string a log line carries.
-func maskAttr(s *audit.Secrets) func([]string, slog.Attr) slog.Attr {
-	return func(_ []string, a slog.Attr) slog.Attr {
-		switch a.Value.Kind() {
-		case slog.KindString:
-			a.Value = slog.StringValue(s.String(a.Value.String()))
-		case slog.KindAny:
-			if err, ok := a.Value.Any().(error); ok {
-				a.Value = slog.StringValue(s.String(err.Error()))
-			}
-		}
-		return a
-	}
-}
-
 func firstNonEmpty(vs ...string) string {
 	for _, v := range vs {
 		if v != "" {
@@ -439,14 +254,4 @@ func firstNonEmpty(vs ...string) string {
 		}
 	}
 	return ""
-}
-
-// effectiveSecurity is the configuration's security section with --strict
-// applied.
-func effectiveSecurity(file *config.File, g *globalFlags) config.Security {
-	sec := file.Security
-	if g.strict {
-		sec.Strict = true
-	}
-	return sec
 }

@@ -16,6 +16,7 @@ import (
 	"github.com/toolwire/toolwire/config"
 	"github.com/toolwire/toolwire/netpolicy"
 	"github.com/toolwire/toolwire/tool"
+	"github.com/toolwire/toolwire/workspace"
 	"golang.org/x/term"
 )
 
@@ -151,7 +152,7 @@ exits with status 130. See docs/agent.md for providers, local servers
 // session is a started workspace with an agent over its tools.
 type session struct {
 	ctx   context.Context // carries the progress display for tool calls
-	w     *workspace
+	w     *workspace.Workspace
 	agent *agent.Agent
 	ui    *agentUI
 }
@@ -185,7 +186,7 @@ func startSession(ctx context.Context, e *env, g *globalFlags, f *agentFlags, in
 	if f.yes {
 		confirmer = approveAll{}
 	}
-	w, err := open(ctx, e, g, openOptions{confirmer: ui.pausing(confirmer), file: file})
+	w, err := open(ctx, e, g, file, &workspace.Options{Confirmer: ui.pausing(confirmer)})
 	if err != nil {
 		return nil, err
 	}
@@ -193,13 +194,13 @@ func startSession(ctx context.Context, e *env, g *globalFlags, f *agentFlags, in
 	// The key joins the secrets the workspace masks, so that neither a log
 	// line, nor the audit log of a call whose arguments a model filled
 	// with it, nor an llm.failed event can carry it.
-	w.secrets.Add(key)
-	s.agent = agent.New(w.executor, provider, &agent.Options{
+	w.Secrets().Add(key)
+	s.agent = agent.New(w.Executor(), provider, &agent.Options{
 		System:        f.system,
 		MaxToolRounds: f.maxRounds,
 		ToolBudget:    f.toolBudget,
 		ResultBudget:  f.resultBudget,
-		Audit:         w.audit,
+		Audit:         w.Audit(),
 		OnText:        ui.text,
 		OnToolCall:    ui.toolCall,
 		OnToolResult:  ui.toolResult,
@@ -210,7 +211,7 @@ func startSession(ctx context.Context, e *env, g *globalFlags, f *agentFlags, in
 
 func (s *session) close() {
 	s.ui.wait.stop()
-	s.w.close()
+	s.w.Close()
 }
 
 // agentError maps the agent's error to the command's exit status.

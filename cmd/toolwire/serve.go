@@ -7,16 +7,15 @@ import (
 	"io"
 	"log/slog"
 	"net"
-	"net/http"
 	"time"
 
-	"github.com/modelcontextprotocol/go-sdk/auth"
 	"github.com/spf13/cobra"
 	"github.com/toolwire/toolwire/config"
 	"github.com/toolwire/toolwire/gateway"
 	"github.com/toolwire/toolwire/internal/stdioconn"
 	"github.com/toolwire/toolwire/mcpclient"
 	"github.com/toolwire/toolwire/netpolicy"
+	"github.com/toolwire/toolwire/workspace"
 )
 
 func newServeCommand(e *env, g *globalFlags) *cobra.Command {
@@ -155,22 +154,16 @@ docs/operations.md lists the metrics and spans.`,
 				return err
 			}
 			defer stopTelemetry()
-			oo := openOptions{confirmer: gateway.NewApprover(policy), file: file, relay: relay}
-			var gwo gateway.Options
-			withTelemetry(cmd.Context(), tel, &oo, &gwo)
-			w, err := open(cmd.Context(), e, g, oo)
+			wo := workspace.Options{Confirmer: gateway.NewApprover(policy), Relay: relay}
+			gwo := gateway.Options{Unprefixed: unprefixed}
+			withTelemetry(cmd.Context(), tel, &wo, &gwo)
+			w, err := open(cmd.Context(), e, g, file, &wo)
 			if err != nil {
 				return err
 			}
-			defer w.close()
-			tel.Metrics().ObserveUpstreams(w.manager.Status)
-			var upstreams []gateway.Upstream
-			for _, srv := range w.manager.Servers() {
-				upstreams = append(upstreams, srv.Catalog())
-			}
-			gwo.Unprefixed, gwo.Upstreams = unprefixed, upstreams
-			gwo.MaxResultBytes = effectiveSecurity(w.file, g).ResultLimit()
-			gw := gateway.New(w.executor, &gwo)
+			defer w.Close()
+			tel.Metrics().ObserveUpstreams(w.Manager().Status)
+			gw := w.Gateway(&gwo)
 			if err := gw.Collisions(); err != nil {
 				return &exitError{exitUsage, fmt.Errorf("--unprefixed: %w", err)}
 			}
@@ -183,12 +176,8 @@ docs/operations.md lists the metrics and spans.`,
 				}
 				return nil
 			}
-			opts.Audit = w.audit
-			opts.Ready = requiredReady(w)
 			opts.Observe = tel.Metrics().GatewayEvents()
-			h := gw.Handler(opts)
-			defer h.Close()
-			return serveHTTP(cmd.Context(), e, ln, h, ops)
+			return serveHTTP(cmd.Context(), e, ln, w.Handler(gw, opts), ops)
 		},
 	}
 	cmd.Flags().BoolVar(&stdio, "stdio", false, "serve MCP on stdin and stdout")
@@ -208,28 +197,9 @@ docs/operations.md lists the metrics and spans.`,
 // user gave (changed says which) in place of its per-tier values. Per-tool
 // entries stay: they name tools, which the flags do not.
 func approvalPolicy(gwc *config.Gateway, changed func(string) bool, write, destructive string) (gateway.ApprovalPolicy, error) {
-	var p gateway.ApprovalPolicy
-	var err error
-	if gwc != nil {
-		a := gwc.Approvals
-		if a.Write != "" {
-			if p.Write, err = gateway.ParseApproval(a.Write); err != nil {
-				return p, fmt.Errorf("gateway.approvals.write: %w", err)
-			}
-		}
-		if a.Destructive != "" {
-			if p.Destructive, err = gateway.ParseApproval(a.Destructive); err != nil {
-				return p, fmt.Errorf("gateway.approvals.destructive: %w", err)
-			}
-		}
-		if len(a.Tools) > 0 {
-			p.Tools = make(map[string]gateway.Approval, len(a.Tools))
-			for name, s := range a.Tools {
-				if p.Tools[name], err = gateway.ParseApproval(s); err != nil {
-					return p, fmt.Errorf("gateway.approvals.tools.%s: %w", name, err)
-				}
-			}
-		}
+	p, err := workspace.ApprovalPolicy(gwc)
+	if err != nil {
+		return p, err
 	}
 	if changed("approve-write") {
 		if p.Write, err = gateway.ParseApproval(write); err != nil {
@@ -244,69 +214,16 @@ func approvalPolicy(gwc *config.Gateway, changed func(string) bool, write, destr
 	return p, nil
 }
 
-// httpOptions builds the gateway's HTTP options from its configuration:
-// with tokens or jwt, a verifier of them and the roles; without, no
-// authentication. The JWT verifier fetches its JWK set now: failing to is
-// an error of exit status 1, naming the URL.
+// httpOptions builds the gateway's HTTP options from its configuration's
+// authentication (workspace.Authentication) and --stateless. Failing to
+// fetch the JWK set is exit status 1, naming the URL.
 func httpOptions(ctx context.Context, gwc *config.Gateway, stateless bool) (gateway.HTTPOptions, error) {
-	opts := gateway.HTTPOptions{Stateless: stateless}
-	if gwc == nil || (len(gwc.Tokens) == 0 && gwc.JWT == nil) {
-		return opts, nil
+	opts, err := workspace.Authentication(ctx, gwc)
+	if errors.Is(err, workspace.ErrVerifier) {
+		return opts, &exitError{exitToolErr, err}
 	}
-	var verifiers []auth.TokenVerifier
-	if len(gwc.Tokens) > 0 {
-		tokens := make([]gateway.StaticToken, len(gwc.Tokens))
-		for i, t := range gwc.Tokens {
-			tokens[i] = gateway.StaticToken{SHA256: t.SHA256, Subject: t.Subject, Role: t.Role}
-		}
-		verifier, err := gateway.StaticVerifier(tokens)
-		if err != nil {
-			return opts, fmt.Errorf("gateway.tokens: %w", err)
-		}
-		verifiers = append(verifiers, verifier)
-	}
-	roles := gateway.Roles(gwc.Roles)
-	if err := roles.Validate(); err != nil {
-		return opts, fmt.Errorf("gateway.roles: %w", err)
-	}
-	opts.AuthorizationServers = gwc.AuthorizationServers
-	if j := gwc.JWT; j != nil {
-		verifier, err := gateway.JWTVerifier(ctx, gateway.JWTOptions{
-			JWKSURL: j.JWKSURL, Issuer: j.Issuer, Audience: j.Audience, RoleClaim: j.RoleClaim,
-		})
-		if err != nil {
-			return opts, &exitError{exitToolErr, fmt.Errorf("gateway.jwt: %w", err)}
-		}
-		verifiers = append(verifiers, verifier)
-		if len(opts.AuthorizationServers) == 0 {
-			opts.AuthorizationServers = []string{j.Issuer}
-		}
-	}
-	opts.Verifier, opts.Roles = anyVerifier(verifiers), roles
-	opts.ResourceURL = gwc.ResourceURL
-	return opts, nil
-}
-
-// anyVerifier accepts a token that any of verifiers accepts, asking them in
-// order. When all refuse it, the error is the last one's (each wraps
-// auth.ErrInvalidToken); an error of another kind ends the search.
-func anyVerifier(verifiers []auth.TokenVerifier) auth.TokenVerifier {
-	if len(verifiers) == 1 {
-		return verifiers[0]
-	}
-	return func(ctx context.Context, token string, req *http.Request) (*auth.TokenInfo, error) {
-		err := fmt.Errorf("%w: no verifier", auth.ErrInvalidToken)
-		for _, v := range verifiers {
-			var info *auth.TokenInfo
-			if info, err = v(ctx, token, req); err == nil {
-				return info, nil
-			}
-			if !errors.Is(err, auth.ErrInvalidToken) {
-				return nil, err
-			}
-		}
-		return nil, err
-	}
+	opts.Stateless = stateless
+	return opts, err
 }
 
 // listenGateway listens on addr. Without caller authentication only a
@@ -402,26 +319,6 @@ func serveHTTP(ctx context.Context, e *env, ln net.Listener, h *gateway.Handler,
 // calls to return (an upstream is sent notifications/cancelled and the
 // call returns without waiting for its answer) and for sessions to close.
 const drainBound = 2 * time.Second
-
-// requiredReady reports the gateway ready when every server the
-// configuration marks required is Ready.
-func requiredReady(w *workspace) func() bool {
-	required := map[string]bool{}
-	for _, s := range w.file.Servers {
-		if s.Required {
-			required[s.Name] = true
-		}
-	}
-	servers := w.manager.Servers()
-	return func() bool {
-		for _, s := range servers {
-			if required[s.Name()] && s.State() != mcpclient.Ready {
-				return false
-			}
-		}
-		return true
-	}
-}
 
 // exposureProblem refuses to serve bearer tokens over plain HTTP on an
 // address other than loopback unless insecure says to: a token sent in

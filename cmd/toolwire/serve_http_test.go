@@ -447,32 +447,12 @@ func TestServeGatewaySectionInTwoFiles(t *testing.T) {
 		}
 		return p
 	}
-	plain := write("plain.yaml", "servers:\n  a: {command: x}\n")
 	first := write("first.yaml", "servers:\n  b: {command: x}\ngateway:\n  approvals: {write: deny}\n")
 	second := write("second.yaml", "servers:\n  c: {command: x}\n\ngateway:\n  approvals: {write: allow}\n")
 
-	section := func(paths ...string) (*config.Gateway, error) {
-		f, err := loadConfigs(paths)
-		if err != nil {
-			return nil, err
-		}
-		return f.Gateway, nil
-	}
-	// The one file with a section gives it, wherever it is in the list.
-	g, err := section(plain, first)
-	if err != nil || g == nil || g.Approvals.Write != "deny" {
-		t.Errorf("section(plain, first) = %+v, %v", g, err)
-	}
-	if g, err := section(plain); err != nil || g != nil {
-		t.Errorf("section(plain) = %+v, %v", g, err)
-	}
-
-	// Two are an error naming both files and lines.
-	_, err = section(first, plain, second)
+	// Two are an error naming both files and lines (config.LoadAll's own
+	// test checks the merge; this one, that serve reports it).
 	want := second + ":4: gateway: also configured at " + first + ":3; only one configuration file may have a gateway section"
-	if err == nil || err.Error() != want {
-		t.Errorf("error = %v\nwant %s", err, want)
-	}
 	o := (&fixture{dir: dir, config: first}).run(t, "", false, "--config", second, "serve", "--stdio")
 	o.expect(t, exitUsage)
 	if !strings.Contains(o.stderr, want) {
@@ -733,41 +713,5 @@ func TestAnyVerifier(t *testing.T) {
 	gwc.AuthorizationServers = []string{"https://other.example.com"}
 	if opts, err = httpOptions(ctx, gwc, false); err != nil || !slices.Equal(opts.AuthorizationServers, gwc.AuthorizationServers) {
 		t.Errorf("configured AuthorizationServers replaced: %v, %v", opts.AuthorizationServers, err)
-	}
-}
-
-// TestConfigSectionsInTwoFilesAreRefused: audit, security and agent
-// settings come from one file; two files with the same section are an
-// error naming both, not a silent pick. An input declared alike in two
-// files is fine; declared differently, it is an error.
-func TestConfigSectionsInTwoFilesAreRefused(t *testing.T) {
-	t.Parallel()
-	dir := t.TempDir()
-	write := func(name, data string) string {
-		p := filepath.Join(dir, name)
-		if err := os.WriteFile(p, []byte(data), 0o600); err != nil {
-			t.Fatal(err)
-		}
-		return p
-	}
-	for _, section := range []string{"audit:\n  logArguments: true\n", "security:\n  strict: true\n", "agent:\n  model: m\n"} {
-		a := write("a.yaml", "servers:\n  a: {command: x}\n"+section)
-		b := write("b.yaml", "servers:\n  b: {command: x}\n"+section)
-		_, err := loadConfigs([]string{a, b})
-		if err == nil || !strings.Contains(err.Error(), b) || !strings.Contains(err.Error(), "also configured in "+a) {
-			t.Errorf("%q in two files: error %v; want one naming both files", section, err)
-		}
-		if f, err := loadConfigs([]string{a, write("c.yaml", "servers:\n  c: {command: x}\n")}); err != nil || f.Audit == (config.Audit{}) && f.Security.Strict == false && f.Agent.Model == "" {
-			t.Errorf("%q in one file of two: %v, section lost", section, err)
-		}
-	}
-	in := "inputs:\n  key: {description: API key, password: true}\n"
-	a := write("a.yaml", "servers:\n  a: {command: x}\n"+in)
-	if _, err := loadConfigs([]string{a, write("b.yaml", "servers:\n  b: {command: x}\n"+in)}); err != nil {
-		t.Errorf("the same input in two files: %v", err)
-	}
-	other := write("d.yaml", "servers:\n  d: {command: x}\ninputs:\n  key: {description: Another key}\n")
-	if _, err := loadConfigs([]string{a, other}); err == nil || !strings.Contains(err.Error(), `input "key"`) {
-		t.Errorf("an input redefined differently: error %v; want one naming it", err)
 	}
 }

@@ -9,6 +9,7 @@ import (
 
 	"github.com/spf13/cobra"
 	"github.com/toolwire/toolwire/mcpclient"
+	"github.com/toolwire/toolwire/workspace"
 )
 
 func newServersCommand(e *env, g *globalFlags) *cobra.Command {
@@ -30,18 +31,18 @@ state, until interrupted: kill a server's process to watch it reconnect.`,
 				changes = make(chan mcpclient.Status, 256)
 				tuneGC(e.lookupEnv) // a long-running command
 			}
-			w, err := open(cmd.Context(), e, g, openOptions{confirmer: refuseAll{}, stateChanges: changes})
+			w, err := open(cmd.Context(), e, g, nil, &workspace.Options{Confirmer: refuseAll{}, StateChanges: changes})
 			if err != nil {
 				return err
 			}
-			defer w.close()
+			defer w.Close()
 			if asJSON {
-				if err := printJSON(e, w.manager.Status()); err != nil {
+				if err := printJSON(e, w.Manager().Status()); err != nil {
 					return err
 				}
 			} else {
-				printServersTable(e, w.manager.Status())
-				printQuarantined(e, w.manager.Servers())
+				printServersTable(e, w.Manager().Status())
+				printQuarantined(e, w.Manager().Servers())
 			}
 			if !watch {
 				return nil

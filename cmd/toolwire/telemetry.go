@@ -12,6 +12,7 @@ import (
 	"github.com/toolwire/toolwire/gateway"
 	"github.com/toolwire/toolwire/internal/telemetry"
 	"github.com/toolwire/toolwire/mcpclient"
+	"github.com/toolwire/toolwire/workspace"
 )
 
 // serveTelemetry sets up serve's telemetry: OTLP export as the OTEL_*
@@ -53,24 +54,20 @@ func serveTelemetry(ctx context.Context, e *env, g *globalFlags, metricsAddr str
 	}, nil
 }
 
-// withTelemetry gives the open options and the gateway the hooks tel has
+// withTelemetry gives the workspace and the gateway the hooks tel has
 // (none when it is nil), and follows the upstreams' states.
-func withTelemetry(ctx context.Context, tel *telemetry.Telemetry, oo *openOptions, gw *gateway.Options) {
-	oo.telemetry = tel
+func withTelemetry(ctx context.Context, tel *telemetry.Telemetry, wo *workspace.Options, gw *gateway.Options) {
+	wo.Telemetry.Observer = tel.Observer()
 	if m := tel.Metrics(); m != nil {
+		wo.Telemetry.AuditSink = m.Sink
 		ch := make(chan mcpclient.Status, 256)
-		oo.stateChanges = ch
+		wo.StateChanges = ch
 		go m.FollowUpstreams(ctx, ch)
+	}
+	if tel.Tracing() {
+		wo.Telemetry.Middleware, wo.Telemetry.WrapTransport = tel.ClientMiddleware, tel.WrapTransport()
 	}
 	if mw := tel.ServerMiddleware(); mw != nil {
 		gw.Middleware = []mcp.Middleware{mw}
 	}
-}
-
-// clientHooks returns the mcpclient options' telemetry hooks, nil when off.
-func clientHooks(tel *telemetry.Telemetry) (func(string) []mcp.Middleware, func(http.RoundTripper) http.RoundTripper) {
-	if !tel.Tracing() {
-		return nil, nil
-	}
-	return tel.ClientMiddleware, tel.WrapTransport()
 }

@@ -15,6 +15,7 @@ import (
 
 	"github.com/spf13/cobra"
 	"github.com/toolwire/toolwire/tool"
+	"github.com/toolwire/toolwire/workspace"
 )
 
 func newToolsCommand(e *env, g *globalFlags) *cobra.Command {
@@ -26,12 +27,12 @@ func newToolsCommand(e *env, g *globalFlags) *cobra.Command {
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			// Listing calls nothing, but the registry still needs a
 			// confirmer to accept write and destructive tools.
-			w, err := open(cmd.Context(), e, g, openOptions{confirmer: refuseAll{}})
+			w, err := open(cmd.Context(), e, g, nil, &workspace.Options{Confirmer: refuseAll{}})
 			if err != nil {
 				return err
 			}
-			defer w.close()
-			tools := w.registry.List()
+			defer w.Close()
+			tools := w.Registry().List()
 			if asJSON {
 				return printToolsJSON(e, tools)
 			}

@@ -11,13 +11,13 @@
 // client exits 0 when it did what the scenario asks, 1 when something
 // failed on the way, 2 when it cannot run the scenario at all.
 //
-// The client is toolwire's own stack, as the CLI assembles it, not the
-// SDK's example client: mcpclient.Connect (handshake, listing, adaptation
-// into a tool.Registry), tool.Executor for the calls, and the oauth
-// package for authorization, through mcpclient's Options.OAuth with the
-// netpolicy client it provides. Each scenario is described as a
-// configured server would be (see scenarios.go): its OAuth settings are
-// what an operator would write in toolwire.yaml for that server. The
+// The client is toolwire's own stack, assembled by the workspace package
+// as the CLI's is, not the SDK's example client: workspace.Open starts the
+// server (handshake, listing, adaptation into the registry), its executor
+// makes the calls, and the OAuth handlers are workspace.OAuthHandlers,
+// those of toolwire login. Each scenario is described as a configured
+// server would be (see scenarios.go): its OAuth settings are what an
+// operator would write in toolwire.yaml for that server. The
 // user's side is played without a person: the browser is an HTTP client
 // that follows the authorization URL (the suite's authorization server
 // redirects at once) to the loopback receiver of `toolwire login`, and

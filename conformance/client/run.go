@@ -11,11 +11,11 @@ import (
 	"path/filepath"
 	"time"
 
-	"github.com/modelcontextprotocol/go-sdk/auth"
 	"github.com/toolwire/toolwire/config"
 	"github.com/toolwire/toolwire/mcpclient"
 	"github.com/toolwire/toolwire/oauth"
 	"github.com/toolwire/toolwire/tool"
+	"github.com/toolwire/toolwire/workspace"
 )
 
 // serverName is the configured name of the suite's test server.
@@ -59,7 +59,8 @@ func run(ctx context.Context, r *runner) error {
 			return err
 		}
 	}
-	// A store of its own per run: the suite's servers are new each time.
+	// A store of its own per run, and pins of its own: the suite's
+	// servers are new each time.
 	dir, err := os.MkdirTemp("", "toolwire-conformance-")
 	if err != nil {
 		return err
@@ -69,27 +70,34 @@ func run(ctx context.Context, r *runner) error {
 	if err != nil {
 		return err
 	}
-
-	reg := tool.NewRegistry(&tool.RegistryOptions{Confirmer: approveAll{}})
-	ex := tool.NewExecutor(reg, &tool.ExecutorOptions{Logger: r.logger})
-	srv, err := mcpclient.Connect(ctx, cfg, reg, &mcpclient.Options{
-		Logger: r.logger,
-		OAuth:  r.handlers(store),
+	// The server is required: its failure to start is the scenario's
+	// failure, with the reason.
+	cfg.Required = true
+	file := &config.File{Servers: []config.Server{cfg}, Security: config.Security{PinsFile: filepath.Join(dir, "pins.json")}}
+	w, err := workspace.Open(ctx, file, &workspace.Options{
+		Confirmer: approveAll{},
+		Logger:    r.logger,
+		// The login's handlers, as toolwire login makes them: the
+		// loopback receiver as the fetcher, the browser played by follow.
+		OAuth: workspace.OAuthHandlers(store, &workspace.OAuthOptions{
+			Fetcher:    &oauth.Loopback{Open: follow, Out: r.out, Timeout: requestTimeout},
+			ClientName: "toolwire conformance client",
+		}),
 		// The calls' caller (user) answers elicitations.
 		Relay: mcpclient.RelayCapabilities{Elicitation: true},
 	})
 	if err != nil {
 		return err
 	}
-	defer srv.Close()
+	defer w.Close()
 	if r.sc.tool == "" {
 		return nil
 	}
-	name, err := registered(reg, r.sc.tool)
+	name, err := registered(w.Registry(), r.sc.tool)
 	if err != nil {
 		return err
 	}
-	res := ex.Call(tool.WithCaller(ctx, user{}), name, json.RawMessage(r.sc.args))
+	res := w.Executor().Call(tool.WithCaller(ctx, user{}), name, json.RawMessage(r.sc.args))
 	if res.IsError {
 		return fmt.Errorf("call %s: %s: %s", name, res.Reason, res.Message)
 	}
@@ -105,35 +113,6 @@ func registered(reg *tool.Registry, original string) (string, error) {
 		}
 	}
 	return "", fmt.Errorf("the server lists no tool %q", original)
-}
-
-// handlers is mcpclient's OAuthFunc for the scenario's server, made as
-// toolwire's CLI makes it for `toolwire login`: the configured grant, a
-// configured client if any, the loopback receiver as the fetcher.
-func (r *runner) handlers(store *oauth.Store) mcpclient.OAuthFunc {
-	return func(cfg config.Server, client *http.Client) (auth.OAuthHandler, error) {
-		o := cfg.OAuth
-		if o == nil {
-			o = &config.OAuth{}
-		}
-		if o.Grant == "client_credentials" || o.Grant == "enterprise" {
-			return oauth.NewClientCredentialsHandler(&oauth.ClientCredentialsConfig{
-				Server: cfg.Name, ClientID: o.ClientID, SecretEnv: o.ClientSecretEnv, Key: mcpclient.OAuthClientKey(o), AuthMethod: o.AuthMethod, Scopes: o.Scopes, IdP: mcpclient.OAuthIdP(o), HTTPClient: client,
-			})
-		}
-		hc := &oauth.HandlerConfig{
-			Server: cfg.Name, Resource: cfg.URL, Store: store, HTTPClient: client, Scopes: o.Scopes, ClientMetadataURL: o.ClientMetadataURL, ClientName: "toolwire conformance client",
-			Fetcher: &oauth.Loopback{Open: follow, Out: r.out, Timeout: requestTimeout},
-		}
-		if o.ClientID != "" {
-			secret := ""
-			if o.ClientSecretEnv != "" {
-				secret, _ = os.LookupEnv(o.ClientSecretEnv)
-			}
-			hc.Client = &oauth.ClientConfig{ID: o.ClientID, Secret: secret, Key: mcpclient.OAuthClientKey(o)}
-		}
-		return oauth.NewHandler(hc)
-	}
 }
 
 // browser is the user's browser: it follows the authorization URL and

@@ -13,6 +13,7 @@ import (
 	"net/http"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"regexp"
 	"runtime"
 	"runtime/debug"
@@ -24,8 +25,7 @@ import (
 	"github.com/toolwire/toolwire/config"
 	"github.com/toolwire/toolwire/gateway"
 	"github.com/toolwire/toolwire/internal/benchkit"
-	"github.com/toolwire/toolwire/mcpclient"
-	"github.com/toolwire/toolwire/tool"
+	"github.com/toolwire/toolwire/workspace"
 )
 
 // Memory per open downstream session on the gateway: a child process
@@ -77,31 +77,31 @@ func (b *bench) openSessions(ctx context.Context, url, toolName string, n int) (
 	return p, nil
 }
 
-// memGateway measures gateway.Handler in this process, assembled as
-// toolwire serve assembles it (registry with an Approver, executor with a
-// file audit log and secrets redaction, a stdio demo upstream), served on
-// 127.0.0.1 by net/http. Heap and goroutines are read after runtime.GC
-// and debug.FreeOSMemory, so they count what the sessions keep alive;
-// goroutine stacks are apart from the heap.
+// memGateway measures gateway.Handler in this process, assembled by
+// workspace.Open as toolwire serve assembles it (registry with an
+// Approver, executor with a file audit log and secrets masking, pins, a
+// stdio demo upstream), served on 127.0.0.1 by net/http. Heap and
+// goroutines are read after runtime.GC and debug.FreeOSMemory, so they
+// count what the sessions keep alive; goroutine stacks are apart from the
+// heap.
 func memGateway(ctx context.Context, b *bench) (*memResult, error) {
 	if b.demoErr != nil {
 		return nil, b.demoErr
 	}
-	alog, secrets, err := b.auditLog("mem-gateway")
+	file := &config.File{
+		Servers:  []config.Server{{Name: "demo", Transport: "stdio", Command: b.demoBin, Env: passedEnv(), DefaultTier: "read"}},
+		Audit:    config.Audit{File: filepath.Join(b.dir, "mem-gateway-audit.jsonl")},
+		Security: config.Security{PinsFile: filepath.Join(b.dir, "mem-gateway-pins.json")},
+	}
+	w, err := workspace.Open(ctx, file, &workspace.Options{Confirmer: gateway.NewApprover(gateway.ApprovalPolicy{}), Logger: b.quiet})
 	if err != nil {
 		return nil, err
 	}
-	reg := tool.NewRegistry(&tool.RegistryOptions{Confirmer: gateway.NewApprover(gateway.ApprovalPolicy{})})
-	ex := tool.NewExecutor(reg, &tool.ExecutorOptions{Audit: alog, Logger: b.quiet})
-	up, err := mcpclient.Connect(ctx, config.Server{Name: "demo", Transport: "stdio", Command: b.demoBin, Env: passedEnv(), DefaultTier: "read"},
-		reg, &mcpclient.Options{Logger: b.quiet, Secrets: secrets, Audit: alog})
-	if err != nil {
-		return nil, err
+	defer w.Close()
+	for _, st := range w.Manager().Status() {
+		b.procs.adopt(st.PID)
 	}
-	b.procs.adopt(up.PID())
-	defer up.Close()
-	h := gateway.New(ex, &gateway.Options{Upstreams: []gateway.Upstream{up.Catalog()}}).Handler(gateway.HTTPOptions{})
-	defer h.Close()
+	h := w.Handler(w.Gateway(nil), gateway.HTTPOptions{})
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		return nil, err

@@ -6,9 +6,10 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"path/filepath"
 	"slices"
 	"sync"
+
+	"github.com/toolwire/toolwire/internal/sharedfile"
 )
 
 // Causes with which the server cancels tool calls itself.
@@ -231,9 +232,8 @@ func (s *state) loadNotes() error {
 	return nil
 }
 
-// saveNotes writes all notes to the notes file, if one is set, through a
-// temporary file and a rename so a reader never sees half a file. The caller
-// holds s.mu.
+// saveNotes writes all notes to the notes file, if one is set, atomically
+// (a reader never sees half a file). The caller holds s.mu.
 func (s *state) saveNotes() error {
 	if s.notesFile == "" {
 		return nil
@@ -242,18 +242,7 @@ func (s *state) saveNotes() error {
 	if err != nil {
 		return err
 	}
-	tmp, err := os.CreateTemp(filepath.Dir(s.notesFile), ".notes-*.json")
-	if err != nil {
-		return fmt.Errorf("save notes: %w", err)
-	}
-	_, werr := tmp.Write(raw)
-	cerr := tmp.Close()
-	if err := errors.Join(werr, cerr); err != nil {
-		os.Remove(tmp.Name())
-		return fmt.Errorf("save notes: %w", err)
-	}
-	if err := os.Rename(tmp.Name(), s.notesFile); err != nil {
-		os.Remove(tmp.Name())
+	if err := sharedfile.WriteAtomic(s.notesFile, raw); err != nil {
 		return fmt.Errorf("save notes: %w", err)
 	}
 	return nil

@@ -3,6 +3,7 @@ package sharedfile
 import (
 	"context"
 	"errors"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"testing"
@@ -29,6 +30,27 @@ func TestWriteAtomicReplacesWholeAndLeavesNoTemporary(t *testing.T) {
 	}
 	if err := WriteAtomic(filepath.Join(dir, "missing", "x"), []byte("x")); err == nil {
 		t.Error("writing into a missing directory succeeded")
+	}
+}
+
+func TestCreateAtomicNeverReplaces(t *testing.T) {
+	dir := t.TempDir()
+	p := filepath.Join(dir, "new.yaml")
+	if err := CreateAtomic(p, []byte("first")); err != nil {
+		t.Fatal(err)
+	}
+	err := CreateAtomic(p, []byte("second"))
+	if !errors.Is(err, fs.ErrExist) {
+		t.Errorf("creating over an existing file: %v, want fs.ErrExist", err)
+	}
+	if got, _ := os.ReadFile(p); string(got) != "first" {
+		t.Errorf("file = %q after a refused create, want the first", got)
+	}
+	if fi, err := os.Stat(p); err != nil || fi.Mode().Perm() != 0o600 {
+		t.Errorf("mode = %v, %v; want 0600", fi.Mode().Perm(), err)
+	}
+	if entries, _ := os.ReadDir(dir); len(entries) != 1 {
+		t.Errorf("directory holds %d entries, want only the file", len(entries))
 	}
 }
 

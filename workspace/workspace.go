@@ -1,0 +1,376 @@
+package workspace
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"os"
+	"sync"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+	"github.com/toolwire/toolwire/audit"
+	"github.com/toolwire/toolwire/config"
+	"github.com/toolwire/toolwire/gateway"
+	"github.com/toolwire/toolwire/mcpclient"
+	"github.com/toolwire/toolwire/pins"
+	"github.com/toolwire/toolwire/tool"
+)
+
+// Options tunes [Open]: what the CLI's flags decide. A nil *Options means
+// the defaults.
+type Options struct {
+	// Confirmer approves write and destructive calls
+	// ([tool.RegistryOptions]). Nil means none: a server that lists such a
+	// tool then fails to start.
+	Confirmer tool.Confirmer
+	// AuditFile, when set, is the audit file instead of the
+	// configuration's audit.file (the CLI's --audit).
+	AuditFile string
+	// Strict applies the strict profile, as security.strict: true does
+	// (the CLI's --strict): remote servers reach only their own host and
+	// security.allowHosts, and tool pins are enforced unless security.pins
+	// says otherwise.
+	Strict bool
+	// Logger receives the configuration's warnings, the servers' failures
+	// to start (unless OnFailed is set) and whatever the servers and the
+	// audit log report. Every string in its records is masked with the
+	// workspace's secrets first. Nil means slog.Default().
+	Logger *slog.Logger
+	// LookupEnv resolves ${VAR} placeholders, the variables the
+	// configuration names for client secrets, and TOOLWIRE_PASSPHRASE for
+	// the default token store. Nil means os.LookupEnv.
+	LookupEnv func(string) (string, bool)
+	// Input answers a ${input:ID} placeholder, asking a person, say
+	// ([mcpclient.Options]). Nil refuses such placeholders with an error
+	// saying which input is needed.
+	Input func(id string, in config.Input) (string, error)
+	// StateChanges, when set, receives a snapshot of a server after each
+	// change of its state, from the first start on; sends never block
+	// ([mcpclient.Options]).
+	StateChanges chan<- mcpclient.Status
+	// OnFailed, when set, is told of each server that failed to start
+	// (and was left out), in configuration order, with the reason (its
+	// secrets masked), in place of a warning through Logger: the CLI, having shown the
+	// failure on a terminal already, does not say it twice.
+	OnFailed func(server, reason string)
+	// Relay says which requests servers may make of the calls' callers
+	// ([mcpclient.RelayCapabilities]); the zero value advertises none.
+	Relay mcpclient.RelayCapabilities
+	// OAuth makes the OAuth handler of each remote server that requires
+	// one. Nil means [OAuthHandlers] over [TokenStore] without a fetcher:
+	// a server that needs a person to log in fails, naming
+	// "toolwire login SERVER".
+	OAuth mcpclient.OAuthFunc
+	// Telemetry lets traces and metrics watch the workspace.
+	Telemetry Telemetry
+}
+
+// Telemetry are the places where traces and metrics watch a workspace:
+// toolwire serve fills them from its OpenTelemetry setup. A nil field
+// watches nothing there.
+type Telemetry struct {
+	// Observer is told of each call's steps ([tool.ExecutorOptions]).
+	Observer tool.Observer
+	// AuditSink wraps the audit file's sink: to count the events written,
+	// say.
+	AuditSink func(audit.Sink) audit.Sink
+	// Middleware and WrapTransport go to every server's client
+	// ([mcpclient.Options]): a span per request, the trace context passed
+	// on.
+	Middleware    func(server string) []mcp.Middleware
+	WrapTransport func(http.RoundTripper) http.RoundTripper
+}
+
+// ErrNotStarted is matched by the error of [Open] when the configured
+// servers could not be started: a required server failed, or none
+// started. The error's text is the cause's. Any other error of Open is
+// one of the configuration (the audit file, the signing key, the pins,
+// the token store).
+var ErrNotStarted = errors.New("servers not started")
+
+// ErrNoAuditFile is wrapped by the error of [Open] when the configuration
+// says audit.required but names no audit file.
+var ErrNoAuditFile = errors.New("audit.required: no audit file to write")
+
+// auditCloseWait bounds how long Close waits for calls still running to
+// record their outcomes; those that do not are recorded as ended by the
+// shutdown ([audit.Log.Close]).
+const auditCloseWait = 5 * time.Second
+
+// Workspace is a configuration applied: its audit log open and its
+// servers started, their tools in one registry behind one executor. Its
+// methods are safe for concurrent use.
+type Workspace struct {
+	file     *config.File
+	security config.Security // the file's, with Options.Strict applied
+	registry *tool.Registry
+	executor *tool.Executor
+	manager  *mcpclient.Manager
+	sink     *audit.FileSink // nil without an audit file
+	audit    *audit.Log      // nil without an audit file
+	secrets  *audit.Secrets
+	required map[string]bool // the servers the configuration marks required
+
+	mu       sync.Mutex
+	handlers []*gateway.Handler // closed first by Close
+
+	closeOnce sync.Once
+	closeErr  error
+}
+
+// Open applies file: it opens the audit log, builds the registry and the
+// executor, and starts every configured server in parallel, returning
+// once each is ready or has failed. A server that fails is reported and
+// left out. Open fails when a required server fails or when no server
+// starts (errors matching [ErrNotStarted]), and when the configuration
+// cannot be applied; it then leaves nothing running or open.
+func Open(ctx context.Context, file *config.File, opts *Options) (*Workspace, error) {
+	if file == nil {
+		return nil, errors.New("workspace: no configuration")
+	}
+	var o Options
+	if opts != nil {
+		o = *opts
+	}
+	lookupEnv := o.LookupEnv
+	if lookupEnv == nil {
+		lookupEnv = os.LookupEnv
+	}
+	base := o.Logger
+	if base == nil {
+		base = slog.Default()
+	}
+	w := &Workspace{file: file, security: file.Security, secrets: audit.NewSecrets(), required: map[string]bool{}}
+	logger := slog.New(w.secrets.Handler(base.Handler()))
+	for _, warning := range file.Warnings {
+		logger.Warn(warning)
+	}
+	if o.Strict {
+		w.security.Strict = true
+	}
+	for _, s := range file.Servers {
+		if s.Required {
+			w.required[s.Name] = true
+		}
+	}
+
+	var err error
+	if w.sink, err = OpenAudit(file, &o); err != nil {
+		return nil, err
+	}
+	if w.sink == nil && file.Audit.Required {
+		return nil, fmt.Errorf("%w (set audit.file or Options.AuditFile)", ErrNoAuditFile)
+	}
+	if w.sink != nil {
+		var sink audit.Sink = w.sink
+		if o.Telemetry.AuditSink != nil {
+			sink = o.Telemetry.AuditSink(sink)
+		}
+		w.audit = audit.NewLog(sink, &audit.LogOptions{Redactor: w.secrets, Logger: logger, Required: file.Audit.Required})
+	}
+	w.registry = tool.NewRegistry(&tool.RegistryOptions{Confirmer: o.Confirmer})
+	// Every result goes to a terminal, a model or a gateway's client: all
+	// are masked, by the executor, in one place.
+	w.executor = tool.NewExecutor(w.registry, &tool.ExecutorOptions{
+		Audit: w.audit, LogArguments: file.Audit.LogArguments, Logger: logger, Mask: w.secrets, Observer: o.Telemetry.Observer,
+	})
+
+	var egress *mcpclient.EgressPolicy
+	if w.security.Strict {
+		egress = &mcpclient.EgressPolicy{AllowHosts: w.security.AllowHosts}
+	}
+	pinStore, pinMode, err := pinOptions(w.security)
+	if err != nil {
+		w.closeAudit()
+		return nil, err
+	}
+	oauthFunc := o.OAuth
+	if oauthFunc == nil {
+		store, err := TokenStore(lookupEnv)
+		if err != nil {
+			w.closeAudit()
+			return nil, err
+		}
+		oauthFunc = OAuthHandlers(store, &OAuthOptions{LookupEnv: lookupEnv})
+	}
+	w.manager = mcpclient.NewManager(file.Servers, w.registry, &mcpclient.Options{
+		Egress: egress, OAuth: oauthFunc,
+		Pins: pinStore, PinMode: pinMode, MaxDescription: w.security.DescriptionLimit(), MaxTools: w.security.ToolLimit(),
+		Logger: logger, LookupEnv: lookupEnv, Input: o.Input, Secrets: w.secrets, Audit: w.audit, StateChanges: o.StateChanges,
+		Relay: o.Relay, Middleware: o.Telemetry.Middleware, WrapTransport: o.Telemetry.WrapTransport,
+	})
+	if err := w.manager.Start(ctx); err != nil {
+		w.Close()
+		return nil, &marked{err, ErrNotStarted}
+	}
+	failed := w.manager.Failed()
+	for _, st := range w.manager.Status() {
+		if reason, ok := failed[st.Name]; ok {
+			if o.OnFailed != nil {
+				o.OnFailed(st.Name, w.secrets.String(reason))
+			} else {
+				logger.Warn(reason)
+			}
+		}
+	}
+	if n := len(w.manager.Servers()); n > 0 && len(failed) == n {
+		w.Close()
+		return nil, &marked{errors.New("no server could be started"), ErrNotStarted}
+	}
+	return w, nil
+}
+
+// OpenAudit opens the audit file that [Open] would: opts.AuditFile, else
+// the configuration's audit.file, signed with the key audit.signingKey
+// names. It returns nil, and no error, when neither names a file. The
+// caller closes the sink.
+func OpenAudit(file *config.File, opts *Options) (*audit.FileSink, error) {
+	path := file.Audit.File
+	if opts != nil && opts.AuditFile != "" {
+		path = opts.AuditFile
+	}
+	if path == "" {
+		return nil, nil
+	}
+	var sinkOpts audit.FileSinkOptions
+	if file.Audit.SigningKey != "" {
+		key, err := audit.ReadPrivateKey(file.Audit.SigningKey)
+		if err != nil {
+			return nil, fmt.Errorf("audit.signingKey: %w", err)
+		}
+		sinkOpts.SigningKey = key
+	}
+	return audit.OpenFileWith(path, &sinkOpts)
+}
+
+// pinOptions returns what the security section says about pinning: the
+// store (nil when pinning is off) and the mode.
+func pinOptions(sec config.Security) (*pins.Store, pins.Mode, error) {
+	mode, err := pins.ParseMode(sec.PinMode())
+	if err != nil {
+		return nil, 0, fmt.Errorf("security.pins: %w", err)
+	}
+	if mode == pins.Off {
+		return nil, mode, nil
+	}
+	store, err := pins.NewStore(sec.PinsFile)
+	if err != nil {
+		return nil, 0, fmt.Errorf("security.pinsFile: %w", err)
+	}
+	return store, mode, nil
+}
+
+// File returns the configuration the workspace applies.
+func (w *Workspace) File() *config.File { return w.file }
+
+// Registry returns the registry of every started server's tools.
+func (w *Workspace) Registry() *tool.Registry { return w.registry }
+
+// Executor returns the executor over the registry: calls are validated,
+// confirmed, audited, and their results masked.
+func (w *Workspace) Executor() *tool.Executor { return w.executor }
+
+// Manager returns the manager of the configured servers: their states,
+// and each server itself.
+func (w *Workspace) Manager() *mcpclient.Manager { return w.manager }
+
+// Audit returns the audit log, or nil (which records nothing) without an
+// audit file.
+func (w *Workspace) Audit() *audit.Log { return w.audit }
+
+// Secrets returns the secrets masked in results, log lines and audit
+// events: those of the servers' configurations, and whatever else is
+// added to it (an LLM's API key, say).
+func (w *Workspace) Secrets() *audit.Secrets { return w.secrets }
+
+// Ready reports whether every server the configuration marks required is
+// ready (the gateway's readiness).
+func (w *Workspace) Ready() bool {
+	for _, s := range w.manager.Servers() {
+		if w.required[s.Name()] && s.State() != mcpclient.Ready {
+			return false
+		}
+	}
+	return true
+}
+
+// Gateway returns a gateway serving the workspace's registry through its
+// executor ([gateway.New]), with the workspace's servers as its upstreams
+// (after any opts lists) and, when opts sets no MaxResultBytes, the
+// configuration's security.maxResultBytes. The registry's confirmer
+// should be a [gateway.Approver].
+func (w *Workspace) Gateway(opts *gateway.Options) *gateway.Gateway {
+	var o gateway.Options
+	if opts != nil {
+		o = *opts
+	}
+	o.Upstreams = append(o.Upstreams[:len(o.Upstreams):len(o.Upstreams)], upstreams(w.manager)...)
+	if o.MaxResultBytes == 0 {
+		o.MaxResultBytes = w.security.ResultLimit()
+	}
+	return gateway.New(w.executor, &o)
+}
+
+// upstreams returns the manager's servers as a gateway's upstreams.
+func upstreams(m *mcpclient.Manager) []gateway.Upstream {
+	var ups []gateway.Upstream
+	for _, srv := range m.Servers() {
+		ups = append(ups, srv.Catalog())
+	}
+	return ups
+}
+
+// Handler returns gw's Streamable HTTP handler ([gateway.Gateway.Handler])
+// with, where opts leaves them unset, the workspace's audit log (for the
+// refusals of the limits) and [Workspace.Ready] as its readiness. Close
+// closes it before the servers.
+func (w *Workspace) Handler(gw *gateway.Gateway, opts gateway.HTTPOptions) *gateway.Handler {
+	if opts.Audit == nil {
+		opts.Audit = w.audit
+	}
+	if opts.Ready == nil {
+		opts.Ready = w.Ready
+	}
+	h := gw.Handler(opts)
+	w.mu.Lock()
+	w.handlers = append(w.handlers, h)
+	w.mu.Unlock()
+	return h
+}
+
+// Close ends the workspace in order: the gateway handlers (their sessions
+// and the calls in them), every server (and child process), which ends
+// the calls still running on them, then the audit log, once each call's
+// outcome is in it (waiting at most 5 s; a call still running then is
+// recorded as ended by the shutdown). Close is safe to call more than
+// once; later calls return the first's error.
+func (w *Workspace) Close() error {
+	w.closeOnce.Do(func() {
+		w.mu.Lock()
+		handlers := w.handlers
+		w.handlers = nil
+		w.mu.Unlock()
+		for _, h := range handlers {
+			h.Close()
+		}
+		err := w.manager.Close()
+		w.closeErr = errors.Join(err, w.closeAudit())
+	})
+	return w.closeErr
+}
+
+// closeAudit closes the audit log, or the bare sink before there is one.
+func (w *Workspace) closeAudit() error {
+	if w.audit != nil {
+		ctx, cancel := context.WithTimeout(context.Background(), auditCloseWait)
+		defer cancel()
+		return w.audit.Close(ctx)
+	}
+	if w.sink != nil {
+		return w.sink.Close()
+	}
+	return nil
+}

@@ -288,8 +288,13 @@ func TestChildEscalation(t *testing.T) {
 		{"stubborn", syscall.SIGKILL},
 	} {
 		t.Run(tc.mode, func(t *testing.T) {
+			t.Parallel()
 			cmd := childCommand(t, tc.mode)
-			conn, err := (&CommandTransport{Command: cmd, TerminateDuration: 100 * time.Millisecond}).Connect(context.Background())
+			// Each step's wait is long enough for a loaded machine to
+			// schedule the child's signal handler (100 ms was not, at a
+			// load average of 16): the order of the steps is what is
+			// checked, not their speed.
+			conn, err := (&CommandTransport{Command: cmd, TerminateDuration: time.Second}).Connect(context.Background())
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -61,11 +61,11 @@ type TokenSource struct {
 	// entryKey is the entry's store key: the server's name, or for a
 	// gateway caller's entry its own key (see callerKey).
 	entryKey string
-	bind    binding
-	client  *http.Client
-	window  time.Duration
-	timeout time.Duration
-	now     func() time.Time
+	bind     binding
+	client   *http.Client
+	window   time.Duration
+	timeout  time.Duration
+	now      func() time.Time
 	// secret is a configured client's secret, which the store does not
 	// keep; a client toolwire registered has its secret in the store.
 	secret string
@@ -88,14 +88,14 @@ func NewTokenSource(store *Store, server, resource string, client *http.Client, 
 		opts = &SourceOptions{}
 	}
 	s := &TokenSource{
-		store:   store,
-		server:  server,
+		store:    store,
+		server:   server,
 		entryKey: server,
-		bind:    binding{resource: canonicalResource(resource)},
-		client:  client,
-		window:  cmpOr(opts.RefreshWindow, DefaultRefreshWindow),
-		timeout: cmpOr(opts.RefreshTimeout, DefaultRefreshTimeout),
-		now:     time.Now,
+		bind:     binding{resource: canonicalResource(resource)},
+		client:   client,
+		window:   cmpOr(opts.RefreshWindow, DefaultRefreshWindow),
+		timeout:  cmpOr(opts.RefreshTimeout, DefaultRefreshTimeout),
+		now:      time.Now,
 	}
 	// Refreshes name the server they are bound to (RFC 8707), so a new
 	// process's first refresh carries it too; a login replaces it with the

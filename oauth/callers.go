@@ -290,6 +290,19 @@ func (c *Callers) Mode() CallerMode { return c.cfg.Mode }
 // server's authorization responses at ("" with CallerExchange).
 func (c *Callers) RedirectURL() string { return c.cfg.RedirectURL }
 
+// Discover finds and checks the upstream's authorization server now
+// (RFC 9728 metadata at its well-known URL, RFC 8414 metadata, the
+// configured issuer) rather than at the first request's 401, so that the
+// first requests of a process already carry callers' tokens. It is
+// optional: a 401 discovers too, and again, should the upstream move to
+// another authorization server.
+func (c *Callers) Discover(ctx context.Context) error {
+	if _, err := c.rediscover(ctx, nil, c.cfg.Resource); err != nil {
+		return fmt.Errorf("oauth: server %q: %w", c.cfg.Server, err)
+	}
+	return nil
+}
+
 // discovered returns the last discovery, or nil before the first.
 func (c *Callers) discovered() *discovery {
 	c.mu.Lock()

@@ -34,6 +34,11 @@ func oauthHandlers(e *env, store *oauth.Store, fetcher oauth.Fetcher) mcpclient.
 		if o == nil {
 			o = &config.OAuth{}
 		}
+		if o.PerCaller() {
+			// Fail closed: no shared credential may stand in for the
+			// callers' own (oauth.Callers serves them, per caller).
+			return nil, fmt.Errorf("server %q: oauth.identity is caller: it is reached only with a gateway caller's own identity, and this connection has no caller", cfg.Name)
+		}
 		if o.Grant == "client_credentials" || o.Grant == "enterprise" {
 			return oauth.NewClientCredentialsHandler(&oauth.ClientCredentialsConfig{
 				Server: cfg.Name, ClientID: o.ClientID, SecretEnv: o.ClientSecretEnv, Key: mcpclient.OAuthClientKey(o), AuthMethod: o.AuthMethod, Scopes: o.Scopes, IdP: mcpclient.OAuthIdP(o), HTTPClient: client,

@@ -2,7 +2,9 @@ package oauth
 
 import (
 	"context"
+	"crypto/sha256"
 	"crypto/subtle"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"html"
@@ -146,7 +148,15 @@ func (c *Callers) beginWith(ctx context.Context, caller Caller, d *discovery, as
 }
 
 func (c *Callers) login(caller Caller, p *Pending) *CallerAuthorization {
-	return &CallerAuthorization{Server: c.cfg.Server, Caller: caller, URL: p.URL, Expires: p.Expires}
+	return &CallerAuthorization{Server: c.cfg.Server, Caller: caller, URL: p.URL, Expires: p.Expires, ID: authorizationID(p.State)}
+}
+
+// authorizationID is the ID of the authorization with state: a digest, so
+// that the state itself stays between the browser, the authorization
+// server and the store.
+func authorizationID(state string) string {
+	sum := sha256.Sum256([]byte("toolwire caller authorization\x00" + state))
+	return hex.EncodeToString(sum[:12])
 }
 
 // errNotTheCaller wraps what the Callback's Verify hook said.
@@ -155,33 +165,33 @@ var errNotTheCaller = errors.New("the browser is not the caller's")
 // finish completes the authorization of the caller whose id the state
 // names, with the response res: see the overview above. verify, if not
 // nil, is asked before anything changes. It returns the caller.
-func (c *Callers) finish(ctx context.Context, id string, res *auth.AuthorizationResult, verify func(Caller) error) (who Caller, err error) {
+func (c *Callers) finish(ctx context.Context, id string, res *auth.AuthorizationResult, verify func(Caller) error) (who Caller, authID string, err error) {
 	key := callerKeyPrefix + c.cfg.Server + ":" + id
 	resource := canonicalResource(c.cfg.Resource)
 	e, err := c.cfg.Store.GetContext(ctx, key)
 	if err != nil {
-		return who, err
+		return who, "", err
 	}
 	if e == nil || e.Caller == nil || e.Caller.id() != id || e.Pending == nil || e.Client == nil || e.Resource != resource {
-		return who, ErrNoPendingAuth
+		return who, "", ErrNoPendingAuth
 	}
 	who, p := *e.Caller, e.Pending
 	if !c.now().Before(p.Expires) {
-		return who, fmt.Errorf("%w: the caller's authorization expired at %s", ErrNoPendingAuth, p.Expires.Format("15:04:05 MST"))
+		return who, "", fmt.Errorf("%w: the caller's authorization expired at %s", ErrNoPendingAuth, p.Expires.Format("15:04:05 MST"))
 	}
 	if subtle.ConstantTimeCompare([]byte(res.State), []byte(p.State)) != 1 {
-		return who, ErrStateMismatch
+		return who, "", ErrStateMismatch
 	}
 	// RFC 9207, section 2.4.
 	switch {
 	case res.Iss != "" && !sameIssuer(res.Iss, p.Issuer):
-		return who, fmt.Errorf("%w: the response comes from %q, want %q", ErrIssuerMismatch, res.Iss, p.Issuer)
+		return who, "", fmt.Errorf("%w: the response comes from %q, want %q", ErrIssuerMismatch, res.Iss, p.Issuer)
 	case res.Iss == "" && p.IssRequired:
-		return who, fmt.Errorf("%w: the server advertises RFC 9207 but the response has no iss", ErrIssuerMismatch)
+		return who, "", fmt.Errorf("%w: the server advertises RFC 9207 but the response has no iss", ErrIssuerMismatch)
 	}
 	if verify != nil {
 		if err := verify(who); err != nil {
-			return who, fmt.Errorf("%w: %w", errNotTheCaller, err)
+			return who, "", fmt.Errorf("%w: %w", errNotTheCaller, err)
 		}
 	}
 	// From here on the browser may go away: what is begun is finished.
@@ -198,7 +208,7 @@ func (c *Callers) finish(ctx context.Context, id string, res *auth.Authorization
 		return nil
 	})
 	if err != nil {
-		return who, err
+		return who, "", err
 	}
 	cfg := cl.config(p.RedirectURL)
 	cfg.ClientSecret = c.reg.secretOf(cl)
@@ -210,7 +220,7 @@ func (c *Callers) finish(ctx context.Context, id string, res *auth.Authorization
 	tok, err := cfg.Exchange(context.WithValue(ctx, oauth2.HTTPClient, hc), res.Code,
 		oauth2.VerifierOption(p.Verifier), oauth2.SetAuthURLParam("resource", p.Resource))
 	if err != nil {
-		return who, fmt.Errorf("token exchange: %w", endpointError("token", err, res.Code, p.Verifier, cfg.ClientSecret))
+		return who, "", fmt.Errorf("token exchange: %w", endpointError("token", err, res.Code, p.Verifier, cfg.ClientSecret))
 	}
 	t := tokenFrom(tok, p.Scopes, c.now())
 	err = c.cfg.Store.Update(ctx, key, func(e *Entry) error {
@@ -221,14 +231,14 @@ func (c *Callers) finish(ctx context.Context, id string, res *auth.Authorization
 		return nil
 	})
 	if err != nil {
-		return who, err
+		return who, "", err
 	}
 	c.mu.Lock()
 	if s := c.sources[id]; s != nil {
 		s.forget()
 	}
 	c.mu.Unlock()
-	return who, nil
+	return who, authorizationID(p.State), nil
 }
 
 // CallbackOptions configures [NewCallback]. A nil *CallbackOptions means
@@ -244,6 +254,11 @@ type CallbackOptions struct {
 	// Log, if set, gets one line per response: the server, the caller and
 	// the outcome, never a code, a state or a token.
 	Log *slog.Logger
+	// Done, if set, is called after a caller's authorization completed and
+	// its tokens are stored, with the authorization's ID (see
+	// [CallerAuthorization]): where a gateway sends the completion of a
+	// URL-mode elicitation. It must not block long: the browser waits.
+	Done func(server string, caller Caller, id string)
 }
 
 // Callback is the gateway's http.Handler for the redirects of callers'
@@ -299,7 +314,7 @@ func (cb *Callback) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		cb.page(w, http.StatusBadRequest, "Authorization not completed", err.Error()+". Call again from your client to get a new authorization link.")
 		return
 	}
-	who, err := c.finish(r.Context(), id, res, func(who Caller) error {
+	who, authID, err := c.finish(r.Context(), id, res, func(who Caller) error {
 		if cb.opts.Verify == nil {
 			return nil
 		}
@@ -311,6 +326,9 @@ func (cb *Callback) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	if err == nil {
 		cb.log(r, slog.LevelInfo, server, caller, "authorized")
+		if cb.opts.Done != nil {
+			cb.opts.Done(server, who, authID)
+		}
 		cb.page(w, http.StatusOK, "Authorized",
 			fmt.Sprintf("toolwire now reaches %s as you, %s. You can close this page and call again from your client.", server, who))
 		return

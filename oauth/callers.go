@@ -569,6 +569,11 @@ type CallerAuthorization struct {
 	URL string
 	// Expires is when the authorization stops being redeemable.
 	Expires time.Time
+	// ID names this authorization without revealing its state: the same
+	// while the URL is the same, and what [CallbackOptions.Done] reports
+	// when it completes. A gateway can use it as the elicitation ID of a
+	// URL-mode elicitation, and send the completion notification then.
+	ID string
 }
 
 // CallerLoginError is the error of a caller's request to an upstream

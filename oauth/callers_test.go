@@ -396,6 +396,8 @@ type loginFixture struct {
 	verify  func(*http.Request, string, Caller) error
 	handler http.Handler
 	mu      sync.Mutex
+	done    []string            // "server caller id" of each completion the callback reported
+	logins  []*CallerLoginError // every login error needLogin saw
 }
 
 func newLoginFixture(t *testing.T) *loginFixture {
@@ -453,6 +455,11 @@ func (f *loginFixture) callers(mut func(*CallersConfig)) *Callers {
 			return v(r, server, who)
 		},
 		Log: slog.New(slog.NewTextHandler(lockedWriter{f.logMu, f.logs}, nil)),
+		Done: func(server string, who Caller, id string) {
+			f.mu.Lock()
+			f.done = append(f.done, server+" "+who.Subject+" "+id)
+			f.mu.Unlock()
+		},
 	}, c)
 	if err != nil {
 		f.t.Fatal(err)
@@ -478,6 +485,12 @@ func (f *loginFixture) needLogin(ctx context.Context, h *CallerHandler) string {
 	if strings.Contains(err.Error(), le.URL) || strings.Contains(err.Error(), "state=") {
 		f.t.Errorf("the error's message carries the authorization URL: %v", err)
 	}
+	if u, _ := url.Parse(le.URL); le.ID == "" || strings.Contains(le.URL, le.ID) || u.Query().Get("code_challenge_method") != "S256" || u.Query().Get("resource") != f.rs.URL {
+		f.t.Errorf("authorization %s at %s: want an ID not in the URL, PKCE S256 and the resource", le.ID, le.URL)
+	}
+	f.mu.Lock()
+	f.logins = append(f.logins, le)
+	f.mu.Unlock()
 	return le.URL
 }
 
@@ -513,6 +526,11 @@ func TestCallersLoginTwoCallers(t *testing.T) {
 	if got, err := f.callAs(ctx, hA); err != nil || got != oauthtest.Subject {
 		t.Fatalf("A: whoami = %q, %v; want %s", got, err, oauthtest.Subject)
 	}
+	f.mu.Lock()
+	if want := "upstream " + f.A.Subject + " " + f.logins[0].ID; len(f.done) != 1 || f.done[0] != want {
+		t.Errorf("callback reported %q, want [%s]", f.done, want)
+	}
+	f.mu.Unlock()
 	tokensA := f.bearers()
 
 	urlB := f.needLogin(ctx, hB)
@@ -562,6 +580,17 @@ func TestCallersLoginTwoCallers(t *testing.T) {
 	if got, err := f.callAs(ctx, again.Handler(f.B)); err != nil || got != oauthtest.Subject2 {
 		t.Errorf("B after A's logout: %q, %v", got, err)
 	}
+	// No error and no log line carries a token.
+	eB, _ := store.Get(callerKey("upstream", f.B))
+	secrets := []string{eA.Token.AccessToken, eA.Token.RefreshToken, eB.Token.AccessToken, eB.Token.RefreshToken}
+	f.mu.Lock()
+	for _, le := range f.logins {
+		noSecrets(t, le.Error(), secrets...)
+	}
+	f.mu.Unlock()
+	f.logMu.Lock()
+	noSecrets(t, f.logs.String(), secrets...)
+	f.logMu.Unlock()
 }
 
 // TestCallersLoginBindings: an entry is used only for its caller, its

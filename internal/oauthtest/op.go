@@ -5,14 +5,19 @@
 //
 //   - [OP] is zitadel/oidc's op package with its example in-memory storage
 //     and login form (authorization, PKCE, codes, tokens, refresh with
-//     rotation, revocation, userinfo, introspection), plus an RFC 7591
-//     registration endpoint, which zitadel's op lacks. Probes count what it
-//     served; faults change its metadata or its token endpoint.
+//     rotation, revocation, userinfo, introspection, and RFC 8693 token
+//     exchange under the policy of exchange.go), with two users, plus an
+//     RFC 7591 registration endpoint, which zitadel's op lacks. Probes
+//     count what it served; faults change its metadata or its token
+//     endpoint.
 //   - [ResourceServer] is a go-sdk MCP server with one tool, whoami,
 //     behind go-sdk's RequireBearerToken, publishing RFC 9728 metadata that
-//     names the OP.
-//   - [Browser] plays the user: it follows an authorization URL, logs in
+//     names the OP, and recording the Authorization header of every
+//     request.
+//   - [Browser] plays a user: it follows an authorization URL, logs in
 //     through the OP's form, and follows the redirect back to the client.
+//   - [IdP] signs ID tokens and callers' JWT access tokens, and issues
+//     ID-JAGs, for enterprise-managed authorization and token exchange.
 //
 // A sketch:
 //

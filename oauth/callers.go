@@ -122,9 +122,13 @@ type Callers struct {
 	now     func() time.Time
 
 	begin sync.Mutex // serializes Begin: one registration, one pending request per caller
+	// discovering serializes discoveries, so that the 401s of many
+	// callers' first requests at once make one.
+	discovering sync.Mutex
 
 	mu      sync.Mutex
 	disc    *discovery              // the last discovery; nil before the first
+	discAt  time.Time               // when disc was made
 	sources map[string]*TokenSource // CallerLogin: by caller id, for disc's issuer
 	cache   map[string]*exchanged   // CallerExchange: by caller id
 	flights flights                 // CallerExchange: one exchange per caller at a time
@@ -311,9 +315,18 @@ func (c *Callers) discovered() *discovery {
 }
 
 // rediscover runs discovery for endpoint (with the challenges of its 401,
-// if any) and keeps the result. An authorization server other than the
-// configured issuer is refused before anything is sent to it.
+// if any) and keeps the result; a discovery younger than rediscoverAfter
+// is used as it is. An authorization server other than the configured
+// issuer is refused before anything is sent to it.
 func (c *Callers) rediscover(ctx context.Context, challenges []oauthex.Challenge, endpoint string) (*discovery, error) {
+	c.discovering.Lock()
+	defer c.discovering.Unlock()
+	c.mu.Lock()
+	if d := c.disc; d != nil && c.now().Sub(c.discAt) < rediscoverAfter {
+		c.mu.Unlock()
+		return d, nil
+	}
+	c.mu.Unlock()
 	d, err := discover(ctx, c.cfg.HTTPClient, challenges, endpoint, c.cfg.Mode == CallerLogin)
 	if err != nil {
 		return nil, err
@@ -328,9 +341,14 @@ func (c *Callers) rediscover(ctx context.Context, challenges []oauthex.Challenge
 		// used for the new one.
 		clear(c.sources)
 	}
-	c.disc = d
+	c.disc, c.discAt = d, c.now()
 	return d, nil
 }
+
+// rediscoverAfter is how old a discovery must be before a 401 runs
+// another: many callers' 401s at once share one, and an upstream that
+// moves to another authorization server is followed within this time.
+const rediscoverAfter = 30 * time.Second
 
 // bindingFor is what caller's entry must be bound to under discovery d.
 func (c *Callers) bindingFor(caller Caller, d *discovery) binding {

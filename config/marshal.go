@@ -186,7 +186,8 @@ func serverNode(s Server) (*yaml.Node, error) {
 	}
 	if s.OAuth != nil {
 		o := &yaml.Node{Kind: yaml.MappingNode}
-		for _, kv := range [][2]string{{"clientId", s.OAuth.ClientID}, {"clientSecretEnv", s.OAuth.ClientSecretEnv}, {"privateKeyFile", s.OAuth.PrivateKeyFile}, {"privateKeyEnv", s.OAuth.PrivateKeyEnv}, {"clientMetadataUrl", s.OAuth.ClientMetadataURL}, {"grant", s.OAuth.Grant}, {"authMethod", s.OAuth.AuthMethod}} {
+		for _, kv := range [][2]string{{"clientId", s.OAuth.ClientID}, {"clientSecretEnv", s.OAuth.ClientSecretEnv}, {"privateKeyFile", s.OAuth.PrivateKeyFile}, {"privateKeyEnv", s.OAuth.PrivateKeyEnv}, {"clientMetadataUrl", s.OAuth.ClientMetadataURL}, {"grant", s.OAuth.Grant}, {"authMethod", s.OAuth.AuthMethod},
+			{"identity", s.OAuth.Identity}, {"issuer", s.OAuth.Issuer}, {"redirectUrl", s.OAuth.RedirectURL}, {"subjectTokenType", s.OAuth.SubjectTokenType}, {"audience", s.OAuth.Audience}} {
 			if kv[1] != "" {
 				addPair(o, kv[0], str(kv[1]))
 			}

@@ -1,8 +1,14 @@
 package config
 
-import "net/url"
+import (
+	"net/url"
+	"strings"
 
-var oauthFields = []string{"clientId", "clientSecretEnv", "privateKeyFile", "privateKeyEnv", "clientMetadataUrl", "scopes", "grant", "authMethod", "idp"}
+	"github.com/toolwire/toolwire/netpolicy"
+)
+
+var oauthFields = []string{"clientId", "clientSecretEnv", "privateKeyFile", "privateKeyEnv", "clientMetadataUrl", "scopes", "grant", "authMethod", "idp",
+	"identity", "issuer", "redirectUrl", "subjectTokenType", "audience"}
 
 var idpFields = []string{"issuer", "tokenEndpoint", "clientId", "clientSecretEnv", "idTokenEnv", "idTokenFile"}
 
@@ -48,7 +54,42 @@ type OAuth struct {
 	// "private_key_jwt" with a private key; empty means private_key_jwt
 	// with a key, else what the authorization server lists, post first.
 	AuthMethod string
+
+	// Identity says whose identity calls reach the server with:
+	// IdentityShared (the default, "" when not set: one authorization for
+	// every call, the operator's) or IdentityCaller (each gateway caller's
+	// own: Grant "authorization_code", a login per caller through the
+	// gateway's RedirectURL, or "token_exchange", the caller's own token
+	// exchanged at Issuer, RFC 8693). The caller's own token is never sent
+	// to the server.
+	Identity string
+	// Issuer is the server's authorization server. With grant
+	// "token_exchange" it is required: callers' tokens are sent to it and
+	// nowhere else. With identity "caller" and a login it pins the
+	// authorization server. Only with identity "caller".
+	Issuer string
+	// RedirectURL is where callers' browsers come back to the gateway
+	// after a per-caller login (identity "caller", grant
+	// "authorization_code"): https, or http to loopback. The file's OAuth
+	// defaults may give it for every such server.
+	RedirectURL string
+	// SubjectTokenType is what a caller's token is presented as in a
+	// token exchange: "access_token" (the default) or "jwt".
+	SubjectTokenType string
+	// Audience, if set, is sent as the token exchange's audience, for
+	// authorization servers that name their resources so.
+	Audience string
 }
+
+// The values of OAuth.Identity.
+const (
+	IdentityShared = "shared"
+	IdentityCaller = "caller"
+)
+
+// PerCaller reports whether calls reach the server with each gateway
+// caller's own identity.
+func (o *OAuth) PerCaller() bool { return o != nil && o.Identity == IdentityCaller }
 
 // IdP is the identity provider of enterprise-managed authorization.
 type IdP struct {
@@ -160,11 +201,43 @@ func (d *decoder) oauth(v *node, path string) *OAuth {
 			}
 		case "grant":
 			if s, ok := d.nonEmpty(p.value, fpath); ok {
-				if s != "authorization_code" && s != "client_credentials" && s != "enterprise" {
-					d.errorf(p.value.line, fpath, "unknown grant %q (want authorization_code, client_credentials or enterprise)", s)
+				if s != "authorization_code" && s != "client_credentials" && s != "enterprise" && s != "token_exchange" {
+					d.errorf(p.value.line, fpath, "unknown grant %q (want authorization_code, client_credentials, enterprise or token_exchange)", s)
 					continue
 				}
 				o.Grant = s
+			}
+		case "identity":
+			if s, ok := d.nonEmpty(p.value, fpath); ok {
+				if s != IdentityShared && s != IdentityCaller {
+					d.errorf(p.value.line, fpath, "unknown identity %q (want shared, one authorization for every call, or caller, each gateway caller's own)", s)
+					continue
+				}
+				o.Identity = s
+			}
+		case "issuer":
+			if s, ok := d.nonEmpty(p.value, fpath); ok {
+				if msg := urlProblem(s, true); msg != "" {
+					d.errorf(p.value.line, fpath, "%s", msg)
+					continue
+				}
+				o.Issuer = s
+			}
+		case "redirectUrl":
+			if s, ok := d.redirectURL(p.value, fpath); ok {
+				o.RedirectURL = s
+			}
+		case "subjectTokenType":
+			if s, ok := d.nonEmpty(p.value, fpath); ok {
+				if s != "access_token" && s != "jwt" {
+					d.errorf(p.value.line, fpath, "unknown subjectTokenType %q (want access_token or jwt)", s)
+					continue
+				}
+				o.SubjectTokenType = s
+			}
+		case "audience":
+			if s, ok := d.nonEmpty(p.value, fpath); ok {
+				o.Audience = s
 			}
 		case "authMethod":
 			if s, ok := d.nonEmpty(p.value, fpath); ok {
@@ -181,6 +254,21 @@ func (d *decoder) oauth(v *node, path string) *OAuth {
 		}
 	}
 	keyed := o.PrivateKeyFile != "" || o.PrivateKeyEnv != ""
+	caller, exchange := o.Identity == IdentityCaller, o.Grant == "token_exchange"
+	switch {
+	case exchange && !caller:
+		d.errorf(v.line, path, "grant token_exchange exchanges a gateway caller's own token: it needs identity: caller")
+	case caller && o.Grant != "" && o.Grant != "authorization_code" && !exchange:
+		d.errorf(v.line, path, "identity caller obtains each caller's own token: with grant authorization_code (a login per caller) or token_exchange, not %s", o.Grant)
+	case !caller && (o.Issuer != "" || o.RedirectURL != ""):
+		d.errorf(v.line, path, "issuer and redirectUrl are settings of identity: caller")
+	case !exchange && (o.SubjectTokenType != "" || o.Audience != ""):
+		d.errorf(v.line, path, "subjectTokenType and audience are settings of grant token_exchange")
+	case exchange && (o.ClientID == "" || o.ClientSecretEnv == "" && !keyed || o.Issuer == ""):
+		d.errorf(v.line, path, "grant token_exchange needs issuer (the authorization server callers' tokens are exchanged at, and sent to alone) and clientId with clientSecretEnv or a private key (the gateway's client there)")
+	case exchange && o.RedirectURL != "":
+		d.errorf(v.line, path, "redirectUrl is for a login per caller, not grant token_exchange")
+	}
 	switch {
 	case o.ClientMetadataURL != "" && (o.ClientID != "" || o.Grant == "client_credentials" || o.Grant == "enterprise"):
 		d.errorf(v.line, path, "clientMetadataUrl is the client ID of a login without a configured client: not with clientId or grant client_credentials or enterprise")
@@ -202,6 +290,27 @@ func (d *decoder) oauth(v *node, path string) *OAuth {
 	return o
 }
 
+// redirectURL decodes the gateway's redirect URL of per-caller logins:
+// https, or http to a loopback host, with no fragment and no user info.
+func (d *decoder) redirectURL(v *node, path string) (string, bool) {
+	s, ok := d.nonEmpty(v, path)
+	if !ok {
+		return "", false
+	}
+	u, err := url.Parse(s)
+	switch {
+	case err != nil || u.Host == "" || (u.Scheme != "https" && u.Scheme != "http"):
+		d.errorf(v.line, path, "want the https URL browsers reach the gateway's OAuth callback at, got %q", s)
+	case u.Scheme == "http" && !netpolicy.IsLoopbackHost(u.Hostname()):
+		d.errorf(v.line, path, "plain http is for a loopback host only: want https, got %q", s)
+	case u.Fragment != "" || u.User != nil:
+		d.errorf(v.line, path, "no fragment or user info allowed, got %q", s)
+	default:
+		return s, true
+	}
+	return "", false
+}
+
 // metadataURL decodes a client metadata document URL: https, with a path.
 func (d *decoder) metadataURL(v *node, path string) (string, bool) {
 	s, ok := d.nonEmpty(v, path)
@@ -216,24 +325,35 @@ func (d *decoder) metadataURL(v *node, path string) (string, bool) {
 	return s, true
 }
 
-var oauthDefaultFields = []string{"clientMetadataUrl"}
+var oauthDefaultFields = []string{"clientMetadataUrl", "redirectUrl"}
 
 // oauthDefaults decodes the top-level "oauth" section of toolwire's file,
 // the OAuth defaults of its remote servers, and applies them: a
 // clientMetadataUrl goes to every remote server of the file whose own
-// oauth settings name no client, no other grant and no URL of their own.
+// oauth settings name no client, no other grant and no URL of their own; a
+// redirectUrl to every server with a login per caller (identity caller,
+// grant authorization_code) that names none of its own.
 func (d *decoder) oauthDefaults(v *node, servers []Server) {
 	const path = "oauth"
 	if !d.wantMap(v, path, "a map of OAuth defaults") {
 		return
 	}
-	metaURL := ""
+	metaURL, redirect := "", ""
 	for _, p := range d.entries(v, path) {
 		switch p.key {
 		case "clientMetadataUrl":
 			metaURL, _ = d.metadataURL(p.value, joinPath(path, p.key))
+		case "redirectUrl":
+			redirect, _ = d.redirectURL(p.value, joinPath(path, p.key))
 		default:
 			d.unknownField(p, path, oauthDefaultFields)
+		}
+	}
+	if redirect != "" {
+		for i := range servers {
+			if o := servers[i].OAuth; o.PerCaller() && (o.Grant == "" || o.Grant == "authorization_code") && o.RedirectURL == "" {
+				o.RedirectURL = redirect
+			}
 		}
 	}
 	if metaURL == "" {
@@ -249,6 +369,42 @@ func (d *decoder) oauthDefaults(v *node, servers []Server) {
 		}
 		if o := s.OAuth; o.ClientID == "" && (o.Grant == "" || o.Grant == "authorization_code") && o.ClientMetadataURL == "" {
 			o.ClientMetadataURL = metaURL
+		}
+	}
+}
+
+// callerIdentity checks, once the file is decoded, what the servers with
+// identity caller need of the rest of it: a login per caller needs the
+// redirect URL of the gateway's callback (its own or the OAuth defaults');
+// every one needs the gateway to authenticate its callers, and token
+// exchange needs callers with JWTs (gateway.jwt), the only caller tokens an
+// authorization server can verify.
+func (d *decoder) callerIdentity(servers pair, f *File) {
+	for _, s := range f.Servers {
+		o := s.OAuth
+		if !o.PerCaller() {
+			continue
+		}
+		path, line := joinPath(joinPath("servers", s.Name), "oauth"), s.Line
+		if sp, ok := lookup(servers.value, s.Name); ok {
+			if op, ok := lookup(sp.value, "oauth"); ok {
+				line = op.value.line
+			}
+		}
+		g := f.Gateway
+		authHeader := s.BearerToken != ""
+		for k := range s.Headers {
+			authHeader = authHeader || strings.EqualFold(k, "Authorization")
+		}
+		switch {
+		case authHeader:
+			d.errorf(line, path, "identity caller: bearerToken or an Authorization header would send one credential for every caller; remove it")
+		case o.Grant != "token_exchange" && o.RedirectURL == "":
+			d.errorf(line, path, "identity caller with a login per caller needs redirectUrl (or the file's oauth.redirectUrl): the gateway's URL callers' browsers come back to, e.g. https://gateway.example.com/oauth/callback")
+		case g == nil || g.JWT == nil && len(g.Tokens) == 0:
+			d.errorf(line, path, "identity caller reaches the server with each gateway caller's identity: it needs gateway.tokens or gateway.jwt, which authenticate the callers")
+		case o.Grant == "token_exchange" && g.JWT == nil:
+			d.errorf(line, path, "grant token_exchange exchanges the caller's JWT: it needs gateway.jwt (static gateway tokens mean nothing to an authorization server)")
 		}
 	}
 }

@@ -2,6 +2,7 @@ package config
 
 import (
 	"path/filepath"
+	"reflect"
 	"strings"
 	"testing"
 )
@@ -128,6 +129,87 @@ servers:
 	} {
 		if _, err := Parse("t.yaml", []byte(tc.src), ""); err == nil || !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("%q: error %v, want it to contain %q", tc.src, err, tc.want)
+		}
+	}
+}
+
+// callerGateway is a gateway section whose callers present JWTs.
+const callerGateway = `gateway:
+  jwt: {jwksURL: "https://idp.example.com/jwks.json", issuer: "https://idp.example.com", audience: "https://gw.example.com/mcp"}
+  roles: {all: ["*"]}
+`
+
+func TestServerOAuthIdentityCaller(t *testing.T) {
+	src := `oauth:
+  redirectUrl: https://gw.example.com/oauth/callback
+servers:
+  login:
+    url: https://mcp.example.com/mcp
+    oauth: {identity: caller}
+  exchange:
+    url: https://wiki.example.com/mcp
+    oauth:
+      identity: caller
+      grant: token_exchange
+      issuer: https://as.example.com
+      clientId: gw
+      clientSecretEnv: GW_SECRET
+      subjectTokenType: jwt
+      audience: wiki
+  own:
+    url: https://own.example.com/mcp
+    oauth: {identity: caller, redirectUrl: "http://127.0.0.1:8080/oauth/callback", issuer: "https://as.example.com"}
+` + callerGateway
+	f, err := Parse("t.yaml", []byte(src), "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := map[string]OAuth{
+		"login":    {Identity: IdentityCaller, RedirectURL: "https://gw.example.com/oauth/callback"},
+		"exchange": {Identity: IdentityCaller, Grant: "token_exchange", Issuer: "https://as.example.com", ClientID: "gw", ClientSecretEnv: "GW_SECRET", SubjectTokenType: "jwt", Audience: "wiki"},
+		"own":      {Identity: IdentityCaller, RedirectURL: "http://127.0.0.1:8080/oauth/callback", Issuer: "https://as.example.com"},
+	}
+	check := func(f *File, when string) {
+		for _, s := range f.Servers {
+			if !s.OAuth.PerCaller() || !reflect.DeepEqual(*s.OAuth, want[s.Name]) {
+				t.Errorf("%s: server %s: oauth = %+v, want %+v", when, s.Name, s.OAuth, want[s.Name])
+			}
+		}
+	}
+	check(f, "parsed")
+	out, err := Marshal(f)
+	if err != nil {
+		t.Fatal(err)
+	}
+	back, err := Parse("back.yaml", out, "")
+	if err != nil {
+		t.Fatalf("%v\n%s", err, out)
+	}
+	check(back, "marshalled and parsed again")
+
+	for _, tc := range []struct{ oauth, gateway, want string }{
+		{`{identity: someone}`, callerGateway, `servers.r.oauth.identity: unknown identity "someone"`},
+		{`{grant: token_exchange, issuer: "https://as.example.com", clientId: gw, clientSecretEnv: S}`, callerGateway, "it needs identity: caller"},
+		{`{identity: caller, grant: client_credentials, clientId: a, clientSecretEnv: S}`, callerGateway, "not client_credentials"},
+		{`{issuer: "https://as.example.com"}`, callerGateway, "settings of identity: caller"},
+		{`{identity: caller, redirectUrl: "https://gw.example.com/cb", audience: x}`, callerGateway, "settings of grant token_exchange"},
+		{`{identity: caller, grant: token_exchange, clientId: gw, clientSecretEnv: S}`, callerGateway, "needs issuer"},
+		{`{identity: caller, grant: token_exchange, issuer: "https://as.example.com", clientId: gw}`, callerGateway, "clientSecretEnv or a private key"},
+		{`{identity: caller, grant: token_exchange, issuer: "https://as.example.com", clientId: gw, clientSecretEnv: S, redirectUrl: "https://gw.example.com/cb"}`, callerGateway, "not grant token_exchange"},
+		{`{identity: caller, grant: token_exchange, issuer: "https://as.example.com", clientId: gw, clientSecretEnv: S, subjectTokenType: id_token}`, callerGateway, `unknown subjectTokenType "id_token"`},
+		{`{identity: caller, redirectUrl: "http://gw.example.com/cb"}`, callerGateway, "servers.r.oauth.redirectUrl: plain http is for a loopback host only"},
+		{`{identity: caller, redirectUrl: "https://gw.example.com/cb#x"}`, callerGateway, "no fragment"},
+		{`{identity: caller}`, callerGateway, "servers.r.oauth: identity caller with a login per caller needs redirectUrl"},
+		{`{identity: caller, redirectUrl: "https://gw.example.com/cb"}`, "", "needs gateway.tokens or gateway.jwt"},
+		{`{identity: caller, grant: token_exchange, issuer: "https://as.example.com", clientId: gw, clientSecretEnv: S}`,
+			"gateway:\n  tokens: [{sha256: " + strings.Repeat("a", 64) + ", subject: s, role: all}]\n  roles: {all: [\"*\"]}\n", "needs gateway.jwt"},
+		{`{identity: caller, redirectUrl: "https://gw.example.com/cb"}` + "\n    bearerToken: x", callerGateway, "one credential for every caller"},
+		{`{identity: caller, redirectUrl: "https://gw.example.com/cb"}` + "\n    headers: {authorization: x}", callerGateway, "one credential for every caller"},
+	} {
+		full := "servers:\n  r:\n    url: https://h/\n    oauth: " + tc.oauth + "\n" + tc.gateway
+		_, err := Parse("t.yaml", []byte(full), "")
+		if err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%s: error %v, want it to contain %q", tc.oauth, err, tc.want)
 		}
 	}
 }

@@ -60,6 +60,11 @@ func (d *decoder) toolwireFile(root *node, f *File) {
 			d.oauthDefaults(p.value, f.Servers)
 		}
 	}
+	for _, p := range top {
+		if p.key == "servers" {
+			d.callerIdentity(p, f)
+		}
+	}
 }
 
 func (d *decoder) toolwireServers(p pair) []Server {

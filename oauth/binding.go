@@ -25,8 +25,13 @@ type binding struct {
 	// empty matches no entry.
 	resource string
 	// issuer and clientID, if set, are the configured client's: an entry
-	// whose registration is another's is not used.
+	// whose registration is another's is not used. For a caller's entry
+	// the issuer is the one discovery found for the server.
 	issuer, clientID string
+	// caller, set for a gateway caller's entry, is that caller: an entry
+	// of another caller, or a server's own entry, is not used. Nil (a
+	// server's own binding) holds no caller's entry.
+	caller *Caller
 }
 
 // holds reports whether e is bound to b. A nil entry holds nothing and is
@@ -37,6 +42,8 @@ func (b binding) holds(e *Entry) bool {
 	}
 	switch {
 	case b.resource == "" || e.Resource != b.resource:
+		return false
+	case (b.caller == nil) != (e.Caller == nil), b.caller != nil && *b.caller != *e.Caller:
 		return false
 	case e.Client == nil:
 		// A token or pending authorization without its registration
@@ -57,6 +64,10 @@ func (b binding) rebind(e *Entry) {
 		*e = Entry{Server: e.Server}
 	}
 	e.Resource = b.resource
+	if b.caller != nil {
+		c := *b.caller
+		e.Caller = &c
+	}
 }
 
 // mismatch says why e is not used, without any URL (a URL may carry a
@@ -67,6 +78,8 @@ func (b binding) mismatch(e *Entry) string {
 		return "the stored authorization predates toolwire's binding of tokens to a server URL"
 	case e.Resource != b.resource:
 		return "the stored authorization was obtained for another server URL"
+	case (b.caller == nil) != (e.Caller == nil), b.caller != nil && *b.caller != *e.Caller:
+		return "the stored authorization belongs to another caller"
 	}
 	return "the stored authorization belongs to another client or authorization server"
 }

@@ -30,6 +30,14 @@
 //   - [ClientKey]: private_key_jwt client authentication (RFC 7523) instead
 //     of a secret, for both handlers.
 //   - [Revoke]: RFC 7009 revocation of a stored entry's tokens, for logout.
+//   - [Callers]: per-caller upstream credentials for a gateway, so that an
+//     upstream server is reached with the identity of the gateway's caller
+//     and never with the caller's own token: by token exchange (RFC 8693,
+//     the result kept in memory per caller) or by a login per caller
+//     through the gateway's [Callback], the tokens kept in the Store per
+//     caller, bound to the caller, the server's URL and the issuer.
+//     [Callers.Handler] is one caller's auth.OAuthHandler; without a token
+//     its requests fail with a *[CallerLoginError] carrying the URL.
 //
 // Every request goes through the caller's *http.Client, which should be
 // netpolicy's; and every URL an authorization server names is checked
@@ -55,6 +63,18 @@
 //	session, err := client.Connect(ctx, t, nil)
 //	if errors.Is(err, oauth.ErrLoginRequired) { ... tell the user ... }
 //
+// A gateway's callers, each reaching the upstream as themselves:
+//
+//	callers, err := oauth.NewCallers(&oauth.CallersConfig{Server: "tracker", Resource: url, Mode: oauth.CallerLogin,
+//		HTTPClient: hc, Store: store, RedirectURL: "https://gw.example.com/oauth/callback"})
+//	cb, err := oauth.NewCallback(nil, callers) // mounted at /oauth/callback
+//	...
+//	h := callers.Handler(oauth.Caller{Issuer: iss, Subject: sub}) // the caller's session's handler
+//	_, err = client.Connect(ctx, &mcp.StreamableClientTransport{Endpoint: url, HTTPClient: hc, OAuthHandler: h}, nil)
+//	var le *oauth.CallerLoginError
+//	if errors.As(err, &le) { ... a URL-mode elicitation of le.URL ... }
+//
 // No error or log line of this package contains a token, a client secret
-// or a PKCE verifier; Entry, Token and Client print without them.
+// or a PKCE verifier; Entry, Token, Client and SubjectToken print without
+// them.
 package oauth

@@ -59,6 +59,11 @@ type LoginRequiredError struct {
 	Server string
 	// Reason says why, without any token or secret.
 	Reason string
+	// Caller, if set, is the gateway caller whose own authorization is
+	// needed (see [Callers]): then the caller, not the operator, must
+	// authorize, and the error the gateway sees is a *[CallerLoginError]
+	// with the URL.
+	Caller *Caller
 
 	// unbound is set when the stored entry is bound to another server:
 	// then no request is sent at all (see expiredGrant).
@@ -66,6 +71,9 @@ type LoginRequiredError struct {
 }
 
 func (e *LoginRequiredError) Error() string {
+	if e.Caller != nil {
+		return fmt.Sprintf("server %q: caller %s: %s: the caller must authorize through the gateway", e.Server, e.Caller, e.Reason)
+	}
 	return fmt.Sprintf("server %q: %s: run `%s`", e.Server, e.Reason, fmt.Sprintf(LoginCommand, e.Server))
 }
 

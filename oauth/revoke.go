@@ -31,6 +31,15 @@ func Revoke(ctx context.Context, client *http.Client, e *Entry, secret string) (
 		return nil
 	}
 	defer wrapf(&err, "oauth: server %q: revoke", e.Server)
+	return revokeEntry(ctx, client, e, secret, nil)
+}
+
+// revokeEntry is Revoke without its context in errors; key, if set,
+// authenticates the client with private_key_jwt instead of a secret.
+func revokeEntry(ctx context.Context, client *http.Client, e *Entry, secret string, key *ClientKey) error {
+	if e == nil || e.Token == nil || e.Client == nil {
+		return nil
+	}
 	asm, err := serverMetadata(ctx, client, e.Client.Issuer)
 	if err != nil {
 		return err
@@ -41,7 +50,10 @@ func Revoke(ctx context.Context, client *http.Client, e *Entry, secret string) (
 	if _, err := netpolicy.CheckURL(asm.RevocationEndpoint); err != nil {
 		return fmt.Errorf("revocation_endpoint: %w", err)
 	}
-	if secret == "" {
+	if key != nil {
+		secret = ""
+		client = withClientAssertion(client, asm.RevocationEndpoint, key, e.Client.ID, asm.Issuer, asm.TokenEndpointAuthSigningAlgValuesSupported)
+	} else if secret == "" {
 		secret = e.Client.Secret
 	}
 	tokens := []struct{ token, hint string }{{e.Token.RefreshToken, "refresh_token"}, {e.Token.AccessToken, "access_token"}}

@@ -56,13 +56,16 @@ type SourceOptions struct {
 //
 // A TokenSource is safe for concurrent use.
 type TokenSource struct {
-	store   *Store
-	server  string
-	bind    binding
-	client  *http.Client
-	window  time.Duration
-	timeout time.Duration
-	now     func() time.Time
+	store  *Store
+	server string // the server's name, for messages
+	// entryKey is the entry's store key: the server's name, or for a
+	// gateway caller's entry its own key (see callerKey).
+	entryKey string
+	bind     binding
+	client   *http.Client
+	window   time.Duration
+	timeout  time.Duration
+	now      func() time.Time
 	// secret is a configured client's secret, which the store does not
 	// keep; a client toolwire registered has its secret in the store.
 	secret string
@@ -85,13 +88,14 @@ func NewTokenSource(store *Store, server, resource string, client *http.Client, 
 		opts = &SourceOptions{}
 	}
 	s := &TokenSource{
-		store:   store,
-		server:  server,
-		bind:    binding{resource: canonicalResource(resource)},
-		client:  client,
-		window:  cmpOr(opts.RefreshWindow, DefaultRefreshWindow),
-		timeout: cmpOr(opts.RefreshTimeout, DefaultRefreshTimeout),
-		now:     time.Now,
+		store:    store,
+		server:   server,
+		entryKey: server,
+		bind:     binding{resource: canonicalResource(resource)},
+		client:   client,
+		window:   cmpOr(opts.RefreshWindow, DefaultRefreshWindow),
+		timeout:  cmpOr(opts.RefreshTimeout, DefaultRefreshTimeout),
+		now:      time.Now,
 	}
 	// Refreshes name the server they are bound to (RFC 8707), so a new
 	// process's first refresh carries it too; a login replaces it with the
@@ -142,7 +146,7 @@ func (s *TokenSource) current(ctx context.Context) (*Token, error) {
 	if s.fresh(t) {
 		return t, nil
 	}
-	f := s.store.flights.join(s.server, s.timeout, func(ctx context.Context) (*Token, error) { return s.refresh(ctx, "") })
+	f := s.store.flights.join(s.entryKey, s.timeout, func(ctx context.Context) (*Token, error) { return s.refresh(ctx, "") })
 	select {
 	case <-f.done:
 	case <-ctx.Done():
@@ -185,7 +189,7 @@ func (s *TokenSource) stored(ctx context.Context) (bool, error) {
 // entry returns the server's entry if it is bound to this source's
 // server; an entry bound elsewhere is a *LoginRequiredError.
 func (s *TokenSource) entry(ctx context.Context) (*Entry, error) {
-	e, err := s.store.GetContext(ctx, s.server)
+	e, err := s.store.GetContext(ctx, s.entryKey)
 	if err != nil {
 		return nil, err
 	}
@@ -213,12 +217,12 @@ func (s *TokenSource) fresh(t *Token) bool {
 }
 
 func (s *TokenSource) loginRequired(reason string) *LoginRequiredError {
-	return &LoginRequiredError{Server: s.server, Reason: reason}
+	return &LoginRequiredError{Server: s.server, Reason: reason, Caller: s.bind.caller}
 }
 
 // unbound is the error for e, an entry bound to another server.
 func (s *TokenSource) unbound(e *Entry) *LoginRequiredError {
-	return &LoginRequiredError{Server: s.server, Reason: s.bind.mismatch(e), unbound: true}
+	return &LoginRequiredError{Server: s.server, Reason: s.bind.mismatch(e), Caller: s.bind.caller, unbound: true}
 }
 
 // renew refreshes the token although it looks valid, because the server
@@ -227,7 +231,7 @@ func (s *TokenSource) unbound(e *Entry) *LoginRequiredError {
 // the refresh by RefreshTimeout.
 func (s *TokenSource) renew(ctx context.Context, rejected string) (*Token, error) {
 	s.forget()
-	f := s.store.flights.join(s.server, s.timeout, func(ctx context.Context) (*Token, error) { return s.refresh(ctx, rejected) })
+	f := s.store.flights.join(s.entryKey, s.timeout, func(ctx context.Context) (*Token, error) { return s.refresh(ctx, rejected) })
 	select {
 	case <-f.done:
 	case <-ctx.Done():
@@ -256,7 +260,7 @@ func (s *TokenSource) refresh(ctx context.Context, rejected string) (*Token, err
 	}
 	var out *Token
 	var denied *LoginRequiredError
-	err = s.store.Update(ctx, s.server, func(e *Entry) error {
+	err = s.store.Update(ctx, s.entryKey, func(e *Entry) error {
 		if !s.bind.holds(e) {
 			// Rebound by another process meanwhile.
 			return s.unbound(e)

@@ -36,6 +36,10 @@ type Entry struct {
 	// [HandlerConfig.Resource]). Empty in an entry written before entries
 	// were bound, which is therefore never used.
 	Resource string `json:"resource,omitempty"`
+	// Caller, set in the entry of one gateway caller at a server (see
+	// [Callers]), is that caller: the entry is used for that caller only.
+	// Nil in a server's own entry, which is never used for a caller.
+	Caller *Caller `json:"caller,omitempty"`
 	// Client is the client registration used with the server's
 	// authorization server, if any.
 	Client *Client `json:"client,omitempty"`
@@ -152,11 +156,18 @@ func (e Entry) String() string {
 		parts = append(parts, e.Pending.String())
 	}
 	// The resource URL stays out: its query may carry a credential.
-	return fmt.Sprintf("entry{server=%s bound=%t %s}", e.Server, e.Resource != "", strings.Join(parts, " "))
+	return fmt.Sprintf("entry{server=%s bound=%t%s %s}", e.Server, e.Resource != "", callerPart(e.Caller), strings.Join(parts, " "))
 }
 
 func (e Entry) GoString() string     { return e.String() }
 func (e Entry) LogValue() slog.Value { return slog.StringValue(e.String()) }
+
+func callerPart(c *Caller) string {
+	if c == nil {
+		return ""
+	}
+	return " caller=" + c.String()
+}
 
 func present(s string) string {
 	if s == "" {
@@ -384,7 +395,8 @@ func (s *Store) GetContext(ctx context.Context, server string) (*Entry, error) {
 	return e, nil
 }
 
-// List returns every entry, ordered by server name.
+// List returns every server's entry, ordered by server name. The entries
+// of gateway callers ([Callers]) are not servers' and are not listed.
 func (s *Store) List() ([]*Entry, error) {
 	return s.ListContext(context.Background())
 }
@@ -398,6 +410,9 @@ func (s *Store) ListContext(ctx context.Context) ([]*Entry, error) {
 	}
 	out := make([]*Entry, 0, len(c.entries))
 	for name, e := range c.entries {
+		if !isServerKey(name) {
+			continue
+		}
 		e.Server = name
 		out = append(out, e)
 	}

@@ -58,6 +58,11 @@ func OAuthHandlers(store *oauth.Store, opts *OAuthOptions) mcpclient.OAuthFunc {
 		if c == nil {
 			c = &config.OAuth{}
 		}
+		if c.PerCaller() {
+			// Fail closed: no shared credential may stand in for the
+			// callers' own (oauth.Callers serves them, per caller).
+			return nil, fmt.Errorf("server %q: oauth.identity is caller: it is reached only with a gateway caller's own identity, and this connection has no caller", cfg.Name)
+		}
 		if c.Grant == "client_credentials" || c.Grant == "enterprise" {
 			return oauth.NewClientCredentialsHandler(&oauth.ClientCredentialsConfig{
 				Server: cfg.Name, ClientID: c.ClientID, SecretEnv: c.ClientSecretEnv, Key: mcpclient.OAuthClientKey(c), AuthMethod: c.AuthMethod, Scopes: c.Scopes, IdP: mcpclient.OAuthIdP(c), HTTPClient: client,

@@ -20,6 +20,7 @@ import (
 // one authorization runs at a time.
 type Browser struct {
 	client *http.Client
+	user   string // the username it logs in as
 
 	run sync.Mutex // one authorization at a time
 
@@ -31,10 +32,16 @@ type Browser struct {
 	lastStatus int
 }
 
-// NewBrowser returns a browser with an empty cookie jar.
-func NewBrowser() *Browser {
+// NewBrowser returns a browser with an empty cookie jar that logs in as
+// [Username].
+func NewBrowser() *Browser { return NewBrowserAs(Username) }
+
+// NewBrowserAs returns a browser with an empty cookie jar that logs in as
+// user: [Username] (subject [Subject]) or [Username2] (subject
+// [Subject2]).
+func NewBrowserAs(user string) *Browser {
 	jar, _ := cookiejar.New(nil)
-	b := &Browser{}
+	b := &Browser{user: user}
 	b.client = &http.Client{Jar: jar, Timeout: 30 * time.Second, CheckRedirect: b.checkRedirect}
 	return b
 }
@@ -126,7 +133,7 @@ func (b *Browser) Authorize(ctx context.Context, authURL string) error {
 		return fmt.Errorf("no login form at %s (HTTP %d): %.300s", resp.Request.URL, resp.StatusCode, page)
 	}
 	login := resp.Request.URL.ResolveReference(&url.URL{Path: "/login/username"})
-	form := url.Values{"id": {id}, "username": {Username}, "password": {Password}}
+	form := url.Values{"id": {id}, "username": {b.user}, "password": {Password}}
 	req, err = http.NewRequestWithContext(ctx, http.MethodPost, login.String(), strings.NewReader(form.Encode()))
 	if err != nil {
 		return err

@@ -79,6 +79,22 @@ func (p *IdP) IDToken(t testing.TB, sub string) string {
 	return s
 }
 
+// AccessToken returns a JWT access token for the user sub whose audience
+// is audience, valid for ttl: what a gateway's caller presents to the
+// gateway (whose JWT verifier would accept it) and the gateway exchanges
+// at an OP that trusts p (OP.TrustSubjectTokens).
+func (p *IdP) AccessToken(t testing.TB, sub, audience string, ttl time.Duration) string {
+	t.Helper()
+	now := time.Now()
+	s, err := p.sign("at+jwt", jwt.Claims{Issuer: p.Issuer, Subject: sub, Audience: jwt.Audience{audience},
+		IssuedAt: jwt.NewNumericDate(now), Expiry: jwt.NewNumericDate(now.Add(ttl)), ID: rand.Text()},
+		map[string]any{"client_id": "gateway-client"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
+
 func (p *IdP) sign(typ string, claims jwt.Claims, extra map[string]any) (string, error) {
 	sig, err := jose.NewSigner(jose.SigningKey{Algorithm: jose.ES256, Key: p.key}, (&jose.SignerOptions{}).WithType(jose.ContentType(typ)))
 	if err != nil {

@@ -33,14 +33,14 @@ type keyClient struct {
 
 // AddKeyClient registers a client that authenticates with private_key_jwt,
 // its assertions signed by the private half of key: for the
-// client_credentials grant, and for the code flow with the loopback
-// redirect (any port) and refresh.
+// client_credentials grant, for the code flow with the loopback
+// redirect (any port) and refresh, and for token exchange.
 // The OP accepts an assertion whose iss and sub are id, whose aud is the
 // issuer or the token endpoint, unexpired, its jti never seen before.
 func (o *OP) AddKeyClient(id string, key crypto.PublicKey) {
 	secret := rand.Text()
 	o.st.add(&client{id: id, secret: secret, method: oidc.AuthMethodBasic, redirects: []string{"http://127.0.0.1/callback"},
-		grants:  []oidc.GrantType{oidc.GrantTypeClientCredentials, oidc.GrantTypeCode, oidc.GrantTypeRefreshToken},
+		grants:  []oidc.GrantType{oidc.GrantTypeClientCredentials, oidc.GrantTypeCode, oidc.GrantTypeRefreshToken, oidc.GrantTypeTokenExchange},
 		appType: op.ApplicationTypeNative})
 	o.mu.Lock()
 	defer o.mu.Unlock()

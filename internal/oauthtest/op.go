@@ -5,14 +5,19 @@
 //
 //   - [OP] is zitadel/oidc's op package with its example in-memory storage
 //     and login form (authorization, PKCE, codes, tokens, refresh with
-//     rotation, revocation, userinfo, introspection), plus an RFC 7591
-//     registration endpoint, which zitadel's op lacks. Probes count what it
-//     served; faults change its metadata or its token endpoint.
+//     rotation, revocation, userinfo, introspection, and RFC 8693 token
+//     exchange under the policy of exchange.go), with two users, plus an
+//     RFC 7591 registration endpoint, which zitadel's op lacks. Probes
+//     count what it served; faults change its metadata or its token
+//     endpoint.
 //   - [ResourceServer] is a go-sdk MCP server with one tool, whoami,
 //     behind go-sdk's RequireBearerToken, publishing RFC 9728 metadata that
-//     names the OP.
-//   - [Browser] plays the user: it follows an authorization URL, logs in
+//     names the OP, and recording the Authorization header of every
+//     request.
+//   - [Browser] plays a user: it follows an authorization URL, logs in
 //     through the OP's form, and follows the redirect back to the client.
+//   - [IdP] signs ID tokens and callers' JWT access tokens, and issues
+//     ID-JAGs, for enterprise-managed authorization and token exchange.
 //
 // A sketch:
 //
@@ -48,11 +53,14 @@ import (
 	"github.com/zitadel/oidc/v3/pkg/op"
 )
 
-// The user of the OP's login form, and the subject its tokens carry.
+// The users of the OP's login form, and the subjects their tokens carry;
+// both have the one Password.
 const (
-	Username = "test-user@127.0.0.1"
-	Password = "verysecure"
-	Subject  = "id1"
+	Username  = "test-user@127.0.0.1"
+	Password  = "verysecure"
+	Subject   = "id1"
+	Username2 = "test-user2"
+	Subject2  = "id2"
 )
 
 // The service client, registered at start: a confidential client for the
@@ -84,6 +92,10 @@ type OP struct {
 	refreshes     atomic.Int32
 	exchanges     atomic.Int32
 	jwtBearer     atomic.Int32
+	// tokenExchanges counts token exchange requests; lastExchange is the
+	// form of the last one, client authentication left out.
+	tokenExchanges atomic.Int32
+	lastExchange   atomic.Value
 	// refreshResource is the resource parameter of the last refresh.
 	refreshResource atomic.Value
 
@@ -203,9 +215,24 @@ func (o *OP) wrap(next http.Handler) http.Handler {
 			o.mu.Unlock()
 			writeJSON(w, http.StatusOK, doc)
 			return
+		case r.URL.Path == "/revoke" && r.Method == http.MethodPost:
+			r.ParseForm()
+			if r.PostForm.Has("client_assertion") && !o.keyAuth(w, r) {
+				return
+			}
 		case r.URL.Path == "/oauth/token":
 			r.ParseForm()
 			grant := r.PostForm.Get("grant_type") // before keyAuth or jagAuth rewrite the form
+			if grant == grantTokenExchange {
+				o.tokenExchanges.Add(1)
+				f := url.Values{}
+				for k, v := range r.PostForm {
+					if k != "client_secret" && k != "client_assertion" {
+						f[k] = v
+					}
+				}
+				o.lastExchange.Store(f)
+			}
 			switch _, _, basic := r.BasicAuth(); {
 			case grant == grantJWTBearer:
 				o.clientAuth.Store(map[bool]string{true: "basic", false: "post"}[basic])
@@ -221,8 +248,20 @@ func (o *OP) wrap(next http.Handler) http.Handler {
 				o.clientAuth.Store("basic")
 			case r.PostForm.Has("client_secret"):
 				o.clientAuth.Store("post")
+				if grant == grantTokenExchange {
+					// zitadel's token exchange takes the client from a
+					// Basic header only; RFC 6749 allows the body too.
+					form := r.PostForm
+					r.SetBasicAuth(form.Get("client_id"), form.Get("client_secret"))
+					form.Del("client_id")
+					form.Del("client_secret")
+					rewrite(r, form)
+				}
 			default:
 				o.clientAuth.Store("none")
+			}
+			if r.PostForm == nil {
+				r.ParseForm() // rewritten above: parsed again, for a fault
 			}
 			switch grant {
 			case "refresh_token":
@@ -368,6 +407,10 @@ type opStorage struct {
 	// subjects holds, by client, the subject of the ID-JAG whose grant
 	// jagAuth handed to zitadel as client_credentials.
 	subjects map[string]string
+	// subjectIssuer signs the subject tokens of token exchanges that the
+	// OP trusts, for subjectAudience (TrustSubjectTokens).
+	subjectIssuer   *IdP
+	subjectAudience string
 }
 
 func (s *opStorage) GetClientByClientID(_ context.Context, id string) (op.Client, error) {

@@ -4,6 +4,8 @@ import (
 	"context"
 	"net/http"
 	"net/http/httptest"
+	"slices"
+	"sync"
 	"testing"
 
 	"github.com/modelcontextprotocol/go-sdk/auth"
@@ -32,6 +34,18 @@ type ResourceOptions struct {
 type ResourceServer struct {
 	// URL is the MCP endpoint, http://127.0.0.1:PORT/mcp.
 	URL string
+
+	mu    sync.Mutex
+	auths []string // the Authorization header of every request to URL
+}
+
+// Authorizations returns the Authorization header of every request the
+// MCP endpoint received, in order ("" for a request without one), the
+// refused ones included: what reached the upstream.
+func (rs *ResourceServer) Authorizations() []string {
+	rs.mu.Lock()
+	defer rs.mu.Unlock()
+	return slices.Clone(rs.auths)
 }
 
 // WhoamiTool is the name of the resource server's one tool.
@@ -68,9 +82,15 @@ func NewResourceServer(t testing.TB, o *OP, opts *ResourceOptions) *ResourceServ
 		prmURL = opts.ResourceMetadataURL
 	}
 	mux := http.NewServeMux()
-	mux.Handle("/mcp", auth.RequireBearerToken(verify, &auth.RequireBearerTokenOptions{
+	protected := auth.RequireBearerToken(verify, &auth.RequireBearerTokenOptions{
 		ResourceMetadataURL: prmURL, AllowMissingExpiration: true,
-	})(mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return server }, nil)))
+	})(mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return server }, nil))
+	mux.Handle("/mcp", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		rs.mu.Lock()
+		rs.auths = append(rs.auths, r.Header.Get("Authorization"))
+		rs.mu.Unlock()
+		protected.ServeHTTP(w, r)
+	}))
 	mux.Handle("/.well-known/oauth-protected-resource/mcp", auth.ProtectedResourceMetadataHandler(prm))
 	srv.Config.Handler = mux
 	srv.Start()

@@ -606,7 +606,9 @@ func TestPinsChangedElsewhereApplyAtOnce(t *testing.T) {
 	}
 	for i, r := range replicas {
 		ev := r.watch.waitFor(t, ctx, "echo registered", func(evs []audit.Event) bool {
-			return slices.ContainsFunc(evs, func(ev audit.Event) bool { return ev.Kind == audit.ToolsChanged && slices.Contains(ev.Added, "demo__echo") })
+			return slices.ContainsFunc(evs, func(ev audit.Event) bool {
+				return ev.Kind == audit.ToolsChanged && slices.Contains(ev.Added, "demo__echo")
+			})
 		})
 		changed := ev[slices.IndexFunc(ev, func(ev audit.Event) bool { return ev.Kind == audit.ToolsChanged })]
 		if changed.Reason != "pins" || len(changed.Removed)+len(changed.Changed) != 0 {

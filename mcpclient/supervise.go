@@ -54,8 +54,8 @@ func newSupervisor(set *settings, tools *toolSet, cat *Catalog) *supervisor {
 	s := &supervisor{set: set, tools: tools, cat: cat,
 		relist:  make(chan struct{}, 1),
 		recheck: make(chan struct{}, 1),
-		done:   make(chan struct{}),
-		state:  Configured, since: time.Now(),
+		done:    make(chan struct{}),
+		state:   Configured, since: time.Now(),
 	}
 	s.stopCtx, s.stop = context.WithCancel(context.Background())
 	return s

@@ -63,7 +63,11 @@ one machine, the audit file (--audit, or audit.file).`,
 			if len(args) == 1 {
 				path = args[0]
 			} else {
-				st, file, err := openStore(cmd.Context(), e, g, nil, false)
+				file, err := optionalConfig(e, g)
+				if err != nil {
+					return err
+				}
+				st, _, err := openStore(cmd.Context(), e, g, file, false)
 				if err != nil {
 					return err
 				}
@@ -168,8 +172,12 @@ func verifyTable(ctx context.Context, e *env, st *store.Store, opts *audit.Verif
 		// not the one at fault.
 		return &exitError{exitToolErr, fmt.Errorf("%s: %d rows, each chained to the one before, but %w (toolwire.audit_head): rows were removed from the end, or the head was changed",
 			where, rep.Lines, errors.Unwrap(err))}
+	case errors.As(err, &re) && errors.Is(re.Err, audit.ErrBrokenChain) && rep.Lines > 0:
+		// The audit package's words count lines of a file.
+		return &exitError{exitToolErr, fmt.Errorf("%s: row %d: %w: its prev is not the SHA-256 of the row before it: that row was changed, or rows were removed, inserted or reordered before this one; %s",
+			where, re.Seq, audit.ErrBrokenChain, rowsIntact(rep.Intact))}
 	case errors.As(err, &re):
-		return &exitError{exitToolErr, fmt.Errorf("%s: row %d: %w; %s", where, re.Seq, re.Err, rowsIntactBefore(rep.Intact))}
+		return &exitError{exitToolErr, fmt.Errorf("%s: row %d: %w; %s", where, re.Seq, re.Err, rowsIntact(rep.Intact))}
 	case err != nil:
 		return &exitError{exitToolErr, fmt.Errorf("%s: %w", where, err)}
 	}
@@ -187,15 +195,15 @@ func verifyTable(ctx context.Context, e *env, st *store.Store, opts *audit.Verif
 	return nil
 }
 
-// rowsIntactBefore says how many rows before a bad one are known intact.
-func rowsIntactBefore(intact int) string {
+// rowsIntact says how many rows, from the first, are known intact.
+func rowsIntact(intact int) string {
 	switch intact {
 	case 0:
 		return "no row before it is known intact"
 	case 1:
-		return "the row before it is intact"
+		return "the first row is intact"
 	}
-	return fmt.Sprintf("the %d rows before it are intact", intact)
+	return fmt.Sprintf("the first %d rows are intact", intact)
 }
 
 // intactBefore says which lines before a bad one are known intact.

@@ -174,20 +174,12 @@ func newAuthCommand(e *env, g *globalFlags) *cobra.Command {
 }
 
 // tokenStore opens the store for the commands that only read or remove
-// tokens (auth status, logout). They worked without a configuration
-// before there was a store setting, and still do where the store comes
-// from --store or $TOOLWIRE_STORE, or is the files of one machine: a
-// configuration that is not there is then no configuration.
+// tokens (auth status, logout): they work without a configuration file
+// (see optionalConfig).
 func tokenStore(ctx context.Context, e *env, g *globalFlags) (*store.Store, error) {
-	file, err := loadConfig(e, g)
+	file, err := optionalConfig(e, g)
 	if err != nil {
-		if len(g.config) > 0 {
-			return nil, err // a named file must load
-		}
-		if _, cerr := configPaths(e, nil); cerr == nil {
-			return nil, err // so must the one found by default
-		}
-		file = &config.File{}
+		return nil, err
 	}
 	st, _, err := openStore(ctx, e, g, file, false)
 	return st, err

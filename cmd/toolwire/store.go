@@ -87,6 +87,19 @@ func openStore(ctx context.Context, e *env, g *globalFlags, file *config.File, w
 	return st, file, nil
 }
 
+// optionalConfig loads the configuration for a command that needs only
+// its store setting (auth status, logout, audit verify), which worked
+// without any configuration before there was one and still does: a file
+// the flags or $TOOLWIRE_CONFIG name, or ./toolwire.yaml, must load; with
+// none, the configuration is empty (the store is --store,
+// $TOOLWIRE_STORE, or the files of one machine).
+func optionalConfig(e *env, g *globalFlags) (*config.File, error) {
+	if _, err := configPaths(e, g.config); err != nil {
+		return &config.File{}, nil
+	}
+	return loadConfig(e, g)
+}
+
 // pinsPlace names where the pins are, for messages: the pins file, or the
 // PostgreSQL store.
 func pinsPlace(st *store.Store) string {

@@ -275,7 +275,9 @@ func TestFleetPinsHoldOnEveryReplica(t *testing.T) {
 	evs := tableEvents(t, dbURL)
 	counts := map[string]int{
 		"pinned on first use": countEvents(evs, func(ev audit.Event) bool { return ev.Kind == audit.ToolPinned && ev.Reason == "first-use" }),
-		"approved":            countEvents(evs, func(ev audit.Event) bool { return ev.Kind == audit.ToolPinned && ev.Reason == "approved" && ev.Original == "echo" }),
+		"approved": countEvents(evs, func(ev audit.Event) bool {
+			return ev.Kind == audit.ToolPinned && ev.Reason == "approved" && ev.Original == "echo"
+		}),
 		"forgotten":           countEvents(evs, func(ev audit.Event) bool { return ev.Kind == audit.PinForgotten && ev.Original == "echo" }),
 		"quarantined changed": countEvents(evs, func(ev audit.Event) bool { return ev.Kind == audit.ToolQuarantined && ev.Reason == "changed" }),
 		"quarantined added":   countEvents(evs, func(ev audit.Event) bool { return ev.Kind == audit.ToolQuarantined && ev.Reason == "added" }),

@@ -29,20 +29,21 @@ var ErrAuditFileOnPostgres = errors.New("an audit file with a PostgreSQL store")
 // hold the pins: the file would be ignored.
 var ErrPinsFileOnPostgres = errors.New("security.pinsFile with a PostgreSQL store")
 
-// StoreURL returns the store URL a workspace opens: opts.StoreURL when
-// set, else the configuration's store, with its ${VAR} placeholders
-// expanded by opts.LookupEnv (os.LookupEnv when nil). "" means the files
-// of one machine. The URL may hold a password (from a variable): show it
-// only through [store.Store.String].
+// StoreURL returns the store URL a workspace opens: opts.StoreURL as it
+// is when set (a flag's or a variable's value, not expanded again: a
+// password may hold a "$"), else the configuration's store with its
+// ${VAR} placeholders expanded by opts.LookupEnv (os.LookupEnv when nil).
+// "" means the files of one machine. The URL may hold a password (from a
+// variable): show it only through [store.Store.String].
 func StoreURL(file *config.File, opts *Options) (string, error) {
 	var o Options
 	if opts != nil {
 		o = *opts
 	}
-	raw, what := file.Store, "store"
 	if o.StoreURL != "" {
-		raw, what = o.StoreURL, "the store URL"
+		return o.StoreURL, nil
 	}
+	raw := file.Store
 	if raw == "" {
 		return "", nil
 	}
@@ -53,10 +54,10 @@ func StoreURL(file *config.File, opts *Options) (string, error) {
 	u, err := config.Expand(raw, lookup)
 	if err != nil {
 		// The error names a variable, never a value.
-		return "", fmt.Errorf("%s: %w", what, err)
+		return "", fmt.Errorf("store: %w", err)
 	}
 	if strings.TrimSpace(u) == "" {
-		return "", fmt.Errorf("%s: %q expands to nothing; want postgres://USER@HOST:PORT/DATABASE, or leave it out for the files of one machine", what, raw)
+		return "", fmt.Errorf("store: %q expands to nothing; want postgres://USER@HOST:PORT/DATABASE, or leave it out for the files of one machine", raw)
 	}
 	return u, nil
 }
@@ -81,13 +82,19 @@ func OpenStore(ctx context.Context, file *config.File, opts *Options) (*store.St
 	if opts != nil {
 		o = *opts
 	}
-	lookup := o.LookupEnv
-	if lookup == nil {
-		lookup = os.LookupEnv
-	}
 	rawURL, err := StoreURL(file, &o)
 	if err != nil {
 		return nil, err
+	}
+	return openStoreAt(ctx, file, rawURL, &o)
+}
+
+// openStoreAt is OpenStore with the store URL already expanded (expanding
+// it twice would expand what a variable's value holds).
+func openStoreAt(ctx context.Context, file *config.File, rawURL string, o *Options) (*store.Store, error) {
+	lookup := o.LookupEnv
+	if lookup == nil {
+		lookup = os.LookupEnv
 	}
 	auditFile := file.Audit.File
 	if o.AuditFile != "" {

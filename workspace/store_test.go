@@ -147,7 +147,6 @@ func TestOpenStoreRefusals(t *testing.T) {
 		{"pinsFile", "store: " + pg + "\nsecurity:\n  pinsFile: pins.json\n", nil, workspace.ErrPinsFileOnPostgres,
 			[]string{"pins.json"}},
 		{"unset variable", "store: ${NO_SUCH_STORE}\n", nil, nil, []string{"store", "NO_SUCH_STORE"}},
-		{"StoreURL's unset variable", "", &workspace.Options{StoreURL: "${NO_SUCH_FLAG_STORE}"}, nil, []string{"the store URL", "NO_SUCH_FLAG_STORE"}},
 	} {
 		opts := &workspace.Options{LookupEnv: func(string) (string, bool) { return "", false }}
 		if tc.opts != nil {

@@ -35,9 +35,10 @@ type Options struct {
 	AuditFile string
 	// StoreURL, when set, is the store instead of the configuration's
 	// store (the CLI's --store, or TOOLWIRE_STORE): a PostgreSQL URL,
-	// postgres://USER@HOST:PORT/DATABASE, or a ${VAR} placeholder for one,
-	// expanded with LookupEnv. Both unset means the files of one machine.
-	// See [OpenStore].
+	// postgres://USER@HOST:PORT/DATABASE, used as it is (the
+	// configuration's store is expanded with LookupEnv; this is a value
+	// already). Both unset means the files of one machine. See
+	// [OpenStore].
 	StoreURL string
 	// Strict applies the strict profile, as security.strict: true does
 	// (the CLI's --strict): remote servers reach only their own host and
@@ -143,8 +144,8 @@ type Workspace struct {
 // Open applies file: it opens the store ([OpenStore]: files, or the
 // PostgreSQL database of a fleet) and the audit log on it, builds the
 // registry and the executor, and starts every configured server in
-// parallel, returning once each is ready or has failed. A server that fails is reported and
-// left out. Open fails when a required server fails or when no server
+// parallel, returning once each is ready or has failed. A server that
+// fails is reported and left out. Open fails when a required server fails or when no server
 // starts (errors matching [ErrNotStarted]), and when the configuration
 // cannot be applied; it then leaves nothing running or open.
 func Open(ctx context.Context, file *config.File, opts *Options) (*Workspace, error) {
@@ -183,8 +184,8 @@ func Open(ctx context.Context, file *config.File, opts *Options) (*Workspace, er
 	}
 	w.secrets.Add(urlPassword(storeURL)...)
 	so := o
-	so.LookupEnv, so.Logger, so.StoreURL = lookupEnv, logger, storeURL
-	if w.store, err = OpenStore(ctx, file, &so); err != nil {
+	so.LookupEnv, so.Logger = lookupEnv, logger
+	if w.store, err = openStoreAt(ctx, file, storeURL, &so); err != nil {
 		return nil, err
 	}
 	logStore(logger, w.store)

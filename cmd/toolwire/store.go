@@ -30,7 +30,7 @@ func storeURL(e *env, g *globalFlags) string {
 // checkStoreFlag refuses a --store URL that holds a password, as the
 // configuration file refuses one: it would be in the process list.
 func checkStoreFlag(raw string) error {
-	if raw == "" || strings.Contains(raw, "${") {
+	if raw == "" {
 		return nil
 	}
 	u, err := url.Parse(raw)

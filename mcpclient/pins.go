@@ -50,6 +50,9 @@ type Quarantine struct {
 // [Server.Definitions], [Server.Quarantined] and for reporting each problem
 // once. Guarded by toolSet.mu.
 type pinning struct {
+	// listing is the latest listing as prepared (see prepare), and defs
+	// its definitions: what a recheck checks again when the pins change.
+	listing     []*mcp.Tool
 	defs        []pins.Definition
 	quarantined []Quarantine
 	// reported maps a tool found unapproved to the fingerprint it was

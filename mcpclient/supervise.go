@@ -11,6 +11,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"github.com/toolwire/toolwire/audit"
+	"github.com/toolwire/toolwire/pins"
 	"github.com/toolwire/toolwire/tool"
 )
 
@@ -31,6 +32,8 @@ type supervisor struct {
 	cat   *Catalog
 
 	relist  chan struct{}   // list_changed arrived; capacity 1
+	recheck chan struct{}   // the server's pins changed; capacity 1
+	unwatch func()          // stops the pins watch; nil without one
 	stopCtx context.Context // ends when close is called
 	stop    context.CancelFunc
 	done    chan struct{} // closed when run has returned
@@ -49,9 +52,10 @@ type supervisor struct {
 
 func newSupervisor(set *settings, tools *toolSet, cat *Catalog) *supervisor {
 	s := &supervisor{set: set, tools: tools, cat: cat,
-		relist: make(chan struct{}, 1),
-		done:   make(chan struct{}),
-		state:  Configured, since: time.Now(),
+		relist:  make(chan struct{}, 1),
+		recheck: make(chan struct{}, 1),
+		done:    make(chan struct{}),
+		state:   Configured, since: time.Now(),
 	}
 	s.stopCtx, s.stop = context.WithCancel(context.Background())
 	return s
@@ -75,10 +79,12 @@ func (s *supervisor) start(ctx context.Context) error {
 		s.fail("configure", err)
 		return err
 	}
+	s.watchPins()
 	ctx, cancel := contextOf(ctx, s.stopCtx) // Close aborts a start in progress
 	defer cancel()
 	c, err := s.establish(ctx, false)
 	if err != nil {
+		s.stopWatchingPins()
 		return err
 	}
 	// close calls stop before it reads supervising, so checking stopCtx
@@ -180,7 +186,51 @@ func (s *supervisor) run(c *conn) {
 			}
 		case <-s.relist:
 			s.tools.refresh(s.stopCtx, c)
+		case <-s.recheck:
+			s.tools.recheck(s.stopCtx)
 		}
+	}
+}
+
+// watchPins, in enforce mode, asks the pin store to report changes of
+// this server's pins (or of every server's, after changes may have been
+// missed) for run to check the latest listing again: on PostgreSQL an
+// approval or a quarantine made by another replica, or by toolwire pins in
+// another process, then holds here at once, without polling. It is called
+// before the first check, so that a change made between that check and
+// run's start is not lost (the signal waits in the channel). Several
+// changes in a row fold into one recheck. In warn mode nothing is ever
+// quarantined, so there is nothing to apply, and a recheck would only
+// repeat warnings (and, between replicas listing different definitions
+// of a new tool, rewrite what each has noticed, back and forth).
+func (s *supervisor) watchPins() {
+	if !s.tools.pinningOn() || s.set.opts.PinMode != pins.Enforce {
+		return
+	}
+	name := s.set.cfg.Name
+	stop := s.set.opts.Pins.Watch(func(c pins.Change) {
+		if c.Server != "" && c.Server != name {
+			return
+		}
+		select {
+		case s.recheck <- struct{}{}:
+		default:
+		}
+	})
+	var once sync.Once
+	s.mu.Lock()
+	s.unwatch = func() { once.Do(stop) }
+	s.mu.Unlock()
+}
+
+// stopWatchingPins ends what watchPins started; it is safe to call more
+// than once, and without a watch.
+func (s *supervisor) stopWatchingPins() {
+	s.mu.Lock()
+	stop := s.unwatch
+	s.mu.Unlock()
+	if stop != nil {
+		stop()
 	}
 }
 
@@ -380,6 +430,7 @@ func (s *supervisor) close() error {
 		if supervising {
 			<-s.done
 		}
+		s.stopWatchingPins()
 		// The tool set refuses registrations from now on, so a start
 		// racing with Close leaves nothing behind. Watchers run here and
 		// below with no lock held.

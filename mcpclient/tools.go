@@ -1,6 +1,7 @@
 package mcpclient
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -9,7 +10,9 @@ import (
 	"strings"
 	"sync"
 
+	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"github.com/toolwire/toolwire/audit"
+	"github.com/toolwire/toolwire/pins"
 	"github.com/toolwire/toolwire/tool"
 )
 
@@ -56,9 +59,17 @@ func (ts *toolSet) discover(ctx context.Context, c *conn) (*discovery, error) {
 	ts.noteToolCount(len(listing))
 	listing, defs := prepare(cfg, listing, ts.descriptionLimit())
 	ts.mu.Lock()
-	ts.pin.defs = defs
+	ts.pin.listing, ts.pin.defs = listing, defs
 	ts.mu.Unlock()
-	held, err := ts.checkPins(lctx, defs)
+	return ts.evaluate(lctx, listing, defs)
+}
+
+// evaluate checks a prepared listing against the pins and adapts the tools
+// allowed: what discover does once the server has answered, and what a
+// recheck does again with the same listing when the pins change.
+func (ts *toolSet) evaluate(ctx context.Context, listing []*mcp.Tool, defs []pins.Definition) (*discovery, error) {
+	cfg := ts.set.cfg
+	held, err := ts.checkPins(ctx, defs)
 	if err != nil {
 		return nil, err
 	}
@@ -157,13 +168,44 @@ func preflight(server string, tools []*tool.Tool, reg *tool.Registry) error {
 // instead: what the server offers now is unverified, and the tools
 // registered before would call it. ctx ends when the server is closed.
 func (ts *toolSet) refresh(ctx context.Context, c *conn) {
+	d, err := ts.discover(ctx, c)
+	ts.apply(ctx, d, err, "")
+}
+
+// recheck checks the latest listing against the pins again, without asking
+// the server, after the pins changed elsewhere (another replica, or toolwire
+// pins approve or forget in another process): a tool approved there is
+// registered, one quarantined there leaves the registry, as a re-listing
+// would have it (see refresh, whose rules it follows). The tools.changed
+// event it records says "pins" as its reason. Before the first listing it
+// does nothing.
+func (ts *toolSet) recheck(ctx context.Context) {
+	ts.mu.Lock()
+	listing, defs := ts.pin.listing, ts.pin.defs
+	ts.mu.Unlock()
+	if listing == nil {
+		return
+	}
+	lctx, cancel := context.WithTimeout(ctx, ts.set.timeout)
+	defer cancel()
+	d, err := ts.evaluate(lctx, listing, defs)
+	ts.apply(ctx, d, err, "pins")
+}
+
+// apply makes the outcome of a re-listing (why "") or of a recheck (why
+// "pins") the registered tools, in one step, and logs and audits the
+// difference.
+func (ts *toolSet) apply(ctx context.Context, d *discovery, err error, why string) {
 	name := ts.set.cfg.Name
 	logger := ts.set.logger
+	what := "tools changed"
+	if why == "pins" {
+		what = "tool pins changed"
+	}
 	ts.mu.Lock()
 	before, skipped, warnings := ts.tools, ts.skipped, ts.warnings
 	ts.mu.Unlock()
 	var tools []*tool.Tool
-	d, err := ts.discover(ctx, c)
 	if ctx.Err() != nil {
 		// Close cut the re-listing short: toolwire is exiting, the
 		// tools are about to go, and nothing failed worth a word.
@@ -171,10 +213,10 @@ func (ts *toolSet) refresh(ctx context.Context, c *conn) {
 	}
 	switch {
 	case errors.Is(err, ErrPinsUnavailable):
-		logger.Error("tools changed, but they cannot be checked against their pins; withdrawing every tool of the server until they can",
+		logger.Error(what+", but the tools cannot be checked against their pins; withdrawing every tool of the server until they can",
 			"server", name, "error", ts.set.secrets.String(err.Error()))
 	case err != nil:
-		logger.Warn("tools changed, but re-listing failed; keeping the current tools", "server", name, "error", ts.set.secrets.String(err.Error()))
+		logger.Warn(what+", but re-listing failed; keeping the current tools", "server", name, "error", ts.set.secrets.String(err.Error()))
 		tools = ts.withoutQuarantined(before)
 	default:
 		tools, skipped, warnings = d.tools, d.skipped, d.warnings
@@ -189,7 +231,7 @@ func (ts *toolSet) refresh(ctx context.Context, c *conn) {
 		if errors.Is(err, errClosed) {
 			return
 		}
-		logger.Warn("tools changed, but the new tools could not be registered; keeping the current ones", "server", name, "error", ts.set.secrets.String(err.Error()))
+		logger.Warn(what+", but the new tools could not be registered; keeping the current ones", "server", name, "error", ts.set.secrets.String(err.Error()))
 		// Taking tools away cannot clash with another server's names.
 		if tools = ts.withoutQuarantined(before); len(tools) == len(before) {
 			return
@@ -209,8 +251,8 @@ func (ts *toolSet) refresh(ctx context.Context, c *conn) {
 			return // only tools that stay left out, as before
 		}
 	}
-	logger.Info("tools changed", "server", name, "added", len(added), "removed", len(removed), "changed", len(changed))
-	ts.set.record(audit.Event{Kind: audit.ToolsChanged, Added: added, Removed: removed, Changed: changed, Tools: len(tools)})
+	logger.Info("tools changed", "server", name, "added", len(added), "removed", len(removed), "changed", len(changed), "why", cmp.Or(why, "list_changed"))
+	ts.set.record(audit.Event{Kind: audit.ToolsChanged, Added: added, Removed: removed, Changed: changed, Tools: len(tools), Reason: why})
 }
 
 // diffTools compares two listings by registered name: a tool is changed

@@ -604,12 +604,44 @@ func (s *Store) keyFor(h *header, create bool) ([]byte, error) {
 			return nil, fmt.Errorf("oauth: store %s is encrypted with the key file %s, but %s is set: unset it, or remove the store to start over with the passphrase", s.where(), s.keyFile, PassphraseEnv)
 		}
 		k, err := loadOrCreateKeyFile(s.keyFile, create)
+		if err != nil && s.records != nil && errors.Is(err, fs.ErrNotExist) {
+			return nil, s.noFleetKey()
+		}
 		if err != nil {
 			return nil, fmt.Errorf("oauth: store %s: %w", s.where(), err)
 		}
 		return k, nil
 	}
 	return nil, fmt.Errorf("oauth: store %s: %w: unknown key source", s.where(), ErrStoreCorrupt)
+}
+
+// noFleetKey is the error of a store on [Records] with neither a
+// passphrase nor a key file.
+func (s *Store) noFleetKey() error {
+	return fmt.Errorf("oauth: store %s: no key to encrypt the tokens with: set %s, the same on every replica (a store shared by a fleet never makes a key file: each replica would make its own and none could read the others' tokens; or give every replica the same key file %s)",
+		s.where(), PassphraseEnv, s.keyFile)
+}
+
+// CheckKey returns nil when the store has a key to encrypt new entries
+// with: a passphrase, a key file that can be read, or, for the store
+// file, a key file it may create at its first write. A store on [Records]
+// never creates one (see [NewStoreOn]): without a passphrase or the key
+// file it returns an error naming both, before anything asks a person to
+// log in only for the tokens to be refused.
+func (s *Store) CheckKey() error {
+	if s.passphrase != "" {
+		return nil
+	}
+	_, err := readKeyFile(s.keyFile)
+	switch {
+	case err == nil:
+		return nil
+	case errors.Is(err, fs.ErrNotExist) && s.records == nil:
+		return nil
+	case errors.Is(err, fs.ErrNotExist):
+		return s.noFleetKey()
+	}
+	return fmt.Errorf("oauth: store %s: %w", s.where(), err)
 }
 
 // write seals and replaces the file atomically: a temporary file in the

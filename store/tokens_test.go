@@ -328,7 +328,14 @@ func TestTokenKeyFileIsNeverCreated(t *testing.T) {
 	if _, err := os.Stat(keyFile); !errors.Is(err, os.ErrNotExist) {
 		t.Errorf("the key file was created: %v", err)
 	}
+	// What toolwire login asks before a person logs in for nothing.
+	if err := st.CheckKey(); err == nil || !strings.Contains(err.Error(), keyFile) || !strings.Contains(err.Error(), oauth.PassphraseEnv) {
+		t.Errorf("CheckKey without the key file: %v, want an error naming it and %s", err, oauth.PassphraseEnv)
+	}
 	writeKey(t, keyFile)
+	if err := st.CheckKey(); err != nil {
+		t.Errorf("CheckKey with the key file: %v", err)
+	}
 	if err := put(st); err != nil {
 		t.Fatal(err)
 	}

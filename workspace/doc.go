@@ -1,6 +1,8 @@
 // Package workspace assembles toolwire from a configuration, as the
-// toolwire command does: the audit log (its file, signing key and whether
-// it is required), the secrets every result, log line and audit event is
+// toolwire command does: the store its state is kept in (the files of one
+// machine, or the PostgreSQL database a fleet shares: the configuration's
+// store, or Options.StoreURL), the audit log on it (its signing key and
+// whether it is required), the secrets every result, log line and audit event is
 // masked with, the registry and its confirmer, the executor, the security
 // profile (strict egress, tool pins, description and tool limits), the
 // OAuth handlers of remote servers, and the manager that starts every
@@ -14,7 +16,7 @@
 //	if err != nil {
 //		return err // a required server failed, no server started, or the configuration cannot be applied
 //	}
-//	defer w.Close() // servers (and their child processes), then the audit log
+//	defer w.Close() // servers (and their child processes), the audit log, the store
 //
 //	res := w.Executor().Call(ctx, "files__read_text_file", json.RawMessage(`{"path":"a.txt"}`))
 //

@@ -11,18 +11,6 @@ import (
 	"github.com/toolwire/toolwire/oauth"
 )
 
-// TokenStore opens the OAuth token store toolwire's commands share: the
-// file at [oauth.DefaultPath], keyed by the passphrase in
-// TOOLWIRE_PASSPHRASE as lookupEnv finds it (nil means os.LookupEnv), else
-// by the key file beside it. It does no I/O.
-func TokenStore(lookupEnv func(string) (string, bool)) (*oauth.Store, error) {
-	if lookupEnv == nil {
-		lookupEnv = os.LookupEnv
-	}
-	pass, _ := lookupEnv(oauth.PassphraseEnv)
-	return oauth.NewStore("", &oauth.StoreOptions{Passphrase: pass})
-}
-
 // OAuthOptions tunes [OAuthHandlers]. A nil *OAuthOptions means the
 // defaults.
 type OAuthOptions struct {

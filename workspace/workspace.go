@@ -15,7 +15,9 @@ import (
 	"github.com/toolwire/toolwire/config"
 	"github.com/toolwire/toolwire/gateway"
 	"github.com/toolwire/toolwire/mcpclient"
+	"github.com/toolwire/toolwire/oauth"
 	"github.com/toolwire/toolwire/pins"
+	"github.com/toolwire/toolwire/store"
 	"github.com/toolwire/toolwire/tool"
 )
 
@@ -27,8 +29,17 @@ type Options struct {
 	// tool then fails to start.
 	Confirmer tool.Confirmer
 	// AuditFile, when set, is the audit file instead of the
-	// configuration's audit.file (the CLI's --audit).
+	// configuration's audit.file (the CLI's --audit). With a PostgreSQL
+	// store it is an error ([ErrAuditFileOnPostgres]): the store's table
+	// is the audit log.
 	AuditFile string
+	// StoreURL, when set, is the store instead of the configuration's
+	// store (the CLI's --store, or TOOLWIRE_STORE): a PostgreSQL URL,
+	// postgres://USER@HOST:PORT/DATABASE, used as it is (the
+	// configuration's store is expanded with LookupEnv; this is a value
+	// already). Both unset means the files of one machine. See
+	// [OpenStore].
+	StoreURL string
 	// Strict applies the strict profile, as security.strict: true does
 	// (the CLI's --strict): remote servers reach only their own host and
 	// security.allowHosts, and tool pins are enforced unless security.pins
@@ -39,9 +50,10 @@ type Options struct {
 	// audit log report. Every string in its records is masked with the
 	// workspace's secrets first. Nil means slog.Default().
 	Logger *slog.Logger
-	// LookupEnv resolves ${VAR} placeholders, the variables the
-	// configuration names for client secrets, and TOOLWIRE_PASSPHRASE for
-	// the default token store. Nil means os.LookupEnv.
+	// LookupEnv resolves ${VAR} placeholders (the store URL's too), the
+	// variables the configuration names for client secrets, and
+	// TOOLWIRE_PASSPHRASE for the store's OAuth tokens. Nil means
+	// os.LookupEnv.
 	LookupEnv func(string) (string, bool)
 	// Input answers a ${input:ID} placeholder, asking a person, say
 	// ([mcpclient.Options]). Nil refuses such placeholders with an error
@@ -60,10 +72,17 @@ type Options struct {
 	// ([mcpclient.RelayCapabilities]); the zero value advertises none.
 	Relay mcpclient.RelayCapabilities
 	// OAuth makes the OAuth handler of each remote server that requires
-	// one. Nil means [OAuthHandlers] over [TokenStore] without a fetcher:
-	// a server that needs a person to log in fails, naming
-	// "toolwire login SERVER".
+	// one. Nil means [OAuthHandlers] over the store's tokens with
+	// OAuthFetcher.
 	OAuth mcpclient.OAuthFunc
+	// OAuthFetcher obtains a person's authorization for the default OAuth
+	// handlers, as [oauth.Loopback] does for toolwire login. Nil means
+	// nobody can be asked: a server that needs a person to log in fails,
+	// naming "toolwire login SERVER". With it, Open first checks that the
+	// store has a key to keep the tokens with ([oauth.Store.CheckKey]: a
+	// PostgreSQL store needs TOOLWIRE_PASSPHRASE or a key file given to
+	// it). Unused when OAuth is set.
+	OAuthFetcher oauth.Fetcher
 	// Telemetry lets traces and metrics watch the workspace.
 	Telemetry Telemetry
 }
@@ -74,8 +93,8 @@ type Options struct {
 type Telemetry struct {
 	// Observer is told of each call's steps ([tool.ExecutorOptions]).
 	Observer tool.Observer
-	// AuditSink wraps the audit file's sink: to count the events written,
-	// say.
+	// AuditSink wraps the audit log's sink (the audit file's, or the
+	// PostgreSQL store's table): to count the events written, say.
 	AuditSink func(audit.Sink) audit.Sink
 	// Middleware and WrapTransport go to every server's client
 	// ([mcpclient.Options]): a span per request, the trace context passed
@@ -87,12 +106,13 @@ type Telemetry struct {
 // ErrNotStarted is matched by the error of [Open] when the configured
 // servers could not be started: a required server failed, or none
 // started. The error's text is the cause's. Any other error of Open is
-// one of the configuration (the audit file, the signing key, the pins,
-// the token store).
+// one of the configuration (the store, the audit file, the signing key,
+// the pins).
 var ErrNotStarted = errors.New("servers not started")
 
 // ErrNoAuditFile is wrapped by the error of [Open] when the configuration
-// says audit.required but names no audit file.
+// says audit.required but names no audit file (and the store is files: a
+// PostgreSQL store's table is always the audit log).
 var ErrNoAuditFile = errors.New("audit.required: no audit file to write")
 
 // auditCloseWait bounds how long Close waits for calls still running to
@@ -109,8 +129,8 @@ type Workspace struct {
 	registry *tool.Registry
 	executor *tool.Executor
 	manager  *mcpclient.Manager
-	sink     *audit.FileSink // nil without an audit file
-	audit    *audit.Log      // nil without an audit file
+	store    *store.Store // closed last
+	audit    *audit.Log   // nil without an audit sink (files without an audit file)
 	secrets  *audit.Secrets
 	required map[string]bool // the servers the configuration marks required
 
@@ -121,10 +141,11 @@ type Workspace struct {
 	closeErr  error
 }
 
-// Open applies file: it opens the audit log, builds the registry and the
-// executor, and starts every configured server in parallel, returning
-// once each is ready or has failed. A server that fails is reported and
-// left out. Open fails when a required server fails or when no server
+// Open applies file: it opens the store ([OpenStore]: files, or the
+// PostgreSQL database of a fleet) and the audit log on it, builds the
+// registry and the executor, and starts every configured server in
+// parallel, returning once each is ready or has failed. A server that
+// fails is reported and left out. Open fails when a required server fails or when no server
 // starts (errors matching [ErrNotStarted]), and when the configuration
 // cannot be applied; it then leaves nothing running or open.
 func Open(ctx context.Context, file *config.File, opts *Options) (*Workspace, error) {
@@ -157,15 +178,22 @@ func Open(ctx context.Context, file *config.File, opts *Options) (*Workspace, er
 		}
 	}
 
-	var err error
-	if w.sink, err = OpenAudit(file, &o); err != nil {
+	storeURL, err := StoreURL(file, &o)
+	if err != nil {
 		return nil, err
 	}
-	if w.sink == nil && file.Audit.Required {
+	w.secrets.Add(urlPassword(storeURL)...)
+	so := o
+	so.LookupEnv, so.Logger = lookupEnv, logger
+	if w.store, err = openStoreAt(ctx, file, storeURL, &so); err != nil {
+		return nil, err
+	}
+	logStore(logger, w.store)
+	if w.store.Audit() == nil && file.Audit.Required {
+		w.store.Close()
 		return nil, fmt.Errorf("%w (set audit.file or Options.AuditFile)", ErrNoAuditFile)
 	}
-	if w.sink != nil {
-		var sink audit.Sink = w.sink
+	if sink := w.store.Audit(); sink != nil {
 		if o.Telemetry.AuditSink != nil {
 			sink = o.Telemetry.AuditSink(sink)
 		}
@@ -182,19 +210,22 @@ func Open(ctx context.Context, file *config.File, opts *Options) (*Workspace, er
 	if w.security.Strict {
 		egress = &mcpclient.EgressPolicy{AllowHosts: w.security.AllowHosts}
 	}
-	pinStore, pinMode, err := pinOptions(w.security)
+	pinStore, pinMode, err := pinOptions(w.security, w.store)
 	if err != nil {
-		w.closeAudit()
+		w.closeStore()
 		return nil, err
 	}
 	oauthFunc := o.OAuth
-	if oauthFunc == nil {
-		store, err := TokenStore(lookupEnv)
-		if err != nil {
-			w.closeAudit()
+	if oauthFunc == nil && o.OAuthFetcher != nil {
+		// Someone may be asked to log in: not for tokens the store
+		// cannot keep.
+		if err := w.store.Tokens().CheckKey(); err != nil {
+			w.closeStore()
 			return nil, err
 		}
-		oauthFunc = OAuthHandlers(store, &OAuthOptions{LookupEnv: lookupEnv})
+	}
+	if oauthFunc == nil {
+		oauthFunc = OAuthHandlers(w.store.Tokens(), &OAuthOptions{LookupEnv: lookupEnv, Fetcher: o.OAuthFetcher})
 	}
 	w.manager = mcpclient.NewManager(file.Servers, w.registry, &mcpclient.Options{
 		Egress: egress, OAuth: oauthFunc,
@@ -223,32 +254,9 @@ func Open(ctx context.Context, file *config.File, opts *Options) (*Workspace, er
 	return w, nil
 }
 
-// OpenAudit opens the audit file that [Open] would: opts.AuditFile, else
-// the configuration's audit.file, signed with the key audit.signingKey
-// names. It returns nil, and no error, when neither names a file. The
-// caller closes the sink.
-func OpenAudit(file *config.File, opts *Options) (*audit.FileSink, error) {
-	path := file.Audit.File
-	if opts != nil && opts.AuditFile != "" {
-		path = opts.AuditFile
-	}
-	if path == "" {
-		return nil, nil
-	}
-	var sinkOpts audit.FileSinkOptions
-	if file.Audit.SigningKey != "" {
-		key, err := audit.ReadPrivateKey(file.Audit.SigningKey)
-		if err != nil {
-			return nil, fmt.Errorf("audit.signingKey: %w", err)
-		}
-		sinkOpts.SigningKey = key
-	}
-	return audit.OpenFileWith(path, &sinkOpts)
-}
-
 // pinOptions returns what the security section says about pinning: the
-// store (nil when pinning is off) and the mode.
-func pinOptions(sec config.Security) (*pins.Store, pins.Mode, error) {
+// store's pins (nil when pinning is off) and the mode.
+func pinOptions(sec config.Security, st *store.Store) (*pins.Store, pins.Mode, error) {
 	mode, err := pins.ParseMode(sec.PinMode())
 	if err != nil {
 		return nil, 0, fmt.Errorf("security.pins: %w", err)
@@ -256,11 +264,7 @@ func pinOptions(sec config.Security) (*pins.Store, pins.Mode, error) {
 	if mode == pins.Off {
 		return nil, mode, nil
 	}
-	store, err := pins.NewStore(sec.PinsFile)
-	if err != nil {
-		return nil, 0, fmt.Errorf("security.pinsFile: %w", err)
-	}
-	return store, mode, nil
+	return st.Pins(), mode, nil
 }
 
 // File returns the configuration the workspace applies.
@@ -277,9 +281,15 @@ func (w *Workspace) Executor() *tool.Executor { return w.executor }
 // and each server itself.
 func (w *Workspace) Manager() *mcpclient.Manager { return w.manager }
 
-// Audit returns the audit log, or nil (which records nothing) without an
-// audit file.
+// Audit returns the audit log, or nil (which records nothing) on files
+// without an audit file.
 func (w *Workspace) Audit() *audit.Log { return w.audit }
+
+// Store returns the store the workspace keeps its state in: its pins
+// (for toolwire pins approve), tokens (for toolwire login) and audit
+// sink, and on PostgreSQL the fleet's limits and sessions. The workspace
+// owns it: Close closes it.
+func (w *Workspace) Store() *store.Store { return w.store }
 
 // Secrets returns the secrets masked in results, log lines and audit
 // events: those of the servers' configurations, and whatever else is
@@ -345,8 +355,9 @@ func (w *Workspace) Handler(gw *gateway.Gateway, opts gateway.HTTPOptions) *gate
 // and the calls in them), every server (and child process), which ends
 // the calls still running on them, then the audit log, once each call's
 // outcome is in it (waiting at most 5 s; a call still running then is
-// recorded as ended by the shutdown). Close is safe to call more than
-// once; later calls return the first's error.
+// recorded as ended by the shutdown), and last the store (the audit file,
+// or the database's connections). Close is safe to call more than once;
+// later calls return the first's error.
 func (w *Workspace) Close() error {
 	w.closeOnce.Do(func() {
 		w.mu.Lock()
@@ -357,20 +368,18 @@ func (w *Workspace) Close() error {
 			h.Close()
 		}
 		err := w.manager.Close()
-		w.closeErr = errors.Join(err, w.closeAudit())
+		w.closeErr = errors.Join(err, w.closeStore())
 	})
 	return w.closeErr
 }
 
-// closeAudit closes the audit log, or the bare sink before there is one.
-func (w *Workspace) closeAudit() error {
+// closeStore closes the audit log, if there is one yet, then the store.
+func (w *Workspace) closeStore() error {
+	var err error
 	if w.audit != nil {
 		ctx, cancel := context.WithTimeout(context.Background(), auditCloseWait)
 		defer cancel()
-		return w.audit.Close(ctx)
+		err = w.audit.Close(ctx)
 	}
-	if w.sink != nil {
-		return w.sink.Close()
-	}
-	return nil
+	return errors.Join(err, w.store.Close())
 }

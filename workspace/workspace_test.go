@@ -21,6 +21,8 @@ import (
 	"github.com/toolwire/toolwire/config"
 	"github.com/toolwire/toolwire/gateway"
 	"github.com/toolwire/toolwire/internal/demo"
+	"github.com/toolwire/toolwire/internal/pgtest"
+	"github.com/toolwire/toolwire/store"
 	"github.com/toolwire/toolwire/tool"
 	"github.com/toolwire/toolwire/workspace"
 )
@@ -45,7 +47,7 @@ func TestMain(m *testing.M) {
 	if err := os.WriteFile(exampleConfig, []byte(demoServer+"audit:\n  file: audit.jsonl\nsecurity:\n  pins: off\n"), 0o600); err != nil {
 		panic(err)
 	}
-	code := m.Run()
+	code := pgtest.Main(m)
 	os.RemoveAll(dir)
 	os.Exit(code)
 }
@@ -291,10 +293,11 @@ func TestOpenFailures(t *testing.T) {
 	}
 }
 
-// OpenAudit opens Options.AuditFile over the configuration's audit.file,
-// and nothing when neither names one.
-func TestOpenAudit(t *testing.T) {
+// OpenStore on files opens Options.AuditFile over the configuration's
+// audit.file as the store's audit sink, and none when neither names one.
+func TestOpenStoreAuditFile(t *testing.T) {
 	t.Parallel()
+	ctx := context.Background()
 	f := newFixture(t)
 	file := f.load(t, demoServer+"audit:\n  file: configured.jsonl\n")
 	for _, tc := range []struct {
@@ -304,21 +307,28 @@ func TestOpenAudit(t *testing.T) {
 		{nil, "configured.jsonl"},
 		{&workspace.Options{AuditFile: filepath.Join(f.dir, "flag.jsonl")}, "flag.jsonl"},
 	} {
-		sink, err := workspace.OpenAudit(file, tc.opts)
+		st, err := workspace.OpenStore(ctx, file, tc.opts)
 		if err != nil {
 			t.Fatal(err)
 		}
-		if err := audit.NewLog(sink, nil).Record(audit.Event{Kind: audit.PinForgotten, Source: "s"}); err != nil {
+		if st.Kind() != store.Files {
+			t.Errorf("no store setting: %s, want files", st.Kind())
+		}
+		if err := audit.NewLog(st.Audit(), nil).Record(audit.Event{Kind: audit.PinForgotten, Source: "s"}); err != nil {
 			t.Fatal(err)
 		}
-		sink.Close()
+		st.Close()
 		if _, err := os.Stat(filepath.Join(f.dir, tc.want)); err != nil {
 			t.Errorf("options %+v: %v", tc.opts, err)
 		}
 	}
-	sink, err := workspace.OpenAudit(f.load(t, demoServer), nil)
-	if sink != nil || err != nil {
-		t.Errorf("no audit file named: %v, %v; want nil, nil", sink, err)
+	st, err := workspace.OpenStore(ctx, f.load(t, demoServer), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	if st.Audit() != nil {
+		t.Errorf("no audit file named: sink %v, want none", st.Audit())
 	}
 }
 

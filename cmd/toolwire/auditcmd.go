@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"crypto/ed25519"
 	"crypto/rand"
 	"errors"
@@ -9,26 +10,28 @@ import (
 
 	"github.com/spf13/cobra"
 	"github.com/toolwire/toolwire/audit"
+	"github.com/toolwire/toolwire/store"
 )
 
-func newAuditCommand(e *env) *cobra.Command {
+func newAuditCommand(e *env, g *globalFlags) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "audit",
 		Short: "Verify an audit log's hash chain, and make keys to sign it",
 		Long: `Every line of toolwire's audit log carries the SHA-256 of the line before it
-("prev"), and, with a signing key, an Ed25519 signature ("sig"). "audit verify"
-checks both; "audit keygen" makes a key pair to sign with.`,
+("prev"), and, with a signing key, an Ed25519 signature ("sig"); with a
+PostgreSQL store, every row of its audit table does. "audit verify" checks
+both; "audit keygen" makes a key pair to sign with.`,
 		Args: cobra.NoArgs,
 	}
-	cmd.AddCommand(newAuditVerifyCommand(e), newAuditKeygenCommand(e))
+	cmd.AddCommand(newAuditVerifyCommand(e, g), newAuditKeygenCommand(e))
 	return cmd
 }
 
-func newAuditVerifyCommand(e *env) *cobra.Command {
+func newAuditVerifyCommand(e *env, g *globalFlags) *cobra.Command {
 	var publicKey string
 	cmd := &cobra.Command{
-		Use:   "verify FILE",
-		Short: "Check an audit log's hash chain (and signatures) and name the first bad line",
+		Use:   "verify [FILE]",
+		Short: "Check an audit log's hash chain (and signatures) and name the first bad line or row",
 		Long: `Check that every line of an audit log carries the hash of the line before it,
 and with --public-key that every line is signed by the matching private key.
 Prints "FILE: N events, chain intact" and the SHA-256 of the last line, or
@@ -38,10 +41,16 @@ A line changed, removed, inserted or moved is found. Lines cut from the end
 of the file are not, nor (without signatures) a change to the last line:
 keep the printed last-line hash elsewhere to check for that later. Without
 signatures, someone able to rewrite the file can also recompute the chain
-after their change; a signing key they cannot read stops that.`,
-		Args: cobra.ExactArgs(1),
-		RunE: func(_ *cobra.Command, args []string) error {
-			path := args[0]
+after their change; a signing key they cannot read stops that.
+
+Without FILE, the store's audit log is verified: with a PostgreSQL store
+(--store, $TOOLWIRE_STORE or the configuration's store) the audit table
+every replica appends to, in the order of its rows, naming the first bad
+one as "row N"; its last row is then compared with the head row the
+replicas keep, so rows cut from the end are found too. With the files of
+one machine, the audit file (--audit, or audit.file).`,
+		Args: cobra.MaximumNArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
 			var opts audit.VerifyOptions
 			if publicKey != "" {
 				key, err := audit.ReadPublicKey(publicKey)
@@ -49,6 +58,26 @@ after their change; a signing key they cannot read stops that.`,
 					return &exitError{exitUsage, err}
 				}
 				opts.PublicKey = key
+			}
+			path := ""
+			if len(args) == 1 {
+				path = args[0]
+			} else {
+				file, err := optionalConfig(e, g)
+				if err != nil {
+					return err
+				}
+				st, _, err := openStore(cmd.Context(), e, g, file, false)
+				if err != nil {
+					return err
+				}
+				defer st.Close()
+				if st.Kind() == store.Postgres {
+					return verifyTable(cmd.Context(), e, st, &opts)
+				}
+				if path = firstNonEmpty(g.audit, file.Audit.File); path == "" {
+					return &exitError{exitUsage, errors.New("audit verify: give FILE: the store is the files of one machine and neither --audit nor audit.file names an audit file")}
+				}
 			}
 			f, err := os.Open(path)
 			if err != nil {
@@ -127,6 +156,54 @@ Keep the private key where the agents whose calls are audited cannot read it.`,
 	}
 	cmd.Flags().StringVar(&prefix, "out", "", "write PREFIX.key and PREFIX.pub")
 	return cmd
+}
+
+// verifyTable verifies a PostgreSQL store's audit table and says so as
+// verify does for a file, in rows.
+func verifyTable(ctx context.Context, e *env, st *store.Store, opts *audit.VerifyOptions) error {
+	where := "PostgreSQL " + st.String()
+	rep, err := st.VerifyAudit(ctx, opts)
+	var re *store.RowError
+	switch {
+	case errors.Is(err, audit.ErrUnchained):
+		return &exitError{exitToolErr, fmt.Errorf("%s: %d events, none hash-chained", where, rep.Lines)}
+	case errors.Is(err, store.ErrHeadMismatch):
+		// The row error's own text would name the last row, which is
+		// not the one at fault.
+		return &exitError{exitToolErr, fmt.Errorf("%s: %d rows, each chained to the one before, but %w (toolwire.audit_head): rows were removed from the end, or the head was changed",
+			where, rep.Lines, errors.Unwrap(err))}
+	case errors.As(err, &re) && errors.Is(re.Err, audit.ErrBrokenChain) && rep.Lines > 0:
+		// The audit package's words count lines of a file.
+		return &exitError{exitToolErr, fmt.Errorf("%s: row %d: %w: its prev is not the SHA-256 of the row before it: that row was changed, or rows were removed, inserted or reordered before this one; %s",
+			where, re.Seq, audit.ErrBrokenChain, rowsIntact(rep.Intact))}
+	case errors.As(err, &re):
+		return &exitError{exitToolErr, fmt.Errorf("%s: row %d: %w; %s", where, re.Seq, re.Err, rowsIntact(rep.Intact))}
+	case err != nil:
+		return &exitError{exitToolErr, fmt.Errorf("%s: %w", where, err)}
+	}
+	msg := fmt.Sprintf("%s: %d events, chain intact to the head row", where, rep.Lines)
+	if rep.Unchained > 0 {
+		msg += fmt.Sprintf(" from row %d (%d older, unprotected)", rep.Unchained+1, rep.Unchained)
+	}
+	if opts.PublicKey != nil {
+		msg += ", every chained row signed by the key"
+	}
+	fmt.Fprintln(e.stdout, msg)
+	if rep.Head != "" {
+		fmt.Fprintf(e.stdout, "last row sha256: %s\n", rep.Head)
+	}
+	return nil
+}
+
+// rowsIntact says how many rows, from the first, are known intact.
+func rowsIntact(intact int) string {
+	switch intact {
+	case 0:
+		return "no row before it is known intact"
+	case 1:
+		return "the first row is intact"
+	}
+	return fmt.Sprintf("the first %d rows are intact", intact)
 }
 
 // intactBefore says which lines before a bad one are known intact.

@@ -13,6 +13,7 @@ import (
 	"github.com/toolwire/toolwire/config"
 	"github.com/toolwire/toolwire/netpolicy"
 	"github.com/toolwire/toolwire/oauth"
+	"github.com/toolwire/toolwire/store"
 	"github.com/toolwire/toolwire/workspace"
 )
 
@@ -41,7 +42,8 @@ authorization page in the browser (the URL is printed too) and receives the
 answer on http://127.0.0.1:PORT/callback. The tokens, refresh token
 included, and the registration are kept encrypted in the token store, so
 later commands, restarts and other toolwire processes refresh without
-asking again. --no-browser prints the URL and reads the address the browser
+asking again. With a PostgreSQL store (--store) they go to the database,
+sealed with TOOLWIRE_PASSPHRASE, for every replica of a fleet: log in once. --no-browser prints the URL and reads the address the browser
 was sent to (or the code) from stdin, for a machine without a browser.`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
@@ -58,23 +60,21 @@ was sent to (or the code) from stdin, for a machine without a browser.`,
 			// wait and a minute more, so that its message ends an
 			// abandoned login rather than a bare deadline.
 			srv.Timeout = max(srv.Timeout, oauth.DefaultLoginTimeout+time.Minute)
-			store, err := workspace.TokenStore(e.lookupEnv)
-			if err != nil {
-				return &exitError{exitUsage, err}
-			}
 			lb := &oauth.Loopback{Out: e.stderr, Open: e.openBrowser}
 			if noBrowser {
 				lb.Open, lb.In = nil, e.stdin
 			}
-			// The server's own OAuth client, through the same client stack:
-			// connecting makes the first request, whose 401 starts the flow.
+			// The server's own OAuth client, through the same client stack,
+			// with the store's tokens: connecting makes the first request,
+			// whose 401 starts the flow.
 			file.Servers = []config.Server{srv}
-			w, err := open(cmd.Context(), e, g, file, &workspace.Options{Confirmer: refuseAll{}, OAuth: workspace.OAuthHandlers(store, &workspace.OAuthOptions{Fetcher: lb, LookupEnv: e.lookupEnv})})
+			w, err := open(cmd.Context(), e, g, file, &workspace.Options{Confirmer: refuseAll{}, OAuthFetcher: lb})
 			if err != nil {
 				return err
 			}
 			defer w.Close()
-			entry, err := store.Get(srv.Name)
+			store := w.Store().Tokens()
+			entry, err := store.GetContext(cmd.Context(), srv.Name)
 			if err != nil {
 				return &exitError{exitToolErr, err}
 			}
@@ -82,7 +82,7 @@ was sent to (or the code) from stdin, for a machine without a browser.`,
 				fmt.Fprintf(e.stdout, "%s: connected; it did not ask for authorization\n", srv.Name)
 				return nil
 			}
-			fmt.Fprintf(e.stdout, "%s: logged in; %d tools; tokens kept in %s\n", srv.Name, len(w.Registry().List()), store.Path())
+			fmt.Fprintf(e.stdout, "%s: logged in; %d tools; tokens kept in %s\n", srv.Name, len(w.Registry().List()), tokensPlace(w.Store()))
 			return nil
 		},
 	}
@@ -96,16 +96,18 @@ func newLogoutCommand(e *env, g *globalFlags) *cobra.Command {
 		Short: "Revoke a server's OAuth tokens where it can, and forget them and the registration",
 		Args:  cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			store, err := workspace.TokenStore(e.lookupEnv)
+			st, err := tokenStore(cmd.Context(), e, g)
 			if err != nil {
-				return &exitError{exitUsage, err}
+				return err
 			}
-			entry, err := store.Get(args[0])
+			defer st.Close()
+			store := st.Tokens()
+			entry, err := store.GetContext(cmd.Context(), args[0])
 			if err != nil {
 				return &exitError{exitToolErr, err}
 			}
 			if entry == nil {
-				return &exitError{exitUsage, fmt.Errorf("server %q: not logged in (nothing in %s)", args[0], store.Path())}
+				return &exitError{exitUsage, fmt.Errorf("server %q: not logged in (nothing in %s)", args[0], tokensPlace(st))}
 			}
 			// Revoke first (RFC 7009), so that a copy of the tokens is
 			// worthless too; forget them whatever the answer.
@@ -131,23 +133,24 @@ func newLogoutCommand(e *env, g *globalFlags) *cobra.Command {
 	}
 }
 
-func newAuthCommand(e *env) *cobra.Command {
+func newAuthCommand(e *env, g *globalFlags) *cobra.Command {
 	cmd := &cobra.Command{Use: "auth", Short: "OAuth tokens of remote servers"}
 	cmd.AddCommand(&cobra.Command{
 		Use:   "status",
 		Short: "List servers with their OAuth state and token expiry (never a token)",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			store, err := workspace.TokenStore(e.lookupEnv)
+			st, err := tokenStore(cmd.Context(), e, g)
 			if err != nil {
-				return &exitError{exitUsage, err}
+				return err
 			}
-			entries, err := store.List()
+			defer st.Close()
+			entries, err := st.Tokens().ListContext(cmd.Context())
 			if err != nil {
 				return &exitError{exitToolErr, err}
 			}
 			if len(entries) == 0 {
-				fmt.Fprintf(e.stdout, "no server has logged in (store %s)\n", store.Path())
+				fmt.Fprintf(e.stdout, "no server has logged in (store %s)\n", tokensPlace(st))
 				return nil
 			}
 			now := time.Now()
@@ -168,6 +171,18 @@ func newAuthCommand(e *env) *cobra.Command {
 		},
 	})
 	return cmd
+}
+
+// tokenStore opens the store for the commands that only read or remove
+// tokens (auth status, logout): they work without a configuration file
+// (see optionalConfig).
+func tokenStore(ctx context.Context, e *env, g *globalFlags) (*store.Store, error) {
+	file, err := optionalConfig(e, g)
+	if err != nil {
+		return nil, err
+	}
+	st, _, err := openStore(ctx, e, g, file, false)
+	return st, err
 }
 
 // remoteServer finds the named Streamable HTTP server in the configuration.

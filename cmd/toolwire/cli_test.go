@@ -13,6 +13,7 @@ import (
 
 	"github.com/toolwire/toolwire/audit"
 	"github.com/toolwire/toolwire/internal/demo"
+	"github.com/toolwire/toolwire/internal/pgtest"
 	"github.com/toolwire/toolwire/tool"
 )
 
@@ -45,7 +46,7 @@ func TestMain(m *testing.M) {
 		panic(err)
 	}
 	os.Setenv("XDG_CONFIG_HOME", configHome)
-	code := m.Run()
+	code := pgtest.Main(m) // the fleet tests' PostgreSQL, stopped after the tests
 	os.RemoveAll(configHome)
 	os.Exit(code)
 }

@@ -134,7 +134,7 @@ func e2eRaceEnabled() bool {
 func e2eEnv() []string {
 	var env []string
 	for _, kv := range os.Environ() {
-		if k, _, _ := strings.Cut(kv, "="); k == "TOOLWIRE_CONFIG" || k == "GORACE" || k == "TOOLWIRE_TEST_SERVER" {
+		if k, _, _ := strings.Cut(kv, "="); k == "TOOLWIRE_CONFIG" || k == storeEnv || k == "GORACE" || k == "TOOLWIRE_TEST_SERVER" {
 			continue
 		}
 		env = append(env, kv)

@@ -28,7 +28,8 @@ of the registry until approved, "warn" (the default) registers it with a
 warning, "off" does not check. Either way the change is logged and audited.
 
 Pins are kept in security.pinsFile (default: toolwire/pins.json in the user's
-configuration directory), apart for each server's identity (its name with its
+configuration directory), or, with a PostgreSQL store (--store), in its
+tables, shared by every replica of a fleet; apart for each server's identity (its name with its
 command, arguments and working directory, or its URL), so two projects that
 both name a server "files" never share pins. Each pin keeps the name its tool
 is registered under. In warn mode a new tool is warned about once, not at
@@ -45,27 +46,29 @@ func newPinsListCommand(e *env, g *globalFlags) *cobra.Command {
 		Use:   "list [SERVER]",
 		Short: "List the pinned tools, of every server or of one",
 		Args:  cobra.MaximumNArgs(1),
-		RunE: func(_ *cobra.Command, args []string) error {
-			file, store, err := loadPins(e, g)
+		RunE: func(cmd *cobra.Command, args []string) error {
+			st, file, err := openStore(cmd.Context(), e, g, nil, false)
 			if err != nil {
 				return err
 			}
+			defer st.Close()
+			store := st.Pins()
 			here := configuredScopes(file)
-			entries, err := store.List()
+			entries, err := store.ListContext(cmd.Context())
 			if err != nil {
 				return &exitError{exitToolErr, err}
 			}
 			if len(args) == 1 {
 				entries = slices.DeleteFunc(entries, func(en pins.Entry) bool { return en.Server != args[0] })
 				if len(entries) == 0 {
-					return &exitError{exitUsage, fmt.Errorf("no pins for server %q in %s", args[0], store.Path())}
+					return &exitError{exitUsage, fmt.Errorf("no pins for server %q in %s", args[0], pinsPlace(st))}
 				}
 			}
 			if asJSON {
 				return printJSON(e, pinsJSON(entries, here))
 			}
 			if len(entries) == 0 {
-				fmt.Fprintf(e.stdout, "no pins in %s\n", store.Path())
+				fmt.Fprintf(e.stdout, "no pins in %s\n", pinsPlace(st))
 				return nil
 			}
 			printPinsTable(e, entries, here)
@@ -163,13 +166,15 @@ func newPinsApproveCommand(e *env, g *globalFlags) *cobra.Command {
 		Short: "Connect a server and pin its tools' current definitions",
 		Long: `Connect the server, read its current tool definitions and pin them as
 approved: every tool the configuration selects, or only TOOL. A quarantined
-tool is registered again from the next start (or list_changed) on.
+tool is registered again from the next start (or list_changed) on; with a
+PostgreSQL store, at once by every running toolwire in enforce mode (a
+fleet's replicas).
 
 Approve only what you have looked at: "toolwire tools" shows the descriptions
 (a quarantined tool is absent there; run with security.pins: warn to see it).`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			file, store, err := loadPins(e, g)
+			file, err := loadConfig(e, g)
 			if err != nil {
 				return err
 			}
@@ -197,6 +202,7 @@ Approve only what you have looked at: "toolwire tools" shows the descriptions
 				return err
 			}
 			defer w.Close()
+			store := w.Store().Pins()
 			srv, _ := w.Manager().Server(server)
 			defs := srv.Definitions()
 			if toolName != "" {
@@ -210,7 +216,7 @@ Approve only what you have looked at: "toolwire tools" shows the descriptions
 				return &exitError{exitToolErr, fmt.Errorf("server %q lists no tools to approve", server)}
 			}
 
-			before, err := store.List()
+			before, err := store.ListContext(cmd.Context())
 			if err != nil {
 				return &exitError{exitToolErr, err}
 			}
@@ -256,11 +262,14 @@ forgotten tool of a server that keeps other pins counts as new (in enforce
 mode: quarantined until approved).`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			file, store, err := loadPins(e, g)
+			// With the audit log: the forgetting is recorded.
+			st, file, err := openStore(cmd.Context(), e, g, nil, true)
 			if err != nil {
 				return err
 			}
-			entries, err := store.List()
+			defer st.Close()
+			store := st.Pins()
+			entries, err := store.ListContext(cmd.Context())
 			if err != nil {
 				return &exitError{exitToolErr, err}
 			}
@@ -275,7 +284,7 @@ mode: quarantined until approved).`,
 			names = slices.Compact(names)
 			server, toolName, ok := splitTarget(args[0], names)
 			if !ok {
-				return &exitError{exitUsage, fmt.Errorf("no server %q in the configuration or the pins file %s", args[0], store.Path())}
+				return &exitError{exitUsage, fmt.Errorf("no server %q in the configuration or the pins %s", args[0], pinsWhere(st))}
 			}
 			// A configured server's own pins (and those by name only, which
 			// it would adopt); a name not configured here, every scope of it.
@@ -285,7 +294,7 @@ mode: quarantined until approved).`,
 			}
 			if err := store.Forget(cmd.Context(), scope, toolName); err != nil {
 				if errors.Is(err, pins.ErrNotPinned) {
-					return &exitError{exitUsage, fmt.Errorf("%s has no pin in %s", target(server, toolName), store.Path())}
+					return &exitError{exitUsage, fmt.Errorf("%s has no pin in %s", target(server, toolName), pinsPlace(st))}
 				}
 				return &exitError{exitToolErr, err}
 			}
@@ -297,30 +306,15 @@ mode: quarantined until approved).`,
 				}
 			}
 			fmt.Fprintf(e.stdout, "forgot %d pin(s) of %s\n", n, termSafe(target(server, toolName)))
-			sink, err := workspace.OpenAudit(file, &workspace.Options{AuditFile: g.audit})
-			if err != nil {
-				return &exitError{exitUsage, fmt.Errorf("pins forgotten, but not audited: %w", err)}
-			}
-			if sink != nil {
-				audit.NewLog(sink, nil).Record(audit.Event{Kind: audit.PinForgotten, Source: server, Original: toolName})
-				_ = sink.Close()
+			if sink := st.Audit(); sink != nil {
+				// The store closes the sink.
+				if err := audit.NewLog(sink, nil).Record(audit.Event{Kind: audit.PinForgotten, Source: server, Original: toolName}); err != nil {
+					return &exitError{exitToolErr, fmt.Errorf("pins forgotten, but not audited: %w", err)}
+				}
 			}
 			return nil
 		},
 	}
-}
-
-// loadPins loads the configuration and opens its pins store.
-func loadPins(e *env, g *globalFlags) (*config.File, *pins.Store, error) {
-	file, err := loadConfig(e, g)
-	if err != nil {
-		return nil, nil, err
-	}
-	store, err := pins.NewStore(file.Security.PinsFile)
-	if err != nil {
-		return nil, nil, &exitError{exitUsage, err}
-	}
-	return file, store, nil
 }
 
 // splitTarget splits a SERVER[/TOOL] argument. A server name may itself

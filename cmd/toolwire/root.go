@@ -46,6 +46,7 @@ func defaultEnv() *env {
 type globalFlags struct {
 	config  []string
 	audit   string
+	store   string // --store; see storeURL
 	verbose bool
 	strict  bool
 	// logFormat is --log-format: text or json (see newLogger).
@@ -68,10 +69,14 @@ func newRootCommand(e *env) *cobra.Command {
 	root.SetErr(e.stderr)
 	root.PersistentFlags().StringArrayVarP(&g.config, "config", "c", nil, "configuration file in any supported dialect; repeat to combine files (e.g. a Claude Desktop file and a VS Code one); default $TOOLWIRE_CONFIG (a list separated by '"+string(os.PathListSeparator)+"'), then ./toolwire.yaml")
 	root.PersistentFlags().StringVar(&g.audit, "audit", "", "append audit events to this JSON Lines file (overrides the config's audit.file)")
+	root.PersistentFlags().StringVar(&g.store, "store", "", "keep state (tool pins, OAuth tokens, the audit log) in this PostgreSQL database, postgres://USER@HOST:PORT/DATABASE, shared by a fleet (overrides the config's store; default $"+storeEnv+"; without either, the files of one machine)")
 	root.PersistentFlags().BoolVarP(&g.verbose, "verbose", "v", false, "log debug detail, including servers' stderr, to stderr")
 	root.PersistentFlags().StringVar(&g.logFormat, "log-format", logText, "format of warnings and logs on stderr: text (\"toolwire: warning: ...\" lines) or json (one JSON object per line)")
 	root.PersistentPreRunE = func(*cobra.Command, []string) error {
 		if err := checkLogFormat(g.logFormat); err != nil {
+			return &exitError{exitUsage, err}
+		}
+		if err := checkStoreFlag(g.store); err != nil {
 			return &exitError{exitUsage, err}
 		}
 		return nil
@@ -79,8 +84,8 @@ func newRootCommand(e *env) *cobra.Command {
 	root.PersistentFlags().BoolVar(&g.strict, "strict", false, "the strict profile, as security.strict: true: remote servers reach only their own host and security.allowHosts, and tool pins are enforced (unless security.pins says otherwise)")
 	root.AddCommand(newToolsCommand(e, &g), newCallCommand(e, &g), newServersCommand(e, &g), newConfigCommand(e, &g), newServeCommand(e, &g), newTokenCommand(e))
 	root.AddCommand(newRunCommand(e, &g), newChatCommand(e, &g))
-	root.AddCommand(newAuditCommand(e))
-	root.AddCommand(newLoginCommand(e, &g), newLogoutCommand(e, &g), newAuthCommand(e), newOAuthCommand(e, &g))
+	root.AddCommand(newAuditCommand(e, &g))
+	root.AddCommand(newLoginCommand(e, &g), newLogoutCommand(e, &g), newAuthCommand(e, &g), newOAuthCommand(e, &g))
 	root.AddCommand(newPinsCommand(e, &g))
 	root.AddCommand(newVersionCommand(e))
 	return root
@@ -100,7 +105,7 @@ func open(ctx context.Context, e *env, g *globalFlags, file *config.File, opts *
 		}
 	}
 	o := *opts
-	o.AuditFile, o.Strict = g.audit, g.strict
+	o.AuditFile, o.Strict, o.StoreURL = g.audit, g.strict, storeURL(e, g)
 	o.Logger = newLogger(e.stderr, g, nil) // the workspace masks its secrets in it
 	o.LookupEnv, o.Input = e.lookupEnv, configInputPrompter(e)
 	var lines *startLines
@@ -122,7 +127,7 @@ func open(ctx context.Context, e *env, g *globalFlags, file *config.File, opts *
 	case errors.Is(err, workspace.ErrNoAuditFile):
 		return nil, &exitError{exitUsage, fmt.Errorf("%w (set audit.file or pass --audit)", workspace.ErrNoAuditFile)}
 	case err != nil:
-		return nil, &exitError{exitUsage, err}
+		return nil, &exitError{exitUsage, storeFlagHint(err)}
 	}
 	return w, nil
 }

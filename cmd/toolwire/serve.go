@@ -15,6 +15,7 @@ import (
 	"github.com/toolwire/toolwire/internal/stdioconn"
 	"github.com/toolwire/toolwire/mcpclient"
 	"github.com/toolwire/toolwire/netpolicy"
+	"github.com/toolwire/toolwire/store"
 	"github.com/toolwire/toolwire/workspace"
 )
 
@@ -162,6 +163,9 @@ docs/operations.md lists the metrics and spans.`,
 				return err
 			}
 			defer w.Close()
+			if st := w.Store(); st.Kind() == store.Postgres {
+				fmt.Fprintf(e.stderr, "toolwire: state in PostgreSQL %s; schema migrations applied at this start: %s\n", st, workspace.DescribeMigrations(st.Applied()))
+			}
 			tel.Metrics().ObserveUpstreams(w.Manager().Status)
 			gw := w.Gateway(&gwo)
 			if err := gw.Collisions(); err != nil {

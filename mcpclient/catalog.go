@@ -182,8 +182,10 @@ func (c *Catalog) subscribe(ctx context.Context, uri string) error {
 	return nil
 }
 
-// SetLogLevel asks the server for log lines at level and above
-// (logging/setLevel), now and after every reconnect.
+// SetLogLevel asks the server for log lines at level and above, now and
+// after every reconnect: with logging/setLevel before protocol 2026-07-28,
+// and from then on in the _meta of every request toolwire sends it, where
+// the level travels per request.
 func (c *Catalog) SetLogLevel(ctx context.Context, level mcp.LoggingLevel) error {
 	c.mu.Lock()
 	c.logLevel = level
@@ -203,10 +205,20 @@ func (c *Catalog) applyLogLevel(ctx context.Context) error {
 		return nil // applied when the session is back
 	}
 	defer end()
+	if stateless(session.InitializeResult().ProtocolVersion) {
+		return nil // each request carries it (see dialer.stampLogLevel)
+	}
 	if err := session.SetLoggingLevel(rctx, &mcp.SetLoggingLevelParams{Level: level}); err != nil {
 		return c.set.masked(err)
 	}
 	return nil
+}
+
+// level returns the log level asked for by SetLogLevel, or "".
+func (c *Catalog) level() mcp.LoggingLevel {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.logLevel
 }
 
 // restore re-applies the log level and subscriptions to a new session and

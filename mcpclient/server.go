@@ -210,7 +210,7 @@ func newServer(cfg config.Server, reg *tool.Registry, opts *Options) *Server {
 	if set.opts.Relay.Sampling {
 		handlers.CreateMessageHandler = s.relay.onSample
 	}
-	s.sup.dial = &dialer{set: set, handlers: handlers, arrivals: &s.relay.arrivals}
+	s.sup.dial = &dialer{set: set, handlers: handlers, arrivals: &s.relay.arrivals, logLevel: s.cat.level}
 	return s
 }
 
@@ -364,6 +364,10 @@ type Status struct {
 	LastError string    `json:"lastError,omitempty"`
 	Attempt   int       `json:"attempt,omitempty"`
 	PID       int       `json:"pid,omitempty"`
+	// Protocol is the MCP revision the server's latest connection
+	// negotiated ("2026-07-28", "2025-11-25", ...), kept while it
+	// reconnects; "" before the first.
+	Protocol string `json:"protocol,omitempty"`
 }
 
 // Status returns a snapshot of the server.

@@ -40,8 +40,9 @@ type supervisor struct {
 	since       time.Time
 	lastErr     error
 	attempt     int
-	conn        *conn // the live connection; nil unless Ready
-	supervising bool  // run was started; it closes done
+	conn        *conn  // the live connection; nil unless Ready
+	protocol    string // the revision the latest live connection negotiated
+	supervising bool   // run was started; it closes done
 
 	closeOnce sync.Once
 	closeErr  error
@@ -158,7 +159,7 @@ func (s *supervisor) activate(c *conn, d *discovery) error {
 	if s.state == Stopped {
 		return errClosed
 	}
-	s.conn, s.attempt = c, 0
+	s.conn, s.attempt, s.protocol = c, 0, c.protocol
 	s.moveLocked(Ready, nil)
 	return nil
 }
@@ -355,7 +356,7 @@ func (s *supervisor) status() Status {
 // is a leaf, taken after s.mu and never held while calling out.
 func (s *supervisor) statusLocked() Status {
 	cfg := s.set.cfg
-	st := Status{Name: cfg.Name, Transport: cfg.Transport, State: s.state, Since: s.since, Tools: s.tools.count(), Attempt: s.attempt}
+	st := Status{Name: cfg.Name, Transport: cfg.Transport, State: s.state, Since: s.since, Tools: s.tools.count(), Attempt: s.attempt, Protocol: s.protocol}
 	if s.lastErr != nil {
 		st.LastError = s.lastErr.Error()
 	}

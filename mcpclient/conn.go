@@ -28,9 +28,9 @@ import (
 // (re)connect.
 type conn struct {
 	session  *mcp.ClientSession
-	protocol string // the revision negotiated
-	pid     atomic.Int64 // the child's pid once started, read by killers on other goroutines
-	stderr  *stderrLog   // nil over HTTP
+	protocol string       // the revision negotiated
+	pid      atomic.Int64 // the child's pid once started, read by killers on other goroutines
+	stderr   *stderrLog   // nil over HTTP
 
 	lost     chan struct{} // closed when the session has ended or is deemed lost
 	lostOnce sync.Once

@@ -55,7 +55,7 @@ func (c *Catalog) begin(ctx context.Context) (_ *mcp.ClientSession, _ context.Co
 	if conn == nil {
 		return nil, nil, nil, &maskedError{msg: fmt.Sprintf("server %q is not connected; retry shortly", c.set.cfg.Name), err: tool.ErrUnavailable}
 	}
-	done := c.relay.track(ctx)
+	ctx, done := c.relay.track(ctx)
 	ctx, cancel := context.WithTimeout(ctx, c.set.timeout)
 	return conn.session, ctx, func() {
 		cancel()

@@ -71,6 +71,10 @@ func TestMain(m *testing.M) {
 		srv := newCustomServer()
 		srv.AddReceivingMiddleware(recordCancels)
 		err = srv.Run(context.Background(), &listenWatch{Transport: &mcp.StdioTransport{}})
+	case "asking":
+		err = askingServer(nil, nil).Run(context.Background(), &mcp.StdioTransport{})
+	case "silent":
+		err = serveSilently()
 	case "slowstart":
 		// A server that needs a while before it answers, as a server
 		// started through npx or reaching a network service does; the

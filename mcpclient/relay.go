@@ -50,17 +50,21 @@ type progressTarget struct {
 
 // beginCall counts a tools/call with params as in flight until end is
 // called and, when ctx carries a [tool.Caller], gives it a progress token
-// whose reports go to that caller.
-func (r *router) beginCall(ctx context.Context, params *mcp.CallToolParams) (end func()) {
+// whose reports go to that caller. The call is to be made with the
+// context returned, which names the call: what the SDK asks on the call's
+// behalf (the input requests of a 2026-07-28 server, SEP-2322) reaches
+// its caller alone.
+func (r *router) beginCall(ctx context.Context, params *mcp.CallToolParams) (_ context.Context, end func()) {
 	ref := r.calls.begin(ctx)
+	ctx = context.WithValue(ctx, callRefKey{}, ref)
 	caller := tool.CallerFrom(ctx)
 	if caller == nil {
-		return func() { r.calls.end(ref) }
+		return ctx, func() { r.calls.end(ref) }
 	}
 	token := fmt.Sprintf("toolwire-%d", r.nextToken.Add(1))
 	r.progress.Store(token, progressTarget{ctx: ctx, caller: caller})
 	params.SetProgressToken(token)
-	return func() {
+	return ctx, func() {
 		r.progress.Delete(token)
 		r.calls.end(ref)
 	}
@@ -71,11 +75,16 @@ func (r *router) beginCall(ctx context.Context, params *mcp.CallToolParams) (end
 // may log or ask for input while serving it, just as while serving a
 // call, so meanwhile nothing it sends is taken for a concurrent call's: it
 // reaches the caller ctx carries (see [tool.WithCaller]) only when this
-// request is alone in flight, and otherwise no caller.
-func (r *router) track(ctx context.Context) (done func()) {
+// request is alone in flight or asks through the request's own context
+// (multi round-trip), and otherwise no caller. The request is to be made
+// with the context returned.
+func (r *router) track(ctx context.Context) (_ context.Context, done func()) {
 	ref := r.calls.begin(ctx)
-	return func() { r.calls.end(ref) }
+	return context.WithValue(ctx, callRefKey{}, ref), func() { r.calls.end(ref) }
 }
+
+// callRefKey is the context key of the call a context was made for.
+type callRefKey struct{}
 
 // catchUp returns once the reports read so far were relayed, ctx ends, or
 // arrivalsGrace passes.
@@ -147,7 +156,8 @@ func (f *inflight) end(ref *callRef) {
 // route returns the caller that a message arriving with ctx belongs to,
 // and a context to reach it with, or nil when that is not certain:
 //   - a request the SDK makes on a call's behalf (multi round-trip input
-//     requests, from protocol 2026-07-28) carries the call's context;
+//     requests, from protocol 2026-07-28) carries the call's context, and
+//     goes to that call's caller, or to none if it has none;
 //   - otherwise, while exactly one call is in flight, a request is that
 //     call's, and a log line too if nothing overlapped the call;
 //   - a log line (afterwards) may also belong to the call that ended
@@ -155,6 +165,12 @@ func (f *inflight) end(ref *callRef) {
 //
 // Anything else could belong to another caller's call, so it goes nowhere.
 func (f *inflight) route(ctx context.Context, afterwards bool) (tool.Caller, context.Context) {
+	if ref, ok := ctx.Value(callRefKey{}).(*callRef); ok {
+		if ref.caller == nil {
+			return nil, nil
+		}
+		return ref.caller, ctx
+	}
 	if c := tool.CallerFrom(ctx); c != nil {
 		return c, ctx
 	}

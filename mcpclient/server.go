@@ -249,10 +249,11 @@ func (s *Server) call(ctx context.Context, name string, args json.RawMessage) (*
 	if err != nil {
 		return nil, err
 	}
-	cctx, cancel := context.WithTimeout(ctx, s.set.timeout)
-	defer cancel()
 	params := &mcp.CallToolParams{Name: name, Arguments: args}
-	defer s.relay.beginCall(ctx, params)()
+	callCtx, end := s.relay.beginCall(ctx, params)
+	defer end()
+	cctx, cancel := context.WithTimeout(callCtx, s.set.timeout)
+	defer cancel()
 	cctx, probe := withCancelProbe(cctx)
 	r, err := c.session.CallTool(cctx, params)
 	if err != nil && cctx.Err() != nil && !errors.Is(err, mcp.ErrConnectionClosed) {

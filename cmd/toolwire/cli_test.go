@@ -485,7 +485,7 @@ func TestServersTableShowsEveryServer(t *testing.T) {
 	if len(lines) != 3 || !strings.HasPrefix(lines[0], "NAME") {
 		t.Fatalf("servers table:\n%s", o.stdout)
 	}
-	if f := strings.Fields(lines[1]); f[0] != "demo" || f[1] != "stdio" || f[2] != "ready" || f[3] != "13" {
+	if f := strings.Fields(lines[1]); f[0] != "demo" || f[1] != "stdio" || f[2] != "ready" || f[3] != "13" || f[5] != "2026-07-28" {
 		t.Errorf("demo row = %q", lines[1])
 	}
 	if f := strings.Fields(lines[2]); f[0] != "broken" || f[2] != "failed" || !strings.Contains(lines[2], "/nonexistent/mcp-server") {

@@ -176,6 +176,12 @@ func (c *Catalog) subscribe(ctx context.Context, uri string) error {
 		return nil // applied when the session is back
 	}
 	defer end()
+	if caps := session.InitializeResult().Capabilities; stateless(session.InitializeResult().ProtocolVersion) && (caps == nil || caps.Resources == nil || !caps.Resources.Subscribe) {
+		// From 2026-07-28 on, a subscription is a stream the SDK opens
+		// without waiting for the answer, which would grant nothing: say
+		// so here, as a server of an earlier revision answers.
+		return c.set.masked(fmt.Errorf("server %q: subscribe to %q: the server offers no resource subscriptions", c.set.cfg.Name, uri))
+	}
 	if err := session.Subscribe(rctx, &mcp.SubscribeParams{URI: uri}); err != nil {
 		return c.set.masked(err)
 	}

@@ -29,6 +29,7 @@ import (
 type conn struct {
 	session  *mcp.ClientSession
 	protocol string       // the revision negotiated
+	made     time.Time    // when the handshake was done
 	pid      atomic.Int64 // the child's pid once started, read by killers on other goroutines
 	stderr   *stderrLog   // nil over HTTP
 
@@ -177,7 +178,7 @@ func (d *dialer) dial(ctx, life context.Context, cfg config.Server, connected fu
 		end()
 		return nil, d.connectError(ctx, cctx, c, err)
 	}
-	c.session = session
+	c.session, c.made = session, time.Now()
 	c.protocol = session.InitializeResult().ProtocolVersion
 	d.remember(c.protocol)
 	go func() {
@@ -221,12 +222,12 @@ func (d *dialer) transport(ctx context.Context, c *conn, cfg config.Server, conn
 		// A subscriptions/listen stream that ends is never reopened by the
 		// SDK, and list_changed would go unheard: the connection counts as
 		// lost, and reconnecting lists again and listens anew.
-		httpClient.Transport = &httpWatch{next: httpClient.Transport, arrivals: d.arrivals, listenEnded: func(acknowledged bool) {
-			if acknowledged {
+		httpClient.Transport = &httpWatch{next: httpClient.Transport, arrivals: d.arrivals, listenEnded: func(granted bool) {
+			if granted {
 				c.markLost(errListenEnded)
 				return
 			}
-			d.set.logger.Warn("the server refused to send notifications (subscriptions/listen); changes to its lists go unseen until it reconnects", "server", cfg.Name)
+			d.set.logger.Warn("the server granted none of the notifications asked for (subscriptions/listen)", "server", cfg.Name)
 		}}
 		st := &mcp.StreamableClientTransport{Endpoint: cfg.URL, HTTPClient: httpClient, MaxRetries: 2}
 		if d.set.opts.OAuth != nil {

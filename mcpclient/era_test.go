@@ -35,11 +35,14 @@ const noteURI = "test://note"
 // differently: "ask" asks its client for a name (elicitation) and, when
 // the client declared sampling, a poem, as multi round-trip input
 // requests, and answers with both; "whereami" asks for the client's roots;
-// "hold" blocks until its call is cancelled and then sends its "id"
-// argument to held, when that is not nil. It also offers the resource
+// "hold" reports progress once, blocks until its call is cancelled and
+// then sends its "id" argument to held, when that is not nil. It also offers the resource
 // noteURI.
 func askingServer(release <-chan struct{}, held chan<- string) *mcp.Server {
-	srv := customServer(release)
+	srv := customServerWith(release, &mcp.ServerOptions{
+		SubscribeHandler:   func(context.Context, *mcp.SubscribeRequest) error { return nil },
+		UnsubscribeHandler: func(context.Context, *mcp.UnsubscribeRequest) error { return nil },
+	})
 	obj := json.RawMessage(`{"type":"object"}`)
 	srv.AddTool(&mcp.Tool{Name: "ask", Description: "asks for a name and, when it can, a poem", InputSchema: obj},
 		func(_ context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
@@ -87,6 +90,11 @@ func askingServer(release <-chan struct{}, held chan<- string) *mcp.Server {
 				ID string `json:"id"`
 			}
 			_ = json.Unmarshal(req.Params.Arguments, &args)
+			if token := req.Params.GetProgressToken(); token != nil {
+				if err := req.Session.NotifyProgress(ctx, &mcp.ProgressNotificationParams{ProgressToken: token, Message: "holding"}); err != nil {
+					return nil, err
+				}
+			}
 			select {
 			case <-ctx.Done():
 			case <-release:
@@ -424,4 +432,273 @@ func TestRootsAreOfferedToTheServersThatHaveThem(t *testing.T) {
 			t.Errorf("whereami without roots = %q (%s), want no root", res.Text(), res.Message)
 		}
 	})
+}
+
+// listenGate stands between a client and a 2026-07-28 server: it tells
+// when the server has acknowledged a subscriptions/listen stream, can end
+// every stream open (as a server restarting or a proxy does) and can turn
+// every request away with 503 meanwhile.
+type listenGate struct {
+	h     http.Handler
+	acked chan struct{} // one per acknowledged stream
+
+	mu       sync.Mutex
+	cancels  []context.CancelFunc
+	down     bool
+	cutOnAck bool // end each stream as soon as it is acknowledged
+}
+
+func newListenGate(h http.Handler) *listenGate {
+	return &listenGate{h: h, acked: make(chan struct{}, 16)}
+}
+
+func (g *listenGate) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	g.mu.Lock()
+	down := g.down
+	g.mu.Unlock()
+	if down {
+		http.Error(w, "restarting", http.StatusServiceUnavailable)
+		return
+	}
+	if r.Method != http.MethodPost || r.Header.Get("Mcp-Method") != "subscriptions/listen" {
+		g.h.ServeHTTP(w, r)
+		return
+	}
+	ctx, cancel := context.WithCancel(r.Context())
+	g.mu.Lock()
+	g.cancels = append(g.cancels, cancel)
+	cutOnAck := g.cutOnAck
+	g.mu.Unlock()
+	aw := &ackWriter{ResponseWriter: w, acked: g.acked}
+	if cutOnAck {
+		aw.then = cancel
+	}
+	g.h.ServeHTTP(aw, r.WithContext(ctx))
+}
+
+// cut ends every stream open and turns requests away until restore.
+func (g *listenGate) cut() {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	g.down = true
+	for _, cancel := range g.cancels {
+		cancel()
+	}
+	g.cancels = nil
+}
+
+func (g *listenGate) restore() {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	g.down = false
+}
+
+// waitAcked waits for n more acknowledged streams.
+func (g *listenGate) waitAcked(t *testing.T, ctx context.Context, n int) {
+	t.Helper()
+	for range n {
+		select {
+		case <-g.acked:
+		case <-ctx.Done():
+			t.Fatal("the server acknowledged no subscriptions/listen stream")
+		}
+	}
+}
+
+// ackWriter tells when the server writes the acknowledgement of a
+// subscriptions/listen stream.
+type ackWriter struct {
+	http.ResponseWriter
+	acked chan<- struct{}
+	then  func() // when set, called after the acknowledgement
+	once  sync.Once
+}
+
+func (w *ackWriter) Write(p []byte) (int, error) {
+	n, err := w.ResponseWriter.Write(p)
+	if bytes.Contains(p, []byte("notifications/subscriptions/acknowledged")) {
+		w.once.Do(func() {
+			select {
+			case w.acked <- struct{}{}:
+			default: // nobody counts them
+			}
+			if w.then != nil {
+				w.then()
+			}
+		})
+	}
+	return n, err
+}
+
+func (w *ackWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }
+
+// A 2026-07-28 server's notifications come on subscriptions/listen streams:
+// tools/list_changed updates the registry and a subscribed resource's
+// update reaches the catalog's watchers. A stream the server ends (it
+// restarted) is not reopened by go-sdk: the connection counts as lost, the
+// server reconnects with server/discover, lists its tools again (catching
+// a change made while the stream was down) and subscribes again.
+func TestNotificationsOfA2026Server(t *testing.T) {
+	t.Parallel()
+	ctx := boundedCtx(t, waitTime)
+	release := make(chan struct{})
+	srv := askingServer(release, nil)
+	gate := newListenGate(statelessHandler(srv))
+	wire := &methodLog{}
+	url := serveHTTP(t, wire.wrap(gate))
+	t.Cleanup(func() { close(release) })
+	watch, log := newAuditWatch()
+	reg := confirmingRegistry()
+	s := connect(t, httpConfig("up", url), reg, &Options{Audit: log, Reconnect: ReconnectPolicy{Initial: 10 * time.Millisecond}})
+	if p := s.Status().Protocol; p != "2026-07-28" {
+		t.Fatalf("negotiated %q", p)
+	}
+	gate.waitAcked(t, ctx, 1) // the stream of list changes
+
+	added := func(name string) func([]audit.Event) bool {
+		return func(evs []audit.Event) bool {
+			return slices.ContainsFunc(evs, func(ev audit.Event) bool {
+				return ev.Kind == audit.ToolsChanged && slices.Contains(ev.Added, name)
+			})
+		}
+	}
+	srv.AddTool(&mcp.Tool{Name: "gamma", InputSchema: json.RawMessage(`{"type":"object"}`)}, answer("gamma"))
+	watch.waitFor(t, ctx, "gamma added", added("up__gamma"))
+
+	updated := make(chan string, 4)
+	stop := s.Catalog().Watch(nil, func(uri string) { updated <- uri })
+	defer stop()
+	if err := s.Catalog().Subscribe(ctx, noteURI); err != nil {
+		t.Fatal(err)
+	}
+	gate.waitAcked(t, ctx, 1) // the resource's own stream
+	notify := func() {
+		t.Helper()
+		if err := srv.ResourceUpdated(ctx, &mcp.ResourceUpdatedNotificationParams{URI: noteURI}); err != nil {
+			t.Fatal(err)
+		}
+		select {
+		case uri := <-updated:
+			if uri != noteURI {
+				t.Errorf("updated %q, want %q", uri, noteURI)
+			}
+		case <-ctx.Done():
+			t.Fatal("the resource's update never reached the catalog's watcher")
+		}
+	}
+	notify()
+
+	// The server restarts: its streams end, and a tool is added before it
+	// takes requests again.
+	n := len(wire.since(0))
+	gate.cut()
+	srv.AddTool(&mcp.Tool{Name: "delta", InputSchema: json.RawMessage(`{"type":"object"}`)}, answer("delta"))
+	gate.restore()
+	watch.waitKind(t, ctx, audit.ServerReconnected)
+	if _, ok := reg.Lookup("up__delta"); !ok {
+		t.Errorf("the tool added while the stream was down is not registered: %v", toolNames(reg))
+	}
+	if got := wire.since(n); !slices.Contains(got, "server/discover") {
+		t.Errorf("the reconnection sent %q, want server/discover", got)
+	}
+	gate.waitAcked(t, ctx, 2) // list changes and the resource, again
+	notify()
+	srv.AddTool(&mcp.Tool{Name: "epsilon", InputSchema: json.RawMessage(`{"type":"object"}`)}, answer("epsilon"))
+	watch.waitFor(t, ctx, "epsilon added", added("up__epsilon"))
+}
+
+// A server that ends every notification stream as soon as it has opened it
+// is reconnected to ever more slowly, not in a loop.
+func TestAServerEndingEveryStreamAtOnceIsReconnectedToMoreSlowly(t *testing.T) {
+	t.Parallel()
+	ctx := boundedCtx(t, waitTime)
+	gate := newListenGate(statelessHandler(newCustomServer()))
+	gate.cutOnAck = true
+	watch, log := newAuditWatch()
+	const initial = 10 * time.Millisecond
+	s := connect(t, httpConfig("up", serveHTTP(t, gate)), confirmingRegistry(), &Options{Audit: log, Reconnect: ReconnectPolicy{Initial: initial}})
+	evs := watch.waitFor(t, ctx, "three reconnections", func(evs []audit.Event) bool {
+		var n int
+		for _, ev := range evs {
+			if ev.Kind == audit.ServerDegraded {
+				n++
+			}
+		}
+		return n >= 3
+	})
+	var waits []time.Duration
+	for _, ev := range evs {
+		if ev.Kind == audit.ServerDegraded {
+			waits = append(waits, ev.Backoff)
+		}
+	}
+	// Without the slowing down, every wait would be the first attempt's:
+	// at most initial.
+	if waits[2] < 4*initial {
+		t.Errorf("waits before reconnecting %v, want the third at least %v", waits[:3], 4*initial)
+	}
+	gate.mu.Lock()
+	gate.cutOnAck = false
+	gate.mu.Unlock()
+	if st := s.Status(); st.State == Failed {
+		t.Errorf("the server was given up on: %+v", st)
+	}
+}
+
+// A 2026-07-28 server that offers no resource subscriptions is not asked
+// for one: Subscribe says so, as a server of an earlier revision would.
+func TestSubscribingWhereTheServerOffersNone(t *testing.T) {
+	t.Parallel()
+	s := connect(t, httpConfig("up", serveHTTP(t, statelessHandler(askingServerWithout()))), confirmingRegistry(), nil)
+	err := s.Catalog().Subscribe(boundedCtx(t, waitTime), noteURI)
+	if err == nil || !strings.Contains(err.Error(), "offers no resource subscriptions") {
+		t.Errorf("Subscribe: %v, want it refused", err)
+	}
+	if st := s.Status(); st.State != Ready {
+		t.Errorf("state %s after the refused subscription", st.State)
+	}
+}
+
+// askingServerWithout is a server with noteURI and no resource
+// subscriptions.
+func askingServerWithout() *mcp.Server {
+	srv := newCustomServer()
+	srv.AddResource(&mcp.Resource{URI: noteURI, Name: "note"}, func(context.Context, *mcp.ReadResourceRequest) (*mcp.ReadResourceResult, error) {
+		return &mcp.ReadResourceResult{Contents: []*mcp.ResourceContents{{URI: noteURI, Text: "a note"}}}, nil
+	})
+	return srv
+}
+
+// Cancelling a call to a 2026-07-28 server over HTTP closes its stream,
+// which ends the server's handler; the call ends as cancelled.
+func TestCancellationReachesA2026Server(t *testing.T) {
+	t.Parallel()
+	release, held := make(chan struct{}), make(chan string, 1)
+	url := serveHTTP(t, statelessHandler(askingServer(release, held)))
+	t.Cleanup(func() { close(release) })
+	reg := confirmingRegistry()
+	connect(t, httpConfig("up", url), reg, nil)
+	ctx, cancel := context.WithCancel(boundedCtx(t, waitTime))
+	rec := &recorder{first: make(chan struct{})}
+	done := make(chan *tool.Result, 1)
+	go func() {
+		done <- tool.NewExecutor(reg, nil).Call(tool.WithCaller(ctx, rec), "up__hold", json.RawMessage(`{"id":"h1"}`))
+	}()
+	select {
+	case <-rec.first: // the handler is running
+	case res := <-done:
+		t.Fatalf("hold returned before it reported: %+v", res)
+	}
+	cancel()
+	if res := <-done; res.Reason != tool.ReasonCancelled {
+		t.Errorf("the cancelled call ended as %+v", res)
+	}
+	select {
+	case id := <-held:
+		if id != "h1" {
+			t.Errorf("the server's handler that ended was %q's", id)
+		}
+	case <-boundedCtx(t, waitTime).Done():
+		t.Fatal("the server's handler never saw the cancellation")
+	}
 }

@@ -8,6 +8,7 @@ import (
 	"mime"
 	"net/http"
 	"net/http/httptrace"
+	"strings"
 	"sync"
 )
 
@@ -21,13 +22,14 @@ import (
 // It also watches a 2026-07-28 session's subscriptions/listen streams, which
 // carry its list_changed and resources/updated notifications: go-sdk never
 // reopens one that ends, so listenEnded is called when the server ends one
-// (not when the client cancels it), saying whether the server had
-// acknowledged it (notifications/subscriptions/acknowledged): one that was
-// never acknowledged was refused rather than lost.
+// (not when the client cancels it), saying whether the server had granted
+// it anything (in notifications/subscriptions/acknowledged): a stream that
+// granted nothing was refused rather than lost, and the server ends it at
+// once.
 type httpWatch struct {
 	next        http.RoundTripper
 	arrivals    *arrivals
-	listenEnded func(acknowledged bool)
+	listenEnded func(granted bool)
 }
 
 func (w *httpWatch) RoundTrip(req *http.Request) (*http.Response, error) {
@@ -73,14 +75,14 @@ func (w *httpWatch) RoundTrip(req *http.Request) (*http.Response, error) {
 type listenStream struct {
 	counter *reportCounter // reads the stream, and sees the acknowledgement
 	ctx     context.Context
-	ended   func(acknowledged bool)
+	ended   func(granted bool)
 	once    sync.Once
 }
 
 func (l *listenStream) Read(p []byte) (int, error) {
 	n, err := l.counter.Read(p)
 	if err != nil && l.ctx.Err() == nil {
-		l.once.Do(func() { l.ended(l.counter.acked) })
+		l.once.Do(func() { l.ended(l.counter.granted) })
 	}
 	return n, err
 }
@@ -150,7 +152,7 @@ type reportCounter struct {
 	hasData bool
 	foreign bool // the current event is named, and not "message"
 	done    bool // a response was read
-	acked   bool // notifications/subscriptions/acknowledged was read
+	granted bool // a notifications/subscriptions/acknowledged granting something was read
 }
 
 func (r *reportCounter) Read(p []byte) (int, error) {
@@ -216,12 +218,34 @@ func (r *reportCounter) endEvent() {
 		case !m.hasID && (m.method == "notifications/message" || m.method == "notifications/progress"):
 			r.a.noteRead()
 		case !m.hasID && m.method == "notifications/subscriptions/acknowledged":
-			r.acked = true
+			r.granted = grantsAny(r.data)
 		case m.hasID && m.method == "":
 			r.done = true
 		}
 	}
 	r.data, r.hasData, r.foreign = r.data[:0], false, false
+}
+
+// grantsAny reports whether a notifications/subscriptions/acknowledged
+// message grants any notification: a list's changes or a resource's
+// updates.
+func grantsAny(data []byte) bool {
+	var ack struct {
+		Params struct {
+			Notifications map[string]json.RawMessage `json:"notifications"`
+		} `json:"params"`
+	}
+	if json.Unmarshal(data, &ack) != nil {
+		return false
+	}
+	for _, v := range ack.Params.Notifications {
+		switch s := strings.TrimSpace(string(v)); s {
+		case "", "false", "null", "[]", "{}":
+		default:
+			return true
+		}
+	}
+	return false
 }
 
 // message is what scanMessage finds in a JSON-RPC message.

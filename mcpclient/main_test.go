@@ -104,8 +104,11 @@ func newCustomServer() *mcp.Server { return customServer(nil) }
 // release is closed: an in-process Streamable HTTP server waits for its
 // calls to return before it deletes a session, and a test's cleanup must
 // not wait forever on a call that was never cancelled.
-func customServer(release <-chan struct{}) *mcp.Server {
-	srv := mcp.NewServer(&mcp.Implementation{Name: "custom", Version: "0.0.1"}, nil)
+func customServer(release <-chan struct{}) *mcp.Server { return customServerWith(release, nil) }
+
+// customServerWith is customServer with the server's options.
+func customServerWith(release <-chan struct{}, opts *mcp.ServerOptions) *mcp.Server {
+	srv := mcp.NewServer(&mcp.Implementation{Name: "custom", Version: "0.0.1"}, opts)
 	obj := json.RawMessage(`{"type":"object"}`)
 	named := func(name string) mcp.ToolHandler {
 		return func(context.Context, *mcp.CallToolRequest) (*mcp.CallToolResult, error) {

@@ -243,11 +243,15 @@ func TestAskSaysWhyARequestIsDeclined(t *testing.T) {
 // queued notifications; arrivals holds it back).
 func TestReportsSentBeforeTheResultReachTheCallerFirst(t *testing.T) {
 	t.Parallel()
-	for _, transport := range []string{"stdio", "sse", "http"} {
+	for _, transport := range []string{"stdio", "sse", "http", "http-2026"} {
 		t.Run(transport, func(t *testing.T) {
 			t.Parallel()
 			cfg := stdioConfig("custom", "custom")
 			switch transport {
+			case "http-2026":
+				// Each request carries the log level, and each call's
+				// reports come on its own stream.
+				cfg = httpConfig("custom", serveHTTP(t, statelessHandler(newCustomServer())))
 			case "sse":
 				srv := newCustomServer()
 				cfg = config.Server{Name: "custom", Transport: "sse", DefaultTier: "read",

@@ -46,7 +46,19 @@ type supervisor struct {
 
 	closeOnce sync.Once
 	closeErr  error
+
+	// quickLosses counts, on run's goroutine, the connections in a row
+	// lost because a notification stream ended soon after they were made
+	// (see quickLoss).
+	quickLosses int
 }
+
+// quickLoss is how soon a connection lost because the server ended its
+// notification stream (2026-07-28's subscriptions/listen) counts as lost
+// quickly: each such loss in a row doubles the wait before reconnecting,
+// so that a server that ends every stream at once is not reconnected to
+// in a loop. It is not given up on: its calls still work.
+const quickLoss = 10 * time.Second
 
 func newSupervisor(set *settings, tools *toolSet, cat *Catalog) *supervisor {
 	s := &supervisor{set: set, tools: tools, cat: cat,
@@ -206,9 +218,14 @@ func (s *supervisor) reconnect(old *conn) *conn {
 	cause := old.lostCause()
 	_ = old.close()
 	s.moveTo(Degraded, cause)
+	if errors.Is(cause, errListenEnded) && time.Since(old.made) < quickLoss {
+		s.quickLosses++
+	} else {
+		s.quickLosses = 0
+	}
 	name := s.set.cfg.Name
 	for attempt := 1; attempt <= s.set.policy.MaxAttempts; attempt++ {
-		wait := s.backoff(attempt)
+		wait := s.backoff(attempt + s.quickLosses)
 		s.mu.Lock()
 		s.attempt = attempt
 		s.moveLocked(Reconnecting, nil)

@@ -30,6 +30,11 @@ type conn struct {
 	session  *mcp.ClientSession
 	protocol string       // the revision negotiated
 	made     time.Time    // when the handshake was done
+	// The raw path (raw.go): over stdio the connection's own calls, over
+	// Streamable HTTP a POST of toolwire's; nil where there is none.
+	stdio *stdioconn.Conn
+	http  *rawHTTP
+	tasks taskTools // which tools need a task (tasks.go)
 	pid      atomic.Int64 // the child's pid once started, read by killers on other goroutines
 	stderr   *stderrLog   // nil over HTTP
 
@@ -155,6 +160,10 @@ func (d *dialer) dial(ctx, life context.Context, cfg config.Server, connected fu
 	}
 	client := mcp.NewClient(&mcp.Implementation{Name: "toolwire", Version: version.String()}, &opts)
 	client.AddRoots(roots...)
+	if err := registerTaskMethods(client); err != nil {
+		end()
+		return nil, fmt.Errorf("server %q: %w", cfg.Name, err)
+	}
 	if d.set.opts.Middleware != nil {
 		client.AddSendingMiddleware(d.set.opts.Middleware(cfg.Name)...)
 	}
@@ -203,8 +212,9 @@ func (d *dialer) transport(ctx context.Context, c *conn, cfg config.Server, conn
 		isolate(cmd)
 		// A server that ignores server/discover is answered for after a
 		// short wait (see stdioconn.CommandTransport.DiscoverTimeout).
-		return &startedTransport{ctx: ctx, arrivals: d.arrivals, inner: &stdioconn.CommandTransport{Command: cmd, TerminateDuration: terminateGrace}, started: func() {
+		return &startedTransport{ctx: ctx, arrivals: d.arrivals, inner: &stdioconn.CommandTransport{Command: cmd, TerminateDuration: terminateGrace}, started: func(conn mcp.Connection) {
 			c.pid.Store(int64(cmd.Process.Pid))
+			c.stdio, _ = conn.(*stdioconn.Conn)
 			connected()
 		}}, nil
 	case "http", "sse":
@@ -213,7 +223,7 @@ func (d *dialer) transport(ctx context.Context, c *conn, cfg config.Server, conn
 			return nil, fmt.Errorf("server %q: %w", cfg.Name, err)
 		}
 		if cfg.Transport == "sse" {
-			return &startedTransport{ctx: ctx, arrivals: d.arrivals, started: connected,
+			return &startedTransport{ctx: ctx, arrivals: d.arrivals, started: func(mcp.Connection) { connected() },
 				inner: &mcp.SSEClientTransport{Endpoint: cfg.URL, HTTPClient: httpClient}}, nil
 		}
 		// Not the Streamable HTTP connection: the SDK updates it through an
@@ -239,7 +249,8 @@ func (d *dialer) transport(ctx context.Context, c *conn, cfg config.Server, conn
 				st.OAuthHandler = h
 			}
 		}
-		return &startedTransport{ctx: ctx, inner: st, started: connected}, nil
+		c.http = &rawHTTP{client: httpClient, url: cfg.URL, oauth: st.OAuthHandler}
+		return &startedTransport{ctx: ctx, inner: st, started: func(mcp.Connection) { connected() }}, nil
 	default:
 		return nil, fmt.Errorf("server %q: unknown transport %q (want stdio, http or sse)", cfg.Name, cfg.Transport)
 	}
@@ -341,7 +352,7 @@ func (c *conn) PID() int { return int(c.pid.Load()) }
 type startedTransport struct {
 	ctx      context.Context
 	inner    mcp.Transport
-	started  func()
+	started  func(inner mcp.Connection)
 	arrivals *arrivals // counts the reports read; nil: the connection is not wrapped
 }
 
@@ -350,7 +361,7 @@ func (t *startedTransport) Connect(context.Context) (mcp.Connection, error) {
 	if err != nil {
 		return nil, err
 	}
-	t.started()
+	t.started(conn)
 	if t.arrivals == nil {
 		return conn, nil
 	}

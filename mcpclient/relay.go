@@ -37,6 +37,7 @@ type router struct {
 	set *settings
 
 	progress  sync.Map // progress token (string) -> progressTarget
+	tasks     sync.Map // task id -> *callRef of the call it runs (tasks.go)
 	nextToken atomic.Uint64
 	calls     inflight // for routing log lines and requests to callers
 	arrivals  arrivals // for keeping reports ahead of results
@@ -92,7 +93,13 @@ func (r *router) catchUp(ctx context.Context) { r.arrivals.catchUp(ctx) }
 
 func (r *router) onProgress(_ context.Context, req *mcp.ProgressNotificationClientRequest) {
 	defer r.arrivals.noteHandled()
-	token, ok := req.Params.ProgressToken.(string)
+	r.progressed(req.Params)
+}
+
+// progressed passes a progress report to the caller of the call its token
+// names.
+func (r *router) progressed(p *mcp.ProgressNotificationParams) {
+	token, ok := p.ProgressToken.(string)
 	if !ok {
 		return
 	}
@@ -101,7 +108,55 @@ func (r *router) onProgress(_ context.Context, req *mcp.ProgressNotificationClie
 		return // a report for a call that has ended, or not ours
 	}
 	t := v.(progressTarget)
-	t.caller.Progress(t.ctx, tool.Progress{Progress: req.Params.Progress, Total: req.Params.Total, Message: req.Params.Message})
+	t.caller.Progress(t.ctx, tool.Progress{Progress: p.Progress, Total: p.Total, Message: p.Message})
+}
+
+// followTask routes the requests a 2025-11-25 server makes about the task
+// id (they name it in _meta) to the call made with callCtx, until the
+// returned func is called.
+func (r *router) followTask(id string, callCtx context.Context) (stop func()) {
+	ref, ok := callCtx.Value(callRefKey{}).(*callRef)
+	if !ok {
+		return func() {}
+	}
+	r.tasks.Store(id, ref)
+	return func() { r.tasks.Delete(id) }
+}
+
+// taskProgress reports a task's progress to the caller of the call ctx
+// names.
+func (r *router) taskProgress(ctx context.Context, p tool.Progress) {
+	if ref, ok := ctx.Value(callRefKey{}).(*callRef); ok && ref.caller != nil {
+		ref.caller.Progress(ref.ctx, p)
+	}
+}
+
+// onRawNotification takes a notification the server sent on the stream of
+// a raw request (raw.go): progress goes by its token as ever.
+func (r *router) onRawNotification(n *jsonrpc.Request) {
+	if n.Method != "notifications/progress" {
+		return
+	}
+	var p mcp.ProgressNotificationParams
+	if json.Unmarshal(n.Params, &p) == nil {
+		r.progressed(&p)
+	}
+}
+
+// forTask returns ctx naming the call that runs the task meta names (a
+// 2025-11-25 server's request about a task), or ctx itself.
+func (r *router) forTask(ctx context.Context, meta mcp.Meta) context.Context {
+	related, ok := meta[relatedTaskKey].(map[string]any)
+	if !ok {
+		return ctx
+	}
+	id, _ := related["taskId"].(string)
+	v, ok := r.tasks.Load(id)
+	if !ok {
+		return ctx
+	}
+	ref := v.(*callRef)
+	return context.WithValue(ref.ctx, callRefKey{}, ref)
 }
 
 // inflight tracks a server's calls in flight, and the other requests made
@@ -248,7 +303,7 @@ func (r *router) ask(ctx context.Context, kind tool.RequestKind, params, out any
 
 func (r *router) onElicit(ctx context.Context, req *mcp.ElicitRequest) (*mcp.ElicitResult, error) {
 	var res mcp.ElicitResult
-	if err := r.ask(ctx, tool.Elicitation, req.Params, &res); err != nil {
+	if err := r.ask(r.forTask(ctx, req.Params.Meta), tool.Elicitation, req.Params, &res); err != nil {
 		return nil, err
 	}
 	return &res, nil
@@ -256,7 +311,7 @@ func (r *router) onElicit(ctx context.Context, req *mcp.ElicitRequest) (*mcp.Eli
 
 func (r *router) onSample(ctx context.Context, req *mcp.CreateMessageRequest) (*mcp.CreateMessageResult, error) {
 	var res mcp.CreateMessageResult
-	if err := r.ask(ctx, tool.Sampling, req.Params, &res); err != nil {
+	if err := r.ask(r.forTask(ctx, req.Params.Meta), tool.Sampling, req.Params, &res); err != nil {
 		return nil, err
 	}
 	return &res, nil

@@ -28,15 +28,15 @@ import (
 // (re)connect.
 type conn struct {
 	session  *mcp.ClientSession
-	protocol string       // the revision negotiated
-	made     time.Time    // when the handshake was done
+	protocol string    // the revision negotiated
+	made     time.Time // when the handshake was done
 	// The raw path (raw.go): over stdio the connection's own calls, over
 	// Streamable HTTP a POST of toolwire's; nil where there is none.
-	stdio *stdioconn.Conn
-	http  *rawHTTP
-	tasks taskTools // which tools need a task (tasks.go)
-	pid      atomic.Int64 // the child's pid once started, read by killers on other goroutines
-	stderr   *stderrLog   // nil over HTTP
+	stdio  *stdioconn.Conn
+	http   *rawHTTP
+	tasks  taskTools    // which tools need a task (tasks.go)
+	pid    atomic.Int64 // the child's pid once started, read by killers on other goroutines
+	stderr *stderrLog   // nil over HTTP
 
 	lost     chan struct{} // closed when the session has ended or is deemed lost
 	lostOnce sync.Once

@@ -264,4 +264,3 @@ func TestCancellingATaskCancelsItOnTheServer(t *testing.T) {
 		t.Errorf("the task is %q on the server, want cancelled", got.Status)
 	}
 }
-

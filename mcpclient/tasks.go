@@ -64,9 +64,9 @@ const (
 type taskEra int
 
 const (
-	noTask   taskEra = iota
-	tasks2025        // 2025-11-25's experimental tasks
-	tasks2026        // 2026-07-28's tasks extension
+	noTask    taskEra = iota
+	tasks2025         // 2025-11-25's experimental tasks
+	tasks2026         // 2026-07-28's tasks extension
 )
 
 // taskTools is what a connection learned of the tools that need a task.

@@ -10,7 +10,9 @@ import (
 	"bufio"
 	"context"
 	"encoding/json"
+	"fmt"
 	"io"
+	"log/slog"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -262,5 +264,103 @@ func TestCancellingATaskCancelsItOnTheServer(t *testing.T) {
 	}
 	if got.Status != "cancelled" {
 		t.Errorf("the task is %q on the server, want cancelled", got.Status)
+	}
+}
+
+// stderrWatch is a slog.Handler that keeps the stderr lines a server's
+// connection logs and tells when one holds a text.
+type stderrWatch struct {
+	mu    sync.Mutex
+	lines []string
+	want  string
+	seen  chan struct{}
+	once  sync.Once
+}
+
+func (w *stderrWatch) Enabled(context.Context, slog.Level) bool { return true }
+func (w *stderrWatch) WithAttrs([]slog.Attr) slog.Handler       { return w }
+func (w *stderrWatch) WithGroup(string) slog.Handler            { return w }
+
+func (w *stderrWatch) Handle(_ context.Context, r slog.Record) error {
+	if r.Message != "server stderr" {
+		return nil
+	}
+	r.Attrs(func(a slog.Attr) bool {
+		if a.Key == "line" {
+			line := a.Value.String()
+			w.mu.Lock()
+			w.lines = append(w.lines, line)
+			w.mu.Unlock()
+			if strings.Contains(line, w.want) {
+				w.once.Do(func() { close(w.seen) })
+			}
+		}
+		return true
+	})
+	return nil
+}
+
+func (w *stderrWatch) text() string {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return strings.Join(w.lines, "\n")
+}
+
+// The filesystem server takes its allowed directories from the roots
+// toolwire offers it, in place of those on its command line; offered none,
+// it keeps those (and with none on its command line, it allows nothing).
+func TestTheFilesystemServerTakesItsDirectoriesFromRoots(t *testing.T) {
+	t.Parallel()
+	node, script := npmServer(t, "@modelcontextprotocol/server-filesystem", "dist/index.js")
+	rooted, listed := t.TempDir(), t.TempDir()
+	for _, dir := range []string{rooted, listed} {
+		if err := os.WriteFile(filepath.Join(dir, "note.txt"), []byte("in "+filepath.Base(dir)), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, tc := range []struct {
+		name            string
+		args, roots     []string
+		ready           string // the server's stderr line once its directories are set
+		allowed, denied []string
+	}{
+		{"roots only", nil, []string{rooted}, "Updated allowed directories from MCP roots: 1 valid directories", []string{rooted}, []string{listed}},
+		{"roots replace the arguments", []string{listed}, []string{rooted}, "Updated allowed directories from MCP roots: 1 valid directories", []string{rooted}, []string{listed}},
+		{"arguments without roots", []string{listed}, nil, "Client does not support MCP Roots", []string{listed}, []string{rooted}},
+		{"neither", nil, nil, "Started without allowed directories", nil, []string{rooted, listed}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			watch := &stderrWatch{want: tc.ready, seen: make(chan struct{})}
+			cfg := config.Server{Name: "fs", Transport: "stdio", Command: node, Args: append([]string{script}, tc.args...), DefaultTier: "read", Roots: tc.roots}
+			reg := confirmingRegistry()
+			connect(t, cfg, reg, &Options{Logger: slog.New(watch)})
+			select {
+			case <-watch.seen:
+			case <-boundedCtx(t, waitTime).Done():
+				t.Fatalf("the server never said %q; its stderr:\n%s", tc.ready, watch.text())
+			}
+			ex := tool.NewExecutor(reg, nil)
+			got := call(t, ex, "fs__list_allowed_directories", `{}`)
+			dirs := strings.Split(strings.TrimSpace(strings.TrimPrefix(got.Text(), "Allowed directories:")), "\n")
+			if strings.TrimSpace(strings.Join(dirs, "")) == "" {
+				dirs = nil
+			}
+			if strings.Join(dirs, " ") != strings.Join(tc.allowed, " ") {
+				t.Errorf("allowed directories %q, want %q", dirs, tc.allowed)
+			}
+			for _, dir := range tc.allowed {
+				res := call(t, ex, "fs__read_text_file", fmt.Sprintf(`{"path":%q}`, filepath.Join(dir, "note.txt")))
+				if res.IsError || res.Text() != "in "+filepath.Base(dir) {
+					t.Errorf("reading in %s: %q (%s)", dir, res.Text(), res.Message)
+				}
+			}
+			for _, dir := range tc.denied {
+				res := call(t, ex, "fs__read_text_file", fmt.Sprintf(`{"path":%q}`, filepath.Join(dir, "note.txt")))
+				if !res.IsError || !strings.Contains(res.Message+res.Text(), "Access denied") {
+					t.Errorf("reading in %s: %q (%s), want access denied", dir, res.Text(), res.Message)
+				}
+			}
+		})
 	}
 }

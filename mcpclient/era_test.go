@@ -702,3 +702,20 @@ func TestCancellationReachesA2026Server(t *testing.T) {
 		t.Fatal("the server's handler never saw the cancellation")
 	}
 }
+
+// A root that is not a directory keeps the server from starting, and the
+// error names the server, the field and the path.
+func TestABadRootKeepsTheServerFromStarting(t *testing.T) {
+	t.Parallel()
+	missing := filepath.Join(t.TempDir(), "gone")
+	cfg := stdioConfig("up", "custom")
+	cfg.Roots = []string{missing}
+	s, err := Connect(boundedCtx(t, waitTime), cfg, confirmingRegistry(), nil)
+	if err == nil {
+		s.Close()
+		t.Fatal("Connect succeeded with a root that does not exist")
+	}
+	if want := fmt.Sprintf(`server "up": roots[0]: %q: no such directory`, missing); !strings.Contains(err.Error(), want) {
+		t.Errorf("error %q, want it to say %q", err, want)
+	}
+}

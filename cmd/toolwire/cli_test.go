@@ -22,6 +22,12 @@ func TestMain(m *testing.M) {
 	if os.Getenv("TOOLWIRE_TEST_SERVER") == "demo-recording" {
 		os.Exit(serveRecordingDemo()) // see call_cancel_test.go
 	}
+	if os.Getenv("TOOLWIRE_TEST_SERVER") == "asking" {
+		if err := serveAsking(); err != nil {
+			os.Exit(1)
+		}
+		os.Exit(0)
+	}
 	if os.Getenv("TOOLWIRE_TEST_SERVER") == "leaky" {
 		if err := serveLeaky(context.Background()); err != nil {
 			os.Exit(1)

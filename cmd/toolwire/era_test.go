@@ -5,6 +5,7 @@ package main
 // the everything server's task-based tool through call, run and serve.
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -21,8 +22,8 @@ import (
 
 // serveAsking serves, over stdio, a server of every revision with one
 // tool, ask, that asks its client for a name the 2026-07-28 way (in its
-// result) when the client said it can answer, and otherwise answers that
-// there is nobody to ask.
+// result) when the client said it can answer (and for a poem when it said
+// it can sample), and otherwise answers that there is nobody to ask.
 func serveAsking() error {
 	srv := mcp.NewServer(&mcp.Implementation{Name: "asking", Version: "1"}, nil)
 	srv.AddTool(&mcp.Tool{Name: "ask", Description: "asks for a name", InputSchema: json.RawMessage(`{"type":"object"}`)},
@@ -36,16 +37,22 @@ func serveAsking() error {
 				}
 				return text(fmt.Sprintf("hello %v (%v)", answer.Content["name"], answer.Content["tea"]), false), nil
 			}
-			if caps := req.ClientCapabilities(); caps == nil || caps.Elicitation == nil {
+			caps := req.ClientCapabilities()
+			if caps == nil || caps.Elicitation == nil {
 				return text("nobody to ask", true), nil
 			}
-			return &mcp.CallToolResult{InputRequests: mcp.InputRequestMap{"name": &mcp.ElicitParams{
-				Message: "What is your name?",
+			asks := mcp.InputRequestMap{"name": &mcp.ElicitParams{
+				// The clear-screen sequence must reach no terminal as such.
+				Message: "What is your name?\x1b[2J",
 				RequestedSchema: map[string]any{"type": "object", "required": []string{"name"}, "properties": map[string]any{
 					"name": map[string]any{"type": "string", "title": "Name"},
 					"tea":  map[string]any{"type": "boolean", "title": "Tea", "default": true},
 				}},
-			}}}, nil
+			}}
+			if caps.Sampling != nil {
+				asks["poem"] = &mcp.CreateMessageParams{MaxTokens: 10, Messages: []*mcp.SamplingMessage{{Role: "user", Content: &mcp.TextContent{Text: "a poem"}}}}
+			}
+			return &mcp.CallToolResult{InputRequests: asks}, nil
 		})
 	return srv.Run(context.Background(), &mcp.StdioTransport{})
 }
@@ -72,6 +79,25 @@ func TestCallAnswersAServersQuestionOnTheTerminal(t *testing.T) {
 	}
 	mustContain(t, "stderr", o.stderr, "The server asks (for asking__ask), in its own words:", "What is your name?", "Answer? [y/N]", "Name:", "Tea [true]:")
 
+	// On a real terminal, what the person types answers.
+	screen := newPTY(t, 120)
+	done := make(chan outcome, 1)
+	go func() { done <- f.runInteractive(t, screen, "call", "asking__ask") }()
+	for _, step := range [][2]string{{"Answer? [y/N] ", "y\n"}, {"Name: ", "Grace\n"}, {"Tea [true]: ", "n\n"}} {
+		screen.wait(t, step[0])
+		if _, err := screen.master.WriteString(step[1]); err != nil {
+			t.Fatal(err)
+		}
+	}
+	o = <-done
+	o.expect(t, exitOK)
+	if strings.TrimSpace(o.stdout) != "hello Grace (false)" {
+		t.Errorf("stdout on a terminal = %q", o.stdout)
+	}
+	if shown := screen.String(); strings.Contains(shown, "\x1b[2J") || !strings.Contains(shown, "What is your name?") {
+		t.Errorf("the server's message reached the terminal unescaped, or not at all:\n%q", shown)
+	}
+
 	o = f.run(t, "n\n", true, "call", "asking__ask")
 	o.expect(t, exitOK)
 	if strings.TrimSpace(o.stdout) != "the question was declined" {
@@ -83,6 +109,21 @@ func TestCallAnswersAServersQuestionOnTheTerminal(t *testing.T) {
 	if strings.Contains(o.stderr, "What is your name?") || !strings.Contains(o.stderr+o.stdout, "nobody to ask") {
 		t.Errorf("without a terminal the server asked, or did not say why it could not:\nstdout:\n%s\nstderr:\n%s", o.stdout, o.stderr)
 	}
+}
+
+// runInteractive runs the CLI with stdin and stderr on the terminal, as a
+// person at it would.
+func (f *fixture) runInteractive(t *testing.T, screen *ptyScreen, args ...string) outcome {
+	var stdout bytes.Buffer
+	e := &env{stdin: screen.tty, stdout: &stdout, stderr: screen.tty, isTerminal: func() bool { return true },
+		lookupEnv: func(string) (string, bool) { return "", false }}
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	root := newRootCommand(e)
+	root.SetArgs(append([]string{"--config", f.config}, args...))
+	var errOut bytes.Buffer
+	code := exitCode(root.ExecuteContext(ctx), &errOut)
+	return outcome{code, stdout.String(), errOut.String()}
 }
 
 // everythingYAML returns the configuration of the everything server from

@@ -452,8 +452,8 @@ func TestServersCombinesConfigFilesOfDifferentDialects(t *testing.T) {
 	o := f.run(t, "", false, "servers", "--json", "--config", claude)
 	o.expect(t, exitOK)
 	var sts []struct {
-		Name, State string
-		Tools       int
+		Name, State, Protocol string
+		Tools                 int
 	}
 	if err := json.Unmarshal([]byte(o.stdout), &sts); err != nil {
 		t.Fatalf("servers --json: %v\n%s", err, o.stdout)
@@ -464,6 +464,10 @@ func TestServersCombinesConfigFilesOfDifferentDialects(t *testing.T) {
 	for _, st := range sts {
 		if st.State != "ready" || st.Tools != 13 {
 			t.Errorf("server %s: state %s with %d tools, want ready with 13", st.Name, st.State, st.Tools)
+		}
+		// The demo is a go-sdk v1.8.0 server over stdio.
+		if st.Protocol != "2026-07-28" {
+			t.Errorf("server %s: protocol %q, want 2026-07-28", st.Name, st.Protocol)
 		}
 	}
 

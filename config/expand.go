@@ -3,6 +3,7 @@ package config
 import (
 	"errors"
 	"fmt"
+	"io/fs"
 	"maps"
 	"os"
 	"slices"
@@ -161,6 +162,7 @@ func ExpandServer(s Server, r Resolver) (Server, []string, error) {
 	out.OnlyTools = slices.Clone(s.OnlyTools)
 	out.ExcludeTools = slices.Clone(s.ExcludeTools)
 	out.Inputs = maps.Clone(s.Inputs)
+	out.Roots = slices.Clone(s.Roots)
 
 	var errs []error
 	var secrets []string
@@ -253,6 +255,16 @@ func ExpandServer(s Server, r Resolver) (Server, []string, error) {
 			fail(joinPath("headers", k), errors.New("after expansion: header value contains a line break or NUL"))
 		}
 	}
+	for i, r := range s.Roots {
+		path := indexPath("roots", i)
+		before := len(errs)
+		out.Roots[i] = field(path, r)
+		if len(errs) == before {
+			if err := checkRoot(out.Roots[i]); err != nil {
+				fail(path, err)
+			}
+		}
+	}
 	out.BearerToken = field("bearerToken", s.BearerToken)
 	if strings.ContainsAny(out.BearerToken, "\r\n\x00") {
 		fail("bearerToken", errors.New("after expansion: token contains a line break or NUL"))
@@ -261,6 +273,23 @@ func ExpandServer(s Server, r Resolver) (Server, []string, error) {
 		return Server{}, nil, errors.Join(errs...)
 	}
 	return out, secrets, nil
+}
+
+// checkRoot checks an expanded root: an absolute path naming a directory.
+func checkRoot(root string) error {
+	if msg := rootProblem(root); msg != "" {
+		return errors.New(msg)
+	}
+	info, err := os.Stat(root)
+	switch {
+	case errors.Is(err, fs.ErrNotExist):
+		return fmt.Errorf("%q: no such directory", root)
+	case err != nil:
+		return err // names the path
+	case !info.IsDir():
+		return fmt.Errorf("%q is not a directory", root)
+	}
+	return nil
 }
 
 // UnsetVariable is a placeholder that cannot be resolved: its variable is

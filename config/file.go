@@ -104,6 +104,10 @@ type Server struct {
 	Timeout            time.Duration // 0 = library default
 	Required           bool
 	Disabled           bool // the file disables the server: keep it listed, do not start it
+	// Roots are directories offered to the server as its roots (MCP
+	// roots/list): absolute paths, possibly built from placeholders, which
+	// ExpandServer checks are directories. Nil offers none.
+	Roots []string
 
 	// Inputs are the declared inputs that this server's placeholders
 	// use, by ID, so that ExpandServer can say what it asks for; nil when

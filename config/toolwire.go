@@ -1,6 +1,8 @@
 package config
 
 import (
+	"fmt"
+	"path/filepath"
 	"strings"
 	"time"
 )
@@ -10,6 +12,7 @@ var (
 	toolwireServerFields = []string{
 		"transport", "command", "args", "env", "envFile", "cwd", "url", "headers", "bearerToken", "oauth",
 		"prefix", "defaultTier", "tierOverrides", "onlyTools", "excludeTools", "timeout", "required", "disabled",
+		"roots",
 	}
 	toolwireStdioOnly  = []string{"args", "env", "envFile", "cwd"}
 	toolwireRemoteOnly = []string{"headers", "bearerToken", "oauth"}
@@ -174,11 +177,48 @@ func (d *decoder) toolwireField(st *serverState, p pair) bool {
 		if b, ok := d.boolean(v, path); ok {
 			s.Required = b
 		}
+	case "roots":
+		d.roots(st, v, path)
 	default:
 		return false
 	}
 	st.present[p.key] = p.keyLine
 	return true
+}
+
+// roots decodes a server's roots: a list of absolute directories, each
+// possibly built from placeholders. Whether each is a directory is checked
+// when the server starts (ExpandServer), as a placeholder may name it and
+// it may be made meanwhile.
+func (d *decoder) roots(st *serverState, v *node, path string) {
+	list, ok := d.strList(v, path, true)
+	if !ok {
+		return
+	}
+	for i, r := range list {
+		ipath := indexPath(path, i)
+		line := v.items[i].line
+		if r, ok = d.template(st, line, ipath, r); !ok {
+			continue
+		}
+		list[i] = r
+		if msg := rootProblem(r); msg != "" && !strings.Contains(r, "$") {
+			d.errorf(line, ipath, "%s", msg)
+		}
+	}
+	st.s.Roots = list
+}
+
+// rootProblem says what is wrong with root as a root's path, before looking
+// at the file system, or "".
+func rootProblem(root string) string {
+	switch {
+	case root == "~" || strings.HasPrefix(root, "~/") || strings.HasPrefix(root, `~\`):
+		return `"~" is not expanded here; write ${HOME} instead`
+	case !filepath.IsAbs(root):
+		return fmt.Sprintf("want an absolute path to a directory, got %q", root)
+	}
+	return ""
 }
 
 func (d *decoder) tier(v *node, path string) (string, bool) {

@@ -95,7 +95,9 @@ func newRig(t *testing.T, unprefixed bool) *rig {
 	t.Helper()
 	bin := fixtureServer(t)
 	reg := tool.NewRegistry(&tool.RegistryOptions{Confirmer: gateway.NewApprover(gateway.ApprovalPolicy{})})
-	cfg := config.Server{Name: prefix, Transport: "stdio", Command: bin, DefaultTier: "read"}
+	// A server of the revisions before 2026-07-28, which asks for input
+	// with requests of its own during a call: what these tests describe.
+	cfg := config.Server{Name: prefix, Transport: "stdio", Command: bin, Args: []string{"-legacy"}, DefaultTier: "read"}
 	up, err := mcpclient.Connect(bounded(t, waitTime), cfg, reg, &mcpclient.Options{
 		Logger:    slog.New(slog.DiscardHandler),
 		Relay:     mcpclient.RelayCapabilities{Sampling: true, Elicitation: true},

@@ -55,7 +55,7 @@ func (c *Catalog) begin(ctx context.Context) (_ *mcp.ClientSession, _ context.Co
 	if conn == nil {
 		return nil, nil, nil, &maskedError{msg: fmt.Sprintf("server %q is not connected; retry shortly", c.set.cfg.Name), err: tool.ErrUnavailable}
 	}
-	done := c.relay.track(ctx)
+	ctx, done := c.relay.track(ctx)
 	ctx, cancel := context.WithTimeout(ctx, c.set.timeout)
 	return conn.session, ctx, func() {
 		cancel()
@@ -176,14 +176,22 @@ func (c *Catalog) subscribe(ctx context.Context, uri string) error {
 		return nil // applied when the session is back
 	}
 	defer end()
+	if caps := session.InitializeResult().Capabilities; stateless(session.InitializeResult().ProtocolVersion) && (caps == nil || caps.Resources == nil || !caps.Resources.Subscribe) {
+		// From 2026-07-28 on, a subscription is a stream the SDK opens
+		// without waiting for the answer, which would grant nothing: say
+		// so here, as a server of an earlier revision answers.
+		return c.set.masked(fmt.Errorf("server %q: subscribe to %q: the server offers no resource subscriptions", c.set.cfg.Name, uri))
+	}
 	if err := session.Subscribe(rctx, &mcp.SubscribeParams{URI: uri}); err != nil {
 		return c.set.masked(err)
 	}
 	return nil
 }
 
-// SetLogLevel asks the server for log lines at level and above
-// (logging/setLevel), now and after every reconnect.
+// SetLogLevel asks the server for log lines at level and above, now and
+// after every reconnect: with logging/setLevel before protocol 2026-07-28,
+// and from then on in the _meta of every request toolwire sends it, where
+// the level travels per request.
 func (c *Catalog) SetLogLevel(ctx context.Context, level mcp.LoggingLevel) error {
 	c.mu.Lock()
 	c.logLevel = level
@@ -203,10 +211,20 @@ func (c *Catalog) applyLogLevel(ctx context.Context) error {
 		return nil // applied when the session is back
 	}
 	defer end()
+	if stateless(session.InitializeResult().ProtocolVersion) {
+		return nil // each request carries it (see dialer.stampLogLevel)
+	}
 	if err := session.SetLoggingLevel(rctx, &mcp.SetLoggingLevelParams{Level: level}); err != nil {
 		return c.set.masked(err)
 	}
 	return nil
+}
+
+// level returns the log level asked for by SetLogLevel, or "".
+func (c *Catalog) level() mcp.LoggingLevel {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.logLevel
 }
 
 // restore re-applies the log level and subscriptions to a new session and

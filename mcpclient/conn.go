@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"os"
 	"os/exec"
+	"reflect"
 	"slices"
 	"strings"
 	"sync"
@@ -26,9 +27,16 @@ import (
 // child process behind it. A server's dialer makes a new conn for every
 // (re)connect.
 type conn struct {
-	session *mcp.ClientSession
-	pid     atomic.Int64 // the child's pid once started, read by killers on other goroutines
-	stderr  *stderrLog   // nil over HTTP
+	session  *mcp.ClientSession
+	protocol string    // the revision negotiated
+	made     time.Time // when the handshake was done
+	// The raw path (raw.go): over stdio the connection's own calls, over
+	// Streamable HTTP a POST of toolwire's; nil where there is none.
+	stdio  *stdioconn.Conn
+	http   *rawHTTP
+	tasks  taskTools    // which tools need a task (tasks.go)
+	pid    atomic.Int64 // the child's pid once started, read by killers on other goroutines
+	stderr *stderrLog   // nil over HTTP
 
 	lost     chan struct{} // closed when the session has ended or is deemed lost
 	lostOnce sync.Once
@@ -41,13 +49,20 @@ type conn struct {
 	cancels  cancellations
 }
 
-// protocolVersion is the MCP version toolwire offers servers. From
-// 2026-07-28 on, a server may not send elicitation or sampling requests
-// while serving a call (it must return them in the call's result, SEP-2322),
-// and servers written for the versions before, which are most, then fail
-// such calls; every server negotiates 2025-11-25 or older with SDKs that
-// speak both.
-const protocolVersion = "2025-11-25"
+// Protocol revisions toolwire's client tells apart.
+const (
+	// protocol2026 is the first revision without sessions (SEP-2567):
+	// server/discover instead of initialize (SEP-2575), the request's own
+	// _meta instead of a session's state, multi round-trip requests
+	// instead of requests during a call (SEP-2322).
+	protocol2026 = "2026-07-28"
+	// protocolLegacy is the newest revision before it, offered straight
+	// away (with initialize) to a server known to speak no later one.
+	protocolLegacy = "2025-11-25"
+)
+
+// stateless reports whether version is 2026-07-28 or later.
+func stateless(version string) bool { return version >= protocol2026 }
 
 // dialer makes a server's connections: it resolves the configuration's
 // placeholders once, builds the transport (with the HTTP pool and the
@@ -67,6 +82,35 @@ type dialer struct {
 	oauthOnce sync.Once
 	oauth     auth.OAuthHandler // made once from Options.OAuth; nil for none
 	oauthErr  error
+
+	// logLevel is the level the server's catalog keeps, stamped into each
+	// request of a 2026-07-28 session (see stampLogLevel).
+	logLevel func() mcp.LoggingLevel
+
+	eraMu  sync.Mutex
+	legacy bool // a connection negotiated a revision before 2026-07-28
+}
+
+// offer returns the revision the next connection offers: none (go-sdk's
+// latest, with server/discover and a fallback to initialize) until a
+// connection has shown that the server speaks only an older revision;
+// then that revision's initialize at once, as the MCP specification
+// advises a client to remember a server's era (basic/versioning, the
+// compatibility matrix) rather than probe it on every reconnect.
+func (d *dialer) offer() string {
+	d.eraMu.Lock()
+	defer d.eraMu.Unlock()
+	if d.legacy {
+		return protocolLegacy
+	}
+	return ""
+}
+
+// remember notes the revision a connection negotiated.
+func (d *dialer) remember(version string) {
+	d.eraMu.Lock()
+	defer d.eraMu.Unlock()
+	d.legacy = !stateless(version)
 }
 
 // expand resolves the configuration's placeholders the first time, at the
@@ -107,11 +151,23 @@ func (d *dialer) dial(ctx, life context.Context, cfg config.Server, connected fu
 		return nil, err
 	}
 	opts := d.handlers
-	opts.Capabilities = &mcp.ClientCapabilities{} // no roots
+	// Roots only for a server configured with some (see roots.go); none
+	// otherwise, as go-sdk would declare them by default.
+	opts.Capabilities = &mcp.ClientCapabilities{}
+	roots := rootsOf(cfg)
+	if len(roots) > 0 {
+		opts.Capabilities.RootsV2 = &mcp.RootCapabilities{}
+	}
 	client := mcp.NewClient(&mcp.Implementation{Name: "toolwire", Version: version.String()}, &opts)
+	client.AddRoots(roots...)
+	if err := registerTaskMethods(client); err != nil {
+		end()
+		return nil, fmt.Errorf("server %q: %w", cfg.Name, err)
+	}
 	if d.set.opts.Middleware != nil {
 		client.AddSendingMiddleware(d.set.opts.Middleware(cfg.Name)...)
 	}
+	client.AddSendingMiddleware(d.stampLogLevel)
 
 	cctx, cancel := context.WithTimeout(ctx, d.set.timeout)
 	defer cancel()
@@ -125,13 +181,15 @@ func (d *dialer) dial(ctx, life context.Context, cfg config.Server, connected fu
 		end()
 	})
 	defer disarm()
-	session, err := client.Connect(cctx, transport, &mcp.ClientSessionOptions{ProtocolVersion: protocolVersion})
+	session, err := client.Connect(cctx, transport, &mcp.ClientSessionOptions{ProtocolVersion: d.offer()})
 	if err != nil {
 		c.killChild()
 		end()
 		return nil, d.connectError(ctx, cctx, c, err)
 	}
-	c.session = session
+	c.session, c.made = session, time.Now()
+	c.protocol = session.InitializeResult().ProtocolVersion
+	d.remember(c.protocol)
 	go func() {
 		err := session.Wait()
 		if err == nil {
@@ -152,8 +210,11 @@ func (d *dialer) transport(ctx context.Context, c *conn, cfg config.Server, conn
 		c.stderr = &stderrLog{server: cfg.Name, logger: d.set.logger, secrets: d.set.secrets}
 		cmd.Stderr = c.stderr
 		isolate(cmd)
-		return &startedTransport{ctx: ctx, arrivals: d.arrivals, inner: &stdioconn.CommandTransport{Command: cmd, TerminateDuration: terminateGrace}, started: func() {
+		// A server that ignores server/discover is answered for after a
+		// short wait (see stdioconn.CommandTransport.DiscoverTimeout).
+		return &startedTransport{ctx: ctx, arrivals: d.arrivals, inner: &stdioconn.CommandTransport{Command: cmd, TerminateDuration: terminateGrace}, started: func(conn mcp.Connection) {
 			c.pid.Store(int64(cmd.Process.Pid))
+			c.stdio, _ = conn.(*stdioconn.Conn)
 			connected()
 		}}, nil
 	case "http", "sse":
@@ -162,13 +223,22 @@ func (d *dialer) transport(ctx context.Context, c *conn, cfg config.Server, conn
 			return nil, fmt.Errorf("server %q: %w", cfg.Name, err)
 		}
 		if cfg.Transport == "sse" {
-			return &startedTransport{ctx: ctx, arrivals: d.arrivals, started: connected,
+			return &startedTransport{ctx: ctx, arrivals: d.arrivals, started: func(mcp.Connection) { connected() },
 				inner: &mcp.SSEClientTransport{Endpoint: cfg.URL, HTTPClient: httpClient}}, nil
 		}
 		// Not the Streamable HTTP connection: the SDK updates it through an
 		// unexported method, which a wrapper would hide. Its HTTP
 		// exchanges are watched instead.
-		httpClient.Transport = &httpWatch{next: httpClient.Transport, arrivals: d.arrivals}
+		// A subscriptions/listen stream that ends is never reopened by the
+		// SDK, and list_changed would go unheard: the connection counts as
+		// lost, and reconnecting lists again and listens anew.
+		httpClient.Transport = &httpWatch{next: httpClient.Transport, arrivals: d.arrivals, listenEnded: func(granted bool) {
+			if granted {
+				c.markLost(errListenEnded)
+				return
+			}
+			d.set.logger.Warn("the server granted none of the notifications asked for (subscriptions/listen)", "server", cfg.Name)
+		}}
 		st := &mcp.StreamableClientTransport{Endpoint: cfg.URL, HTTPClient: httpClient, MaxRetries: 2}
 		if d.set.opts.OAuth != nil {
 			h, err := d.oauthHandler(cfg)
@@ -179,9 +249,40 @@ func (d *dialer) transport(ctx context.Context, c *conn, cfg config.Server, conn
 				st.OAuthHandler = h
 			}
 		}
-		return &startedTransport{ctx: ctx, inner: st, started: connected}, nil
+		c.http = &rawHTTP{client: httpClient, url: cfg.URL, oauth: st.OAuthHandler}
+		return &startedTransport{ctx: ctx, inner: st, started: func(mcp.Connection) { connected() }}, nil
 	default:
 		return nil, fmt.Errorf("server %q: unknown transport %q (want stdio, http or sse)", cfg.Name, cfg.Transport)
+	}
+}
+
+// errListenEnded is why a 2026-07-28 connection whose notification stream
+// ended is replaced.
+var errListenEnded = errors.New("the server ended its notification stream (subscriptions/listen)")
+
+// stampLogLevel is sending middleware that puts the log level the catalog
+// keeps into each request's _meta on a 2026-07-28 session, where a level
+// travels with every request (logging/setLevel is gone) and a server logs
+// nothing for a request that names none.
+func (d *dialer) stampLogLevel(next mcp.MethodHandler) mcp.MethodHandler {
+	return func(ctx context.Context, method string, req mcp.Request) (mcp.Result, error) {
+		level := d.logLevel()
+		if level == "" || strings.HasPrefix(method, "notifications/") {
+			return next(ctx, method, req)
+		}
+		cs, ok := req.GetSession().(*mcp.ClientSession)
+		if !ok || cs.InitializeResult() == nil || !stateless(cs.InitializeResult().ProtocolVersion) {
+			return next(ctx, method, req)
+		}
+		if p := req.GetParams(); p != nil && !reflect.ValueOf(p).IsNil() {
+			meta := p.GetMeta()
+			if meta == nil {
+				meta = map[string]any{}
+			}
+			meta[mcp.MetaKeyLogLevel] = level
+			p.SetMeta(meta)
+		}
+		return next(ctx, method, req)
 	}
 }
 
@@ -251,7 +352,7 @@ func (c *conn) PID() int { return int(c.pid.Load()) }
 type startedTransport struct {
 	ctx      context.Context
 	inner    mcp.Transport
-	started  func()
+	started  func(inner mcp.Connection)
 	arrivals *arrivals // counts the reports read; nil: the connection is not wrapped
 }
 
@@ -260,7 +361,7 @@ func (t *startedTransport) Connect(context.Context) (mcp.Connection, error) {
 	if err != nil {
 		return nil, err
 	}
-	t.started()
+	t.started(conn)
 	if t.arrivals == nil {
 		return conn, nil
 	}

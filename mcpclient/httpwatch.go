@@ -2,11 +2,14 @@ package mcpclient
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"io"
 	"mime"
 	"net/http"
 	"net/http/httptrace"
+	"strings"
+	"sync"
 )
 
 // httpWatch does for a Streamable HTTP connection what watchedConn does for
@@ -15,9 +18,18 @@ import (
 // streams the server answers with, as the SDK reads them (see arrivals),
 // and tells a call's cancel probe when the call was sent and when its
 // notifications/cancelled was (see noteWrite).
+//
+// It also watches a 2026-07-28 session's subscriptions/listen streams, which
+// carry its list_changed and resources/updated notifications: go-sdk never
+// reopens one that ends, so listenEnded is called when the server ends one
+// (not when the client cancels it), saying whether the server had granted
+// it anything (in notifications/subscriptions/acknowledged): a stream that
+// granted nothing was refused rather than lost, and the server ends it at
+// once.
 type httpWatch struct {
-	next     http.RoundTripper
-	arrivals *arrivals
+	next        http.RoundTripper
+	arrivals    *arrivals
+	listenEnded func(granted bool)
 }
 
 func (w *httpWatch) RoundTrip(req *http.Request) (*http.Response, error) {
@@ -48,10 +60,34 @@ func (w *httpWatch) RoundTrip(req *http.Request) (*http.Response, error) {
 		probe.markAnnounced()
 	}
 	if err == nil && resp.StatusCode/100 == 2 && isEventStream(resp.Header) {
-		resp.Body = &reportCounter{body: resp.Body, a: w.arrivals}
+		rc := &reportCounter{body: resp.Body, a: w.arrivals}
+		resp.Body = rc
+		if w.listenEnded != nil && req.Method == http.MethodPost && req.Header.Get("Mcp-Method") == "subscriptions/listen" {
+			resp.Body = &listenStream{counter: rc, ctx: req.Context(), ended: w.listenEnded}
+		}
 	}
 	return resp, err
 }
+
+// listenStream is the body of a subscriptions/listen stream. When a read
+// ends it while its request's context is still alive, the server ended it
+// (it restarted, say), and ended is called, once.
+type listenStream struct {
+	counter *reportCounter // reads the stream, and sees the acknowledgement
+	ctx     context.Context
+	ended   func(granted bool)
+	once    sync.Once
+}
+
+func (l *listenStream) Read(p []byte) (int, error) {
+	n, err := l.counter.Read(p)
+	if err != nil && l.ctx.Err() == nil {
+		l.once.Do(func() { l.ended(l.counter.granted) })
+	}
+	return n, err
+}
+
+func (l *listenStream) Close() error { return l.counter.Close() }
 
 // rpcKind is what a POST to a Streamable HTTP server carries, as far as
 // cancel probes care.
@@ -116,6 +152,7 @@ type reportCounter struct {
 	hasData bool
 	foreign bool // the current event is named, and not "message"
 	done    bool // a response was read
+	granted bool // a notifications/subscriptions/acknowledged granting something was read
 }
 
 func (r *reportCounter) Read(p []byte) (int, error) {
@@ -180,11 +217,35 @@ func (r *reportCounter) endEvent() {
 		switch {
 		case !m.hasID && (m.method == "notifications/message" || m.method == "notifications/progress"):
 			r.a.noteRead()
+		case !m.hasID && m.method == "notifications/subscriptions/acknowledged":
+			r.granted = grantsAny(r.data)
 		case m.hasID && m.method == "":
 			r.done = true
 		}
 	}
 	r.data, r.hasData, r.foreign = r.data[:0], false, false
+}
+
+// grantsAny reports whether a notifications/subscriptions/acknowledged
+// message grants any notification: a list's changes or a resource's
+// updates.
+func grantsAny(data []byte) bool {
+	var ack struct {
+		Params struct {
+			Notifications map[string]json.RawMessage `json:"notifications"`
+		} `json:"params"`
+	}
+	if json.Unmarshal(data, &ack) != nil {
+		return false
+	}
+	for _, v := range ack.Params.Notifications {
+		switch s := strings.TrimSpace(string(v)); s {
+		case "", "false", "null", "[]", "{}":
+		default:
+			return true
+		}
+	}
+	return false
 }
 
 // message is what scanMessage finds in a JSON-RPC message.

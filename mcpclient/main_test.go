@@ -15,6 +15,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"github.com/toolwire/toolwire/config"
 	"github.com/toolwire/toolwire/internal/demo"
@@ -69,7 +70,11 @@ func TestMain(m *testing.M) {
 	case "custom":
 		srv := newCustomServer()
 		srv.AddReceivingMiddleware(recordCancels)
-		err = srv.Run(context.Background(), &mcp.StdioTransport{})
+		err = srv.Run(context.Background(), &listenWatch{Transport: &mcp.StdioTransport{}})
+	case "asking":
+		err = askingServer(nil, nil).Run(context.Background(), &mcp.StdioTransport{})
+	case "silent":
+		err = serveSilently()
 	case "slowstart":
 		// A server that needs a while before it answers, as a server
 		// started through npx or reaching a network service does; the
@@ -99,8 +104,11 @@ func newCustomServer() *mcp.Server { return customServer(nil) }
 // release is closed: an in-process Streamable HTTP server waits for its
 // calls to return before it deletes a session, and a test's cleanup must
 // not wait forever on a call that was never cancelled.
-func customServer(release <-chan struct{}) *mcp.Server {
-	srv := mcp.NewServer(&mcp.Implementation{Name: "custom", Version: "0.0.1"}, nil)
+func customServer(release <-chan struct{}) *mcp.Server { return customServerWith(release, nil) }
+
+// customServerWith is customServer with the server's options.
+func customServerWith(release <-chan struct{}, opts *mcp.ServerOptions) *mcp.Server {
+	srv := mcp.NewServer(&mcp.Implementation{Name: "custom", Version: "0.0.1"}, opts)
 	obj := json.RawMessage(`{"type":"object"}`)
 	named := func(name string) mcp.ToolHandler {
 		return func(context.Context, *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
@@ -315,10 +323,38 @@ func toolNames(reg *tool.Registry) []string {
 	return names
 }
 
+// listenIDs are the ids of the subscriptions/listen requests the custom
+// server has read (see listenWatch).
+var listenIDs sync.Map // fmt.Sprint(id) -> true
+
+// listenWatch is the custom server's transport: it notes the id of every
+// subscriptions/listen request, whose cancellation recordCancels leaves out.
+type listenWatch struct{ mcp.Transport }
+
+func (t *listenWatch) Connect(ctx context.Context) (mcp.Connection, error) {
+	c, err := t.Transport.Connect(ctx)
+	if err != nil {
+		return nil, err
+	}
+	return &listenWatchConn{c}, nil
+}
+
+type listenWatchConn struct{ mcp.Connection }
+
+func (c *listenWatchConn) Read(ctx context.Context) (jsonrpc.Message, error) {
+	m, err := c.Connection.Read(ctx)
+	if r, ok := m.(*jsonrpc.Request); ok && r.Method == "subscriptions/listen" {
+		listenIDs.Store(fmt.Sprint(r.ID.Raw()), true)
+	}
+	return m, err
+}
+
 // recordCancels is a receiving middleware that appends the reason of
-// every notifications/cancelled to the file named by envCancels, if set.
-// It runs after the SDK has read the notification, before the session can
-// end: the SDK finishes handling what it read before a session closes.
+// every notifications/cancelled to the file named by envCancels, if set,
+// but those of a subscriptions/listen stream, which a client of protocol
+// 2026-07-28 cancels when it closes the session. It runs after the SDK
+// has read the notification, before the session can end: the SDK finishes
+// handling what it read before a session closes.
 func recordCancels(next mcp.MethodHandler) mcp.MethodHandler {
 	path := os.Getenv(envCancels)
 	if path == "" {
@@ -326,6 +362,9 @@ func recordCancels(next mcp.MethodHandler) mcp.MethodHandler {
 	}
 	return func(ctx context.Context, method string, req mcp.Request) (mcp.Result, error) {
 		if p, ok := req.GetParams().(*mcp.CancelledParams); ok && method == "notifications/cancelled" {
+			if _, listen := listenIDs.Load(fmt.Sprint(p.RequestID)); listen {
+				return next(ctx, method, req)
+			}
 			f, err := os.OpenFile(path, os.O_APPEND|os.O_CREATE|os.O_WRONLY, 0o600)
 			if err != nil {
 				fmt.Fprintf(os.Stderr, "recording a cancellation: %v\n", err)

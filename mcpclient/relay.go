@@ -37,6 +37,7 @@ type router struct {
 	set *settings
 
 	progress  sync.Map // progress token (string) -> progressTarget
+	tasks     sync.Map // task id -> *callRef of the call it runs (tasks.go)
 	nextToken atomic.Uint64
 	calls     inflight // for routing log lines and requests to callers
 	arrivals  arrivals // for keeping reports ahead of results
@@ -50,17 +51,21 @@ type progressTarget struct {
 
 // beginCall counts a tools/call with params as in flight until end is
 // called and, when ctx carries a [tool.Caller], gives it a progress token
-// whose reports go to that caller.
-func (r *router) beginCall(ctx context.Context, params *mcp.CallToolParams) (end func()) {
+// whose reports go to that caller. The call is to be made with the
+// context returned, which names the call: what the SDK asks on the call's
+// behalf (the input requests of a 2026-07-28 server, SEP-2322) reaches
+// its caller alone.
+func (r *router) beginCall(ctx context.Context, params *mcp.CallToolParams) (_ context.Context, end func()) {
 	ref := r.calls.begin(ctx)
+	ctx = context.WithValue(ctx, callRefKey{}, ref)
 	caller := tool.CallerFrom(ctx)
 	if caller == nil {
-		return func() { r.calls.end(ref) }
+		return ctx, func() { r.calls.end(ref) }
 	}
 	token := fmt.Sprintf("toolwire-%d", r.nextToken.Add(1))
 	r.progress.Store(token, progressTarget{ctx: ctx, caller: caller})
 	params.SetProgressToken(token)
-	return func() {
+	return ctx, func() {
 		r.progress.Delete(token)
 		r.calls.end(ref)
 	}
@@ -71,11 +76,16 @@ func (r *router) beginCall(ctx context.Context, params *mcp.CallToolParams) (end
 // may log or ask for input while serving it, just as while serving a
 // call, so meanwhile nothing it sends is taken for a concurrent call's: it
 // reaches the caller ctx carries (see [tool.WithCaller]) only when this
-// request is alone in flight, and otherwise no caller.
-func (r *router) track(ctx context.Context) (done func()) {
+// request is alone in flight or asks through the request's own context
+// (multi round-trip), and otherwise no caller. The request is to be made
+// with the context returned.
+func (r *router) track(ctx context.Context) (_ context.Context, done func()) {
 	ref := r.calls.begin(ctx)
-	return func() { r.calls.end(ref) }
+	return context.WithValue(ctx, callRefKey{}, ref), func() { r.calls.end(ref) }
 }
+
+// callRefKey is the context key of the call a context was made for.
+type callRefKey struct{}
 
 // catchUp returns once the reports read so far were relayed, ctx ends, or
 // arrivalsGrace passes.
@@ -83,7 +93,13 @@ func (r *router) catchUp(ctx context.Context) { r.arrivals.catchUp(ctx) }
 
 func (r *router) onProgress(_ context.Context, req *mcp.ProgressNotificationClientRequest) {
 	defer r.arrivals.noteHandled()
-	token, ok := req.Params.ProgressToken.(string)
+	r.progressed(req.Params)
+}
+
+// progressed passes a progress report to the caller of the call its token
+// names.
+func (r *router) progressed(p *mcp.ProgressNotificationParams) {
+	token, ok := p.ProgressToken.(string)
 	if !ok {
 		return
 	}
@@ -92,7 +108,55 @@ func (r *router) onProgress(_ context.Context, req *mcp.ProgressNotificationClie
 		return // a report for a call that has ended, or not ours
 	}
 	t := v.(progressTarget)
-	t.caller.Progress(t.ctx, tool.Progress{Progress: req.Params.Progress, Total: req.Params.Total, Message: req.Params.Message})
+	t.caller.Progress(t.ctx, tool.Progress{Progress: p.Progress, Total: p.Total, Message: p.Message})
+}
+
+// followTask routes the requests a 2025-11-25 server makes about the task
+// id (they name it in _meta) to the call made with callCtx, until the
+// returned func is called.
+func (r *router) followTask(id string, callCtx context.Context) (stop func()) {
+	ref, ok := callCtx.Value(callRefKey{}).(*callRef)
+	if !ok {
+		return func() {}
+	}
+	r.tasks.Store(id, ref)
+	return func() { r.tasks.Delete(id) }
+}
+
+// taskProgress reports a task's progress to the caller of the call ctx
+// names.
+func (r *router) taskProgress(ctx context.Context, p tool.Progress) {
+	if ref, ok := ctx.Value(callRefKey{}).(*callRef); ok && ref.caller != nil {
+		ref.caller.Progress(ref.ctx, p)
+	}
+}
+
+// onRawNotification takes a notification the server sent on the stream of
+// a raw request (raw.go): progress goes by its token as ever.
+func (r *router) onRawNotification(n *jsonrpc.Request) {
+	if n.Method != "notifications/progress" {
+		return
+	}
+	var p mcp.ProgressNotificationParams
+	if json.Unmarshal(n.Params, &p) == nil {
+		r.progressed(&p)
+	}
+}
+
+// forTask returns ctx naming the call that runs the task meta names (a
+// 2025-11-25 server's request about a task), or ctx itself.
+func (r *router) forTask(ctx context.Context, meta mcp.Meta) context.Context {
+	related, ok := meta[relatedTaskKey].(map[string]any)
+	if !ok {
+		return ctx
+	}
+	id, _ := related["taskId"].(string)
+	v, ok := r.tasks.Load(id)
+	if !ok {
+		return ctx
+	}
+	ref := v.(*callRef)
+	return context.WithValue(ref.ctx, callRefKey{}, ref)
 }
 
 // inflight tracks a server's calls in flight, and the other requests made
@@ -147,7 +211,8 @@ func (f *inflight) end(ref *callRef) {
 // route returns the caller that a message arriving with ctx belongs to,
 // and a context to reach it with, or nil when that is not certain:
 //   - a request the SDK makes on a call's behalf (multi round-trip input
-//     requests, from protocol 2026-07-28) carries the call's context;
+//     requests, from protocol 2026-07-28) carries the call's context, and
+//     goes to that call's caller, or to none if it has none;
 //   - otherwise, while exactly one call is in flight, a request is that
 //     call's, and a log line too if nothing overlapped the call;
 //   - a log line (afterwards) may also belong to the call that ended
@@ -155,6 +220,12 @@ func (f *inflight) end(ref *callRef) {
 //
 // Anything else could belong to another caller's call, so it goes nowhere.
 func (f *inflight) route(ctx context.Context, afterwards bool) (tool.Caller, context.Context) {
+	if ref, ok := ctx.Value(callRefKey{}).(*callRef); ok {
+		if ref.caller == nil {
+			return nil, nil
+		}
+		return ref.caller, ctx
+	}
 	if c := tool.CallerFrom(ctx); c != nil {
 		return c, ctx
 	}
@@ -232,7 +303,7 @@ func (r *router) ask(ctx context.Context, kind tool.RequestKind, params, out any
 
 func (r *router) onElicit(ctx context.Context, req *mcp.ElicitRequest) (*mcp.ElicitResult, error) {
 	var res mcp.ElicitResult
-	if err := r.ask(ctx, tool.Elicitation, req.Params, &res); err != nil {
+	if err := r.ask(r.forTask(ctx, req.Params.Meta), tool.Elicitation, req.Params, &res); err != nil {
 		return nil, err
 	}
 	return &res, nil
@@ -240,7 +311,7 @@ func (r *router) onElicit(ctx context.Context, req *mcp.ElicitRequest) (*mcp.Eli
 
 func (r *router) onSample(ctx context.Context, req *mcp.CreateMessageRequest) (*mcp.CreateMessageResult, error) {
 	var res mcp.CreateMessageResult
-	if err := r.ask(ctx, tool.Sampling, req.Params, &res); err != nil {
+	if err := r.ask(r.forTask(ctx, req.Params.Meta), tool.Sampling, req.Params, &res); err != nil {
 		return nil, err
 	}
 	return &res, nil

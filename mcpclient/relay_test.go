@@ -119,6 +119,19 @@ func TestInflightRoute(t *testing.T) {
 		{"the message's context carries a caller, no call", func(*inflight) context.Context {
 			return tool.WithCaller(bg, c)
 		}, false, c},
+		// The SDK asks a 2026-07-28 server's input requests with the
+		// context the call was made with, which names the call.
+		{"the message's context names a call, overlapping calls", func(f *inflight) context.Context {
+			ra := f.begin(ctxA)
+			f.begin(ctxB)
+			return context.WithValue(ctxA, callRefKey{}, ra)
+		}, false, a},
+		{"the message's context names a call without a caller, another call alone", func(f *inflight) context.Context {
+			rb := f.begin(bg)
+			f.end(rb)
+			f.begin(ctxA)
+			return context.WithValue(bg, callRefKey{}, rb)
+		}, false, nil},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -230,11 +243,15 @@ func TestAskSaysWhyARequestIsDeclined(t *testing.T) {
 // queued notifications; arrivals holds it back).
 func TestReportsSentBeforeTheResultReachTheCallerFirst(t *testing.T) {
 	t.Parallel()
-	for _, transport := range []string{"stdio", "sse", "http"} {
+	for _, transport := range []string{"stdio", "sse", "http", "http-2026"} {
 		t.Run(transport, func(t *testing.T) {
 			t.Parallel()
 			cfg := stdioConfig("custom", "custom")
 			switch transport {
+			case "http-2026":
+				// Each request carries the log level, and each call's
+				// reports come on its own stream.
+				cfg = httpConfig("custom", serveHTTP(t, statelessHandler(newCustomServer())))
 			case "sse":
 				srv := newCustomServer()
 				cfg = config.Server{Name: "custom", Transport: "sse", DefaultTier: "read",

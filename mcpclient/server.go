@@ -210,7 +210,7 @@ func newServer(cfg config.Server, reg *tool.Registry, opts *Options) *Server {
 	if set.opts.Relay.Sampling {
 		handlers.CreateMessageHandler = s.relay.onSample
 	}
-	s.sup.dial = &dialer{set: set, handlers: handlers, arrivals: &s.relay.arrivals}
+	s.sup.dial = &dialer{set: set, handlers: handlers, arrivals: &s.relay.arrivals, logLevel: s.cat.level}
 	return s
 }
 
@@ -243,16 +243,36 @@ func (s *Server) start(ctx context.Context) error { return s.sup.start(ctx) }
 // call sends tools/call under the server's timeout. With no live session it
 // fails at once with an error wrapping [tool.ErrUnavailable]. When the caller
 // supplied a [tool.Caller], the request carries a progress token and the
-// server's progress reports for it are forwarded (see [router]).
+// server's progress reports for it are forwarded (see [router]). A tool
+// that needs to run as a task is called as one (see tasks.go).
 func (s *Server) call(ctx context.Context, name string, args json.RawMessage) (*tool.Result, error) {
 	c, err := s.sup.live()
 	if err != nil {
 		return nil, err
 	}
-	cctx, cancel := context.WithTimeout(ctx, s.set.timeout)
-	defer cancel()
+	if era := c.tasks.needs(name); era != noTask {
+		return s.callTask(ctx, c, name, args, era)
+	}
+	r, err := s.callOnce(ctx, c, name, args)
+	if era := s.taskNeeded(ctx, c, name, r, err); era != noTask {
+		// The server refused a plain call of a tool that needs a task,
+		// before running it (see tasks.go).
+		c.tasks.note(name, era)
+		return s.callTask(ctx, c, name, args, era)
+	}
+	if err != nil {
+		return nil, err
+	}
+	return convertResult(r), nil
+}
+
+// callOnce sends one tools/call. Its error still wraps the SDK's.
+func (s *Server) callOnce(ctx context.Context, c *conn, name string, args json.RawMessage) (*mcp.CallToolResult, error) {
 	params := &mcp.CallToolParams{Name: name, Arguments: args}
-	defer s.relay.beginCall(ctx, params)()
+	callCtx, end := s.relay.beginCall(ctx, params)
+	defer end()
+	cctx, cancel := context.WithTimeout(callCtx, s.set.timeout)
+	defer cancel()
 	cctx, probe := withCancelProbe(cctx)
 	r, err := c.session.CallTool(cctx, params)
 	if err != nil && cctx.Err() != nil && !errors.Is(err, mcp.ErrConnectionClosed) {
@@ -266,7 +286,7 @@ func (s *Server) call(ctx context.Context, name string, args json.RawMessage) (*
 		return nil, s.set.requestError(ctx, cctx, fmt.Sprintf("call %q", name), err)
 	}
 	c.noteSuccess()
-	return convertResult(r), nil
+	return r, nil
 }
 
 // requestError wraps a failed request, saying plainly when the server's own
@@ -364,6 +384,10 @@ type Status struct {
 	LastError string    `json:"lastError,omitempty"`
 	Attempt   int       `json:"attempt,omitempty"`
 	PID       int       `json:"pid,omitempty"`
+	// Protocol is the MCP revision the server's latest connection
+	// negotiated ("2026-07-28", "2025-11-25", ...), kept while it
+	// reconnects; "" before the first.
+	Protocol string `json:"protocol,omitempty"`
 }
 
 // Status returns a snapshot of the server.

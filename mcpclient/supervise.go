@@ -43,12 +43,25 @@ type supervisor struct {
 	since       time.Time
 	lastErr     error
 	attempt     int
-	conn        *conn // the live connection; nil unless Ready
-	supervising bool  // run was started; it closes done
+	conn        *conn  // the live connection; nil unless Ready
+	protocol    string // the revision the latest live connection negotiated
+	supervising bool   // run was started; it closes done
 
 	closeOnce sync.Once
 	closeErr  error
+
+	// quickLosses counts, on run's goroutine, the connections in a row
+	// lost because a notification stream ended soon after they were made
+	// (see quickLoss).
+	quickLosses int
 }
+
+// quickLoss is how soon a connection lost because the server ended its
+// notification stream (2026-07-28's subscriptions/listen) counts as lost
+// quickly: each such loss in a row doubles the wait before reconnecting,
+// so that a server that ends every stream at once is not reconnected to
+// in a loop. It is not given up on: its calls still work.
+const quickLoss = 10 * time.Second
 
 func newSupervisor(set *settings, tools *toolSet, cat *Catalog) *supervisor {
 	s := &supervisor{set: set, tools: tools, cat: cat,
@@ -164,7 +177,7 @@ func (s *supervisor) activate(c *conn, d *discovery) error {
 	if s.state == Stopped {
 		return errClosed
 	}
-	s.conn, s.attempt = c, 0
+	s.conn, s.attempt, s.protocol = c, 0, c.protocol
 	s.moveLocked(Ready, nil)
 	return nil
 }
@@ -255,9 +268,14 @@ func (s *supervisor) reconnect(old *conn) *conn {
 	cause := old.lostCause()
 	_ = old.close()
 	s.moveTo(Degraded, cause)
+	if errors.Is(cause, errListenEnded) && time.Since(old.made) < quickLoss {
+		s.quickLosses++
+	} else {
+		s.quickLosses = 0
+	}
 	name := s.set.cfg.Name
 	for attempt := 1; attempt <= s.set.policy.MaxAttempts; attempt++ {
-		wait := s.backoff(attempt)
+		wait := s.backoff(attempt + s.quickLosses)
 		s.mu.Lock()
 		s.attempt = attempt
 		s.moveLocked(Reconnecting, nil)
@@ -405,7 +423,7 @@ func (s *supervisor) status() Status {
 // is a leaf, taken after s.mu and never held while calling out.
 func (s *supervisor) statusLocked() Status {
 	cfg := s.set.cfg
-	st := Status{Name: cfg.Name, Transport: cfg.Transport, State: s.state, Since: s.since, Tools: s.tools.count(), Attempt: s.attempt}
+	st := Status{Name: cfg.Name, Transport: cfg.Transport, State: s.state, Since: s.since, Tools: s.tools.count(), Attempt: s.attempt, Protocol: s.protocol}
 	if s.lastErr != nil {
 		st.LastError = s.lastErr.Error()
 	}

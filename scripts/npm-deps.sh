@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Install the npm packages the tests use, at the exact versions pinned in
+# Install the npm packages the tests use (the TypeScript SDK, the reference
+# everything and filesystem servers), at the exact versions pinned in
 # interop/ts/package.json, into one shared directory. Idempotent: npm runs
 # only when a pinned version is missing, so a second run takes a second.
 #

@@ -1,8 +1,10 @@
 #!/usr/bin/env bash
 # Runs every test: installs the pinned npm packages the tests drive (the
-# official TypeScript SDK client for the interop test, the official MCP
-# conformance suite for the gateway's conformance test), then the Go tests
-# with the race detector. Needs Go, and Node.js 20+ with npm for those two.
+# official TypeScript SDK client for the interop test, the reference
+# everything and filesystem servers for the client's tasks and roots tests,
+# the official MCP conformance suite for the gateway's conformance test),
+# then the Go tests with the race detector. Needs Go, and Node.js 20+ with
+# npm for the npm packages.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 # One place for the npm packages, shared by the install and the test, even

@@ -34,18 +34,32 @@ text as written (zip=02134).
 The arguments are validated against the tool's schema before anything is
 sent. A write or destructive tool asks for confirmation on the terminal,
 showing the validated arguments; --yes approves without asking. With no
-terminal and no --yes, such calls are refused.`,
+terminal and no --yes, such calls are refused.
+
+On a terminal, a server may also ask a question while it serves the call
+(MCP elicitation: a form to fill in), which is shown as the server's words
+and answered there; --yes does not answer it. With no terminal, servers are
+not told they could ask.`,
 		Args: cobra.MinimumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			name, pairs := args[0], args[1:]
 			if argsJSON != "" && len(pairs) > 0 {
 				return &exitError{exitUsage, errors.New("give arguments either with --args or as key=value pairs, not both")}
 			}
-			var confirmer tool.Confirmer = &terminalConfirmer{in: e.stdin, out: e.stderr, interactive: e.isTerminal()}
+			term := &terminalConfirmer{in: e.stdin, out: e.stderr, interactive: e.isTerminal()}
+			var confirmer tool.Confirmer = term
 			if yes {
 				confirmer = approveAll{}
 			}
-			w, err := open(cmd.Context(), e, g, nil, &workspace.Options{Confirmer: confirmer})
+			// On a terminal a server may ask its questions (elicitation);
+			// elsewhere it is not told it could.
+			var caller tool.Caller = &progressPrinter{out: e.stderr}
+			wo := &workspace.Options{Confirmer: confirmer}
+			if term.interactive {
+				caller = &terminalCaller{progressPrinter: caller.(*progressPrinter), term: term}
+				wo.Relay.Elicitation = true
+			}
+			w, err := open(cmd.Context(), e, g, nil, wo)
 			if err != nil {
 				return err
 			}
@@ -58,7 +72,7 @@ terminal and no --yes, such calls are refused.`,
 					return &exitError{exitUsage, err}
 				}
 			}
-			ctx := tool.WithCaller(cmd.Context(), &progressPrinter{out: e.stderr})
+			ctx := tool.WithCaller(cmd.Context(), caller)
 			res := w.Executor().Call(ctx, name, raw)
 			if asJSON {
 				if err := printJSON(e, res); err != nil {

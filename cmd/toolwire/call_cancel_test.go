@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"github.com/toolwire/toolwire/internal/demo"
 )
@@ -21,13 +22,16 @@ const envCancels = "TOOLWIRE_TEST_CANCELS"
 // serveRecordingDemo serves the demo over stdio, recording the
 // cancellations it receives, and returns the exit status. The record is
 // written when the SDK handles the notification, which it finishes before
-// the session ends, so it is complete once the process has exited.
+// the session ends, so it is complete once the process has exited. The
+// cancellation of a subscriptions/listen stream, which a client of
+// protocol 2026-07-28 sends when it closes the session, is left out.
 func serveRecordingDemo() int {
 	srv := demo.NewServer(nil)
 	path := os.Getenv(envCancels)
+	listens := &listenIDs{}
 	srv.AddReceivingMiddleware(func(next mcp.MethodHandler) mcp.MethodHandler {
 		return func(ctx context.Context, method string, req mcp.Request) (mcp.Result, error) {
-			if p, ok := req.GetParams().(*mcp.CancelledParams); ok && method == "notifications/cancelled" {
+			if p, ok := req.GetParams().(*mcp.CancelledParams); ok && method == "notifications/cancelled" && !listens.has(p.RequestID) {
 				if f, err := os.OpenFile(path, os.O_APPEND|os.O_CREATE|os.O_WRONLY, 0o600); err == nil {
 					fmt.Fprintln(f, p.Reason)
 					_ = f.Close()
@@ -36,11 +40,44 @@ func serveRecordingDemo() int {
 			return next(ctx, method, req)
 		}
 	})
-	if err := srv.Run(context.Background(), &mcp.StdioTransport{}); err != nil {
+	if err := srv.Run(context.Background(), &listenNoting{Transport: &mcp.StdioTransport{}, ids: listens}); err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		return 1
 	}
 	return 0
+}
+
+// listenIDs are the ids of the subscriptions/listen requests a server read.
+type listenIDs struct{ m sync.Map }
+
+func (l *listenIDs) has(id any) bool { _, ok := l.m.Load(fmt.Sprint(id)); return ok }
+
+// listenNoting is a transport whose connection notes the id of every
+// subscriptions/listen request read.
+type listenNoting struct {
+	mcp.Transport
+	ids *listenIDs
+}
+
+func (t *listenNoting) Connect(ctx context.Context) (mcp.Connection, error) {
+	c, err := t.Transport.Connect(ctx)
+	if err != nil {
+		return nil, err
+	}
+	return &listenNotingConn{Connection: c, ids: t.ids}, nil
+}
+
+type listenNotingConn struct {
+	mcp.Connection
+	ids *listenIDs
+}
+
+func (c *listenNotingConn) Read(ctx context.Context) (jsonrpc.Message, error) {
+	m, err := c.Connection.Read(ctx)
+	if r, ok := m.(*jsonrpc.Request); ok && r.Method == "subscriptions/listen" {
+		c.ids.m.Store(fmt.Sprint(r.ID.Raw()), true)
+	}
+	return m, err
 }
 
 // progressSeen is call's stderr: it closes seen once a progress line was

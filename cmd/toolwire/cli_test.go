@@ -23,6 +23,12 @@ func TestMain(m *testing.M) {
 	if os.Getenv("TOOLWIRE_TEST_SERVER") == "demo-recording" {
 		os.Exit(serveRecordingDemo()) // see call_cancel_test.go
 	}
+	if os.Getenv("TOOLWIRE_TEST_SERVER") == "asking" {
+		if err := serveAsking(); err != nil {
+			os.Exit(1)
+		}
+		os.Exit(0)
+	}
 	if os.Getenv("TOOLWIRE_TEST_SERVER") == "leaky" {
 		if err := serveLeaky(context.Background()); err != nil {
 			os.Exit(1)
@@ -447,8 +453,8 @@ func TestServersCombinesConfigFilesOfDifferentDialects(t *testing.T) {
 	o := f.run(t, "", false, "servers", "--json", "--config", claude)
 	o.expect(t, exitOK)
 	var sts []struct {
-		Name, State string
-		Tools       int
+		Name, State, Protocol string
+		Tools                 int
 	}
 	if err := json.Unmarshal([]byte(o.stdout), &sts); err != nil {
 		t.Fatalf("servers --json: %v\n%s", err, o.stdout)
@@ -459,6 +465,10 @@ func TestServersCombinesConfigFilesOfDifferentDialects(t *testing.T) {
 	for _, st := range sts {
 		if st.State != "ready" || st.Tools != 13 {
 			t.Errorf("server %s: state %s with %d tools, want ready with 13", st.Name, st.State, st.Tools)
+		}
+		// The demo is a go-sdk v1.8.0 server over stdio.
+		if st.Protocol != "2026-07-28" {
+			t.Errorf("server %s: protocol %q, want 2026-07-28", st.Name, st.Protocol)
 		}
 	}
 
@@ -486,7 +496,7 @@ func TestServersTableShowsEveryServer(t *testing.T) {
 	if len(lines) != 3 || !strings.HasPrefix(lines[0], "NAME") {
 		t.Fatalf("servers table:\n%s", o.stdout)
 	}
-	if f := strings.Fields(lines[1]); f[0] != "demo" || f[1] != "stdio" || f[2] != "ready" || f[3] != "13" {
+	if f := strings.Fields(lines[1]); f[0] != "demo" || f[1] != "stdio" || f[2] != "ready" || f[3] != "13" || f[5] != "2026-07-28" {
 		t.Errorf("demo row = %q", lines[1])
 	}
 	if f := strings.Fields(lines[2]); f[0] != "broken" || f[2] != "failed" || !strings.Contains(lines[2], "/nonexistent/mcp-server") {

@@ -440,10 +440,11 @@ type e2eStatus struct {
 	LastError string    `json:"lastError"`
 	Attempt   int       `json:"attempt"`
 	PID       int       `json:"pid"`
+	Protocol  string    `json:"protocol"`
 }
 
 // e2eStatusFields are the fields docs/cli.md lists.
-var e2eStatusFields = []string{"name", "transport", "state", "since", "tools", "lastError", "attempt", "pid"}
+var e2eStatusFields = []string{"name", "transport", "state", "since", "tools", "lastError", "attempt", "pid", "protocol"}
 
 // e2eDecodeStatus decodes one status object, insisting on the documented
 // fields only.

@@ -19,8 +19,8 @@ func newServersCommand(e *env, g *globalFlags) *cobra.Command {
 		Short: "Start every configured server and show its state",
 		Long: `Start every configured server and show, for each: its transport, its
 lifecycle state (ready, failed, degraded, reconnecting, ...), how many tools
-it registered, its process id (stdio), since when it has been in that state
-and its last error.
+it registered, its process id (stdio), the MCP revision it speaks, since
+when it has been in that state and its last error.
 
 With --watch, keep the servers running and print a line at every change of
 state, until interrupted: kill a server's process to watch it reconnect.`,
@@ -68,13 +68,16 @@ state, until interrupted: kill a server's process to watch it reconnect.`,
 
 func printServersTable(e *env, sts []mcpclient.Status) {
 	tw := tabwriter.NewWriter(e.stdout, 0, 0, 2, ' ', 0)
-	fmt.Fprintln(tw, "NAME\tTRANSPORT\tSTATE\tTOOLS\tPID\tSINCE\tLAST ERROR")
+	fmt.Fprintln(tw, "NAME\tTRANSPORT\tSTATE\tTOOLS\tPID\tPROTOCOL\tSINCE\tLAST ERROR")
 	for _, st := range sts {
-		pid := "-"
+		pid, protocol := "-", "-"
 		if st.PID > 0 {
 			pid = fmt.Sprint(st.PID)
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%s\t%s\t%s\n", st.Name, st.Transport, st.State, st.Tools, pid,
+		if st.Protocol != "" {
+			protocol = st.Protocol
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%s\t%s\t%s\t%s\n", st.Name, st.Transport, st.State, st.Tools, pid, protocol,
 			st.Since.Format(time.TimeOnly), oneLine(st.LastError, 60))
 	}
 	_ = tw.Flush()
@@ -95,6 +98,9 @@ func printChange(e *env, st mcpclient.Status, asJSON bool) {
 		fmt.Fprintf(&b, " tools=%d", st.Tools)
 		if st.PID > 0 {
 			fmt.Fprintf(&b, " pid=%d", st.PID)
+		}
+		if st.Protocol != "" {
+			b.WriteString(" protocol=" + st.Protocol)
 		}
 	}
 	if st.LastError != "" && st.State != mcpclient.Ready {

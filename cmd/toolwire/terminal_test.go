@@ -21,7 +21,8 @@ import (
 
 // ptyScreen is a pseudo-terminal whose output the test collects.
 type ptyScreen struct {
-	tty *os.File // what the program writes to
+	tty    *os.File // what the program writes to (and reads from)
+	master *os.File // the terminal's side: what a person types goes here
 
 	mu   sync.Mutex
 	buf  bytes.Buffer
@@ -38,7 +39,7 @@ func newPTY(t *testing.T, cols uint16) *ptyScreen {
 	if err := pty.Setsize(master, &pty.Winsize{Rows: 40, Cols: cols}); err != nil {
 		t.Fatal(err)
 	}
-	s := &ptyScreen{tty: tty, seen: map[string]chan struct{}{}, done: make(chan struct{})}
+	s := &ptyScreen{tty: tty, master: master, seen: map[string]chan struct{}{}, done: make(chan struct{})}
 	go func() {
 		defer close(s.done)
 		b := make([]byte, 4096)

@@ -9,6 +9,7 @@
 //	server                                # stdio
 //	server -http 127.0.0.1:3010           # stateful Streamable HTTP
 //	server -http 127.0.0.1:3010 -stateless
+//	server -legacy                        # protocol revisions before 2026-07-28 only
 //
 // scripts/conformance.sh runs the suite against such an endpoint.
 package main
@@ -35,6 +36,7 @@ const mcpPath = "/mcp"
 func main() {
 	httpAddr := flag.String("http", "", "serve Streamable HTTP at this loopback `host:port` (path "+mcpPath+") instead of stdio")
 	stateless := flag.Bool("stateless", false, "with -http: stateless Streamable HTTP (no sessions, so no sampling or elicitation)")
+	legacy := flag.Bool("legacy", false, "serve only the protocol revisions before 2026-07-28, as servers written before it do")
 	flag.Parse()
 	if flag.NArg() > 0 {
 		flag.Usage()
@@ -46,7 +48,11 @@ func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 
-	server := newServer()
+	var versions []string
+	if *legacy {
+		versions = legacyVersions
+	}
+	server := newServerFor(versions)
 	go notifyWatchedResource(ctx, server, 3*time.Second)
 
 	if *httpAddr == "" {
@@ -63,15 +69,25 @@ func main() {
 	}
 }
 
-// newServer returns a server with every conformance fixture registered.
-func newServer() *mcp.Server {
+// legacyVersions are the protocol revisions before 2026-07-28, which -legacy
+// limits the server to.
+var legacyVersions = []string{"2025-11-25", "2025-06-18", "2025-03-26", "2024-11-05"}
+
+// newServer returns a server with every conformance fixture registered,
+// speaking every revision go-sdk does.
+func newServer() *mcp.Server { return newServerFor(nil) }
+
+// newServerFor is newServer speaking the protocol revisions versions (nil:
+// every one go-sdk speaks).
+func newServerFor(versions []string) *mcp.Server {
 	server := mcp.NewServer(&mcp.Implementation{
 		Name:    "toolwire-conformance-fixtures",
 		Version: "1.0.0",
 	}, &mcp.ServerOptions{
-		CompletionHandler:  complete,
-		SubscribeHandler:   subscribe,
-		UnsubscribeHandler: unsubscribe,
+		CompletionHandler:         complete,
+		SubscribeHandler:          subscribe,
+		UnsubscribeHandler:        unsubscribe,
+		SupportedProtocolVersions: versions,
 	})
 	addTools(server)
 	addResources(server)

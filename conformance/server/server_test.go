@@ -43,6 +43,13 @@ func (n *notes) snapshot() ([]*mcp.ProgressNotificationParams, []*mcp.LoggingMes
 // elicitation and speaks protocol version 2025-11-25.
 func start(t *testing.T, stateless bool) (*mcp.ClientSession, *notes) {
 	t.Helper()
+	return startWith(t, stateless, "2025-11-25")
+}
+
+// startWith is start with the client offering protocol version (""
+// offers go-sdk's latest: 2026-07-28, which a stateless server serves).
+func startWith(t *testing.T, stateless bool, version string) (*mcp.ClientSession, *notes) {
+	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	server := newServer()
 	go notifyWatchedResource(ctx, server, 20*time.Millisecond)
@@ -77,7 +84,7 @@ func start(t *testing.T, stateless bool) (*mcp.ClientSession, *notes) {
 		},
 	})
 	session, err := client.Connect(ctx, &mcp.StreamableClientTransport{Endpoint: httpServer.URL + mcpPath},
-		&mcp.ClientSessionOptions{ProtocolVersion: "2025-11-25"})
+		&mcp.ClientSessionOptions{ProtocolVersion: version})
 	if err != nil {
 		cancel()
 		httpServer.Close()
@@ -225,6 +232,24 @@ func TestProgressAndLogging(t *testing.T) {
 
 func TestSamplingAndElicitation(t *testing.T) {
 	s, _ := start(t, false)
+	res := callTool(t, s, &mcp.CallToolParams{Name: "test_sampling", Arguments: map[string]any{"prompt": "hi"}})
+	if got := text(t, res); res.IsError || got != "LLM response: echo: hi" {
+		t.Errorf("test_sampling: %q (isError %v)", got, res.IsError)
+	}
+	res = callTool(t, s, &mcp.CallToolParams{Name: "test_elicitation", Arguments: map[string]any{"message": "who?"}})
+	if got := text(t, res); res.IsError || !strings.Contains(got, "action=accept") || !strings.Contains(got, "ada") {
+		t.Errorf("test_elicitation: %q (isError %v)", got, res.IsError)
+	}
+}
+
+// TestSamplingAndElicitationIn2026 asks a client of protocol 2026-07-28,
+// which no request may reach during a call, through multi round-trip
+// requests, over stateless HTTP.
+func TestSamplingAndElicitationIn2026(t *testing.T) {
+	s, _ := startWith(t, true, "")
+	if got := s.InitializeResult().ProtocolVersion; got != "2026-07-28" {
+		t.Fatalf("negotiated %q, want 2026-07-28", got)
+	}
 	res := callTool(t, s, &mcp.CallToolParams{Name: "test_sampling", Arguments: map[string]any{"prompt": "hi"}})
 	if got := text(t, res); res.IsError || got != "LLM response: echo: hi" {
 		t.Errorf("test_sampling: %q (isError %v)", got, res.IsError)

@@ -147,18 +147,52 @@ func failing(context.Context, *mcp.CallToolRequest, noArgs) (*mcp.CallToolResult
 }
 
 func sampling(ctx context.Context, req *mcp.CallToolRequest, in samplingArgs) (*mcp.CallToolResult, any, error) {
-	res, err := req.Session.CreateMessage(ctx, &mcp.CreateMessageParams{
+	params := &mcp.CreateMessageParams{
 		Messages:  []*mcp.SamplingMessage{{Role: "user", Content: &mcp.TextContent{Text: in.Prompt}}},
 		MaxTokens: 100,
-	})
+	}
+	var text string
+	if asksInResult(req) {
+		answer, ask := inputResponse[*mcp.CreateMessageWithToolsResult](req, "sample", params)
+		if ask != nil {
+			return ask, nil, nil
+		}
+		text = "(non-text response)"
+		if len(answer.Content) > 0 {
+			if tc, ok := answer.Content[0].(*mcp.TextContent); ok {
+				text = tc.Text
+			}
+		}
+		return textResult("LLM response: %s", text), nil, nil
+	}
+	res, err := req.Session.CreateMessage(ctx, params)
 	if err != nil {
 		return nil, nil, fmt.Errorf("sampling failed: %w", err)
 	}
-	text := "(non-text response)"
+	text = "(non-text response)"
 	if tc, ok := res.Content.(*mcp.TextContent); ok {
 		text = tc.Text
 	}
 	return textResult("LLM response: %s", text), nil, nil
+}
+
+// asksInResult reports whether the client's protocol revision is 2026-07-28
+// or later, where a server may not send requests while serving a call and
+// asks for input in the call's result instead (multi round-trip requests,
+// SEP-2322): the client answers and calls again.
+func asksInResult(req *mcp.CallToolRequest) bool {
+	return req.ProtocolVersion() >= "2026-07-28"
+}
+
+// inputResponse returns the client's answer, of type R, to the input
+// request key of a multi round-trip call, or, on the call's first round, the
+// result that asks for it with params.
+func inputResponse[R mcp.InputResponse](req *mcp.CallToolRequest, key string, params mcp.InputRequest) (R, *mcp.CallToolResult) {
+	var zero R
+	if answer, ok := req.Params.InputResponses[key].(R); ok {
+		return answer, nil
+	}
+	return zero, &mcp.CallToolResult{InputRequests: mcp.InputRequestMap{key: params}}
 }
 
 func elicitation(ctx context.Context, req *mcp.CallToolRequest, in elicitationArgs) (*mcp.CallToolResult, any, error) {
@@ -213,9 +247,19 @@ func elicitEnums(ctx context.Context, req *mcp.CallToolRequest, _ noArgs) (*mcp.
 
 // elicit asks the client's user to fill in a form and reports the answer.
 func elicit(ctx context.Context, req *mcp.CallToolRequest, message string, schema map[string]any) (*mcp.CallToolResult, any, error) {
-	res, err := req.Session.Elicit(ctx, &mcp.ElicitParams{Message: message, RequestedSchema: schema})
-	if err != nil {
-		return nil, nil, fmt.Errorf("elicitation failed: %w", err)
+	params := &mcp.ElicitParams{Message: message, RequestedSchema: schema}
+	var res *mcp.ElicitResult
+	if asksInResult(req) {
+		answer, ask := inputResponse[*mcp.ElicitResult](req, "elicit", params)
+		if ask != nil {
+			return ask, nil, nil
+		}
+		res = answer
+	} else {
+		var err error
+		if res, err = req.Session.Elicit(ctx, params); err != nil {
+			return nil, nil, fmt.Errorf("elicitation failed: %w", err)
+		}
 	}
 	content, _ := json.Marshal(res.Content)
 	return textResult("User response: action=%s, content=%s", res.Action, content), nil, nil

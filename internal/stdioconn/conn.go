@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"sync"
+	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
@@ -48,6 +49,13 @@ type Conn struct {
 	initCalls map[jsonrpc.ID]struct{}
 	version   string // protocol version of the first successful answer to initialize
 
+	// own holds the Conn's own calls (see Call) and the client's
+	// server/discover probes (see CommandTransport.DiscoverTimeout).
+	own ownCalls
+	// answers carries the responses the Conn makes up itself to its
+	// reader: a server/discover left unanswered.
+	answers chan jsonrpc.Message
+
 	closeOnce sync.Once
 	closer    func() error
 	closeErr  error
@@ -55,6 +63,10 @@ type Conn struct {
 	// answerMalformed: a server's Conn answers a message it cannot
 	// decode with a parse error and reads on (see Transport).
 	answerMalformed bool
+	// discoverWait: a client's Conn answers a server/discover the server
+	// leaves unanswered (see CommandTransport.DiscoverTimeout); 0 for
+	// never.
+	discoverWait time.Duration
 }
 
 // incoming is what readLoop hands to Read: one message, a batch, or the
@@ -73,17 +85,19 @@ type incoming struct {
 // reading goroutine, which ends when r fails or the Conn is closed (if r's
 // Read never returns, for a reader that Close cannot interrupt, it stays
 // blocked there, as go-sdk's does).
-func newConn(r io.Reader, w io.Writer, closer func() error, maxMessageSize int, answerMalformed bool) *Conn {
+func newConn(r io.Reader, w io.Writer, closer func() error, maxMessageSize int, answerMalformed bool, discoverWait time.Duration) *Conn {
 	if maxMessageSize == 0 {
 		maxMessageSize = DefaultMaxMessageSize
 	}
 	c := &Conn{
 		incoming: make(chan incoming),
 		done:     make(chan struct{}),
+		answers:  make(chan jsonrpc.Message),
 		w:        w,
 		closer:   closer,
 
 		answerMalformed: answerMalformed,
+		discoverWait:    discoverWait,
 	}
 	go c.readLoop(newFramer(r, maxMessageSize))
 	return c
@@ -154,17 +168,24 @@ func (c *Conn) Read(ctx context.Context) (jsonrpc.Message, error) {
 			return nil, ctx.Err()
 		case <-c.done:
 			return nil, io.EOF
+		case msg := <-c.answers:
+			return msg, nil
 		case in = <-c.incoming:
 		}
-		if in.err == nil || !in.malformed || !c.answerMalformed {
-			break
+		if in.err != nil && in.malformed && c.answerMalformed {
+			// JSON-RPC 2.0, section 5.1: invalid JSON gets a parse error,
+			// with a null id since none could be read; the next line is
+			// served.
+			if err := c.answerParseError(in.err); err != nil {
+				c.readErr = err
+				return nil, err
+			}
+			continue
 		}
-		// JSON-RPC 2.0, section 5.1: invalid JSON gets a parse error, with
-		// a null id since none could be read; the next line is served.
-		if err := c.answerParseError(in.err); err != nil {
-			c.readErr = err
-			return nil, err
+		if in.err == nil && in.batch == nil && c.own.take(in.msg) {
+			continue // an answer to the Conn's own call, or one it gave already
 		}
+		break
 	}
 	if in.err != nil {
 		select {
@@ -312,10 +333,19 @@ func (c *Conn) Write(ctx context.Context, msg jsonrpc.Message) error {
 			return c.flush()
 		}
 	}
+	probe := c.discoverWait > 0 && isDiscoverCall(msg)
+	if probe {
+		// Before the write: the answer may come back at once.
+		c.own.expectDiscover(msg.(*jsonrpc.Request).ID)
+	}
 	if err := appendMessage(&c.wbuf, msg); err != nil {
 		return fmt.Errorf("write message: %w", err)
 	}
-	return c.flush()
+	err := c.flush()
+	if probe && err == nil {
+		go c.watchDiscover(msg.(*jsonrpc.Request).ID)
+	}
+	return err
 }
 
 func (c *Conn) answerParseError(cause error) error {

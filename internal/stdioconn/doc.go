@@ -8,6 +8,14 @@
 // and options as go-sdk (so the same input gives the same message or an
 // error), and writes each message with one Write from a reused buffer.
 //
+// Two things go beyond go-sdk's: a client's Conn answers a server/discover
+// request (MCP 2026-07-28's first) that the server leaves unanswered, so
+// that the client falls back to initialize instead of waiting for its
+// deadline (see CommandTransport.DiscoverTimeout); and [Conn.Call] sends a
+// request of the transport's own on the connection, whose answer the
+// session reading the Conn never sees (a task-augmented tools/call, whose
+// fields go-sdk's types lack, say).
+//
 // It is built on go-sdk's public API only: mcp.Transport, mcp.Connection and
 // the jsonrpc package's message types.
 //

@@ -35,6 +35,8 @@ func TestMain(m *testing.M) {
 		serveAndExit(&mcp.StdioTransport{})
 	case "our-server":
 		serveAndExit(&Transport{Reader: os.Stdin, Writer: os.Stdout})
+	case "silent", "deafer", "late":
+		serveSilently(mode)
 	case "deaf", "stubborn":
 		// Neither reads standard input nor exits when it closes; the
 		// stubborn one also ignores SIGTERM.

@@ -35,7 +35,7 @@ func nopClose() error { return nil }
 func TestMalformedLineGetsAParseErrorAndReadingGoesOn(t *testing.T) {
 	in := "this is not json\n" + `{"jsonrpc":"2.0","id":1,"method":"ping"}` + "\n"
 	var out syncBuffer
-	c := newConn(strings.NewReader(in), &out, nopClose, 0, true)
+	c := newConn(strings.NewReader(in), &out, nopClose, 0, true, 0)
 	defer c.Close()
 	msg, err := c.Read(context.Background())
 	if err != nil {
@@ -55,7 +55,7 @@ func TestMalformedLineGetsAParseErrorAndReadingGoesOn(t *testing.T) {
 
 func TestMalformedLineEndsAClientConn(t *testing.T) {
 	var out syncBuffer
-	c := newConn(strings.NewReader("this is not json\n"+`{"jsonrpc":"2.0","id":1,"method":"ping"}`+"\n"), &out, nopClose, 0, false)
+	c := newConn(strings.NewReader("this is not json\n"+`{"jsonrpc":"2.0","id":1,"method":"ping"}`+"\n"), &out, nopClose, 0, false, 0)
 	defer c.Close()
 	if _, err := c.Read(context.Background()); err == nil || errors.Is(err, io.EOF) {
 		t.Errorf("Read = %v, want the decode error", err)

@@ -41,7 +41,7 @@ func (t *Transport) Connect(context.Context) (mcp.Connection, error) {
 	}
 	r, w := t.Reader, t.Writer
 	closeBoth := func() error { return errors.Join(r.Close(), w.Close()) }
-	return newConn(r, w, closeBoth, t.MaxMessageSize, t.AnswerMalformed), nil
+	return newConn(r, w, closeBoth, t.MaxMessageSize, t.AnswerMalformed, 0), nil
 }
 
 // defaultTerminateDuration is go-sdk's default for CommandTransport.
@@ -69,7 +69,22 @@ type CommandTransport struct {
 	TerminateDuration time.Duration
 	// MaxMessageSize is as for Transport.
 	MaxMessageSize int
+	// DiscoverTimeout bounds how long a server/discover request (MCP
+	// 2026-07-28's first, SEP-2575) may go unanswered once the server has
+	// shown that it reads its input: the Conn writes a ping behind the
+	// request and, when the server has answered the ping (with a result or
+	// an error) and not the request within DiscoverTimeout, or has answered
+	// neither within ten times DiscoverTimeout, it answers the request
+	// itself with "method not found" (-32601), so that the client falls
+	// back to initialize. The server's own answer, should it come later,
+	// is dropped. A server written before 2026-07-28 often ignores methods
+	// it does not know, and the client would otherwise wait for it until
+	// its own deadline. Zero means DefaultDiscoverTimeout; negative, never.
+	DiscoverTimeout time.Duration
 }
+
+// DefaultDiscoverTimeout is CommandTransport's default DiscoverTimeout.
+const DefaultDiscoverTimeout = time.Second
 
 // Connect starts the command and returns a *Conn over its standard output
 // and input. The context is not used: the process lives until the Conn is
@@ -93,7 +108,14 @@ func (t *CommandTransport) Connect(context.Context) (mcp.Connection, error) {
 	p := &process{cmd: t.Command, stdin: stdin, grace: grace}
 	// Standard output is not closed by Close: Wait closes it once the
 	// process has exited, which ends the reading goroutine.
-	return newConn(stdout, stdin, p.stop, t.MaxMessageSize, false), nil
+	wait := t.DiscoverTimeout
+	switch {
+	case wait == 0:
+		wait = DefaultDiscoverTimeout
+	case wait < 0:
+		wait = 0
+	}
+	return newConn(stdout, stdin, p.stop, t.MaxMessageSize, false, wait), nil
 }
 
 // A process is a started command and the write end of its standard input.

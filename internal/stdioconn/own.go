@@ -1,0 +1,206 @@
+package stdioconn
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
+)
+
+// methodDiscover is MCP 2026-07-28's first request (SEP-2575).
+const methodDiscover = "server/discover"
+
+// ErrClosed is returned by [Conn.Call] when the Conn is closed before the
+// answer comes.
+var ErrClosed = errors.New("connection closed")
+
+// ownCalls are the requests a Conn makes on its own behalf, whose answers
+// its reader must keep from the session reading the Conn: the calls of
+// [Conn.Call], and the server/discover requests it watches for the client
+// (see CommandTransport.DiscoverTimeout).
+type ownCalls struct {
+	// entries counts what the maps below hold, so that reading a message
+	// while they are empty, nearly always, takes no lock.
+	entries atomic.Int32
+
+	mu    sync.Mutex
+	next  uint64
+	calls map[jsonrpc.ID]chan *jsonrpc.Response // Call's, waiting
+	// probes are the client's server/discover requests not yet answered;
+	// each channel is closed when the answer is read.
+	probes map[jsonrpc.ID]chan struct{}
+	// drop are ids whose answers nobody waits for any more: a Call that
+	// gave up, or a server/discover the Conn answered itself.
+	drop map[jsonrpc.ID]struct{}
+}
+
+// take reports whether msg is an answer the Conn keeps to itself, and if
+// so delivers it. It also notes the answer to a watched server/discover,
+// which goes on to the reader.
+func (o *ownCalls) take(msg jsonrpc.Message) bool {
+	resp, ok := msg.(*jsonrpc.Response)
+	if !ok || o.entries.Load() == 0 {
+		return false
+	}
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	if ch, ok := o.calls[resp.ID]; ok {
+		delete(o.calls, resp.ID)
+		o.entries.Add(-1)
+		ch <- resp // buffered
+		return true
+	}
+	if _, ok := o.drop[resp.ID]; ok {
+		delete(o.drop, resp.ID)
+		o.entries.Add(-1)
+		return true
+	}
+	if answered, ok := o.probes[resp.ID]; ok {
+		delete(o.probes, resp.ID)
+		o.entries.Add(-1)
+		close(answered)
+	}
+	return false
+}
+
+// Call sends a request of the Conn's own on the connection and returns the
+// peer's response, which the Conn's reader keeps from whoever reads the
+// Conn: a transport may ask something its session's API cannot express
+// (a request with fields the SDK's types lack, say) on the same
+// connection. Its ids are strings ("stdioconn-1", ...), which go-sdk never
+// uses (it numbers its calls). The returned error is the connection's or
+// ctx's; an error the peer answered with is in the response. A response
+// that comes after ctx ended is dropped.
+//
+// Answers are read only while the Conn is being read, as an MCP session
+// does all the time.
+func (c *Conn) Call(ctx context.Context, method string, params json.RawMessage) (*jsonrpc.Response, error) {
+	o := &c.own
+	o.mu.Lock()
+	o.next++
+	id, err := jsonrpc.MakeID(fmt.Sprintf("stdioconn-%d", o.next))
+	if err != nil {
+		o.mu.Unlock()
+		return nil, err
+	}
+	if o.calls == nil {
+		o.calls = make(map[jsonrpc.ID]chan *jsonrpc.Response)
+	}
+	answer := make(chan *jsonrpc.Response, 1)
+	o.calls[id] = answer
+	o.entries.Add(1)
+	o.mu.Unlock()
+	giveUp := func() {
+		o.mu.Lock()
+		defer o.mu.Unlock()
+		if _, waiting := o.calls[id]; waiting {
+			delete(o.calls, id)
+			o.dropLater(id)
+		}
+	}
+	if err := c.Write(ctx, &jsonrpc.Request{ID: id, Method: method, Params: params}); err != nil {
+		giveUp()
+		return nil, err
+	}
+	select {
+	case resp := <-answer:
+		return resp, nil
+	case <-ctx.Done():
+		giveUp()
+		return nil, ctx.Err()
+	case <-c.done:
+		giveUp()
+		return nil, ErrClosed
+	}
+}
+
+func isDiscoverCall(msg jsonrpc.Message) bool {
+	req, ok := msg.(*jsonrpc.Request)
+	return ok && req.IsCall() && req.Method == methodDiscover
+}
+
+// expectDiscover starts watching the answer to the server/discover request
+// id, which is about to be written.
+func (o *ownCalls) expectDiscover(id jsonrpc.ID) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	if o.probes == nil {
+		o.probes = make(map[jsonrpc.ID]chan struct{})
+	}
+	o.probes[id] = make(chan struct{})
+	o.entries.Add(1)
+}
+
+// dropLater moves id, whose entry the caller has just removed, to the
+// answers to drop. o.mu is held.
+func (o *ownCalls) dropLater(id jsonrpc.ID) {
+	if o.drop == nil {
+		o.drop = make(map[jsonrpc.ID]struct{})
+	}
+	o.drop[id] = struct{}{}
+}
+
+// watchDiscover answers the server/discover request id with "method not
+// found" if the server does not (see CommandTransport.DiscoverTimeout):
+// within discoverWait of answering a ping written behind it, or within ten
+// times that of the request when it answers neither. The server reads its
+// input in order, so once it has answered the ping it has read the
+// request: a server that means to answer it does so promptly, however
+// long it took to start.
+func (c *Conn) watchDiscover(id jsonrpc.ID) {
+	c.own.mu.Lock()
+	answered := c.own.probes[id]
+	c.own.mu.Unlock()
+	if answered == nil {
+		return // answered already
+	}
+	alive := make(chan struct{})
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	go func() {
+		if _, err := c.Call(ctx, "ping", nil); err == nil {
+			close(alive)
+		}
+	}()
+	backstop := time.NewTimer(10 * c.discoverWait)
+	defer backstop.Stop()
+	select {
+	case <-answered:
+		return
+	case <-c.done:
+		return
+	case <-backstop.C:
+	case <-alive:
+		window := time.NewTimer(c.discoverWait)
+		defer window.Stop()
+		select {
+		case <-answered:
+			return
+		case <-c.done:
+			return
+		case <-window.C:
+		}
+	}
+	o := &c.own
+	o.mu.Lock()
+	if _, pending := o.probes[id]; !pending {
+		o.mu.Unlock()
+		return
+	}
+	delete(o.probes, id)
+	o.dropLater(id)
+	o.mu.Unlock()
+	answer := &jsonrpc.Response{ID: id, Error: &jsonrpc.Error{
+		Code:    jsonrpc.CodeMethodNotFound,
+		Message: fmt.Sprintf("%s: the server did not answer; taken as not supported", methodDiscover),
+	}}
+	select {
+	case c.answers <- answer:
+	case <-c.done:
+	}
+}

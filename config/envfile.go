@@ -43,7 +43,7 @@ func envFileError(path string, err error) error {
 	if errors.As(err, &pe) {
 		err = pe.Err
 	}
-	return fmt.Errorf("cannot read %s: %v", path, err)
+	return fmt.Errorf("cannot read %s: %w", path, err)
 }
 
 // parseEnvFile parses the text of an env file; name prefixes error

@@ -93,7 +93,7 @@ func (a *Approver) Confirm(ctx context.Context, call tool.PendingCall) (bool, er
 		RequestedSchema: approvalSchema,
 	})
 	if err != nil {
-		return false, fmt.Errorf("%w: asking the client failed: %v", ErrApprovalRequired, err)
+		return false, fmt.Errorf("%w: asking the client failed: %w", ErrApprovalRequired, err)
 	}
 	if res.Action != "accept" {
 		return false, nil

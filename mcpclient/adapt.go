@@ -299,7 +299,7 @@ func inputSchema(t *mcp.Tool) (json.RawMessage, error) {
 	}
 	raw, err := json.Marshal(t.InputSchema)
 	if err != nil {
-		return nil, fmt.Errorf("input schema cannot be encoded: %v", err)
+		return nil, fmt.Errorf("input schema cannot be encoded: %w", err)
 	}
 	return raw, nil
 }

@@ -7,6 +7,7 @@ import (
 	"maps"
 	"os"
 	"path/filepath"
+	"reflect"
 	"runtime"
 	"slices"
 	"strconv"
@@ -430,6 +431,78 @@ func TestManagerDisabledServer(t *testing.T) {
 	}
 	if err := closeWithin(t, m); err != nil {
 		t.Errorf("Close = %v", err)
+	}
+	lc.verify(t)
+}
+
+// Apply keeps an unchanged server as it is (same child, same tools),
+// closes a removed one, restarts a changed one and starts a new one, and
+// reports each; the registry ends up with exactly the new configuration's
+// tools.
+func TestManagerApplyReload(t *testing.T) {
+	lc := newLeakCheck()
+	keep, change, drop := lc.stdio(t, "keep", "demo"), lc.stdio(t, "change", "demo"), lc.stdio(t, "drop", "demo")
+	reg := confirmingRegistry()
+	m := NewManager([]config.Server{keep, change, drop}, reg, nil)
+	if _, err := startWithin(t, m, waitTime); err != nil {
+		t.Fatal(err)
+	}
+	pidOf := func(name string) int {
+		s, ok := m.Server(name)
+		if !ok {
+			return 0
+		}
+		return s.PID()
+	}
+	keepPID, changePID, dropPID := pidOf("keep"), pidOf("change"), pidOf("drop")
+	if keepPID == 0 || changePID == 0 || dropPID == 0 {
+		t.Fatalf("pids before the reload: keep %d, change %d, drop %d", keepPID, changePID, dropPID)
+	}
+
+	changed := stdioConfig("change", "demo")
+	changed.Env[envPIDFile] = change.Env[envPIDFile]
+	changed.Prefix = "changed" // its tools' names move with it
+	added := lc.stdio(t, "add", "demo")
+	keep.Line = 42 // where it is written does not make it another server
+	ch, err := m.Apply(boundedCtx(t, waitTime), []config.Server{added, keep, changed})
+	if err != nil {
+		t.Fatalf("Apply: %v", err)
+	}
+	want := Changes{Added: []string{"add"}, Removed: []string{"drop"}, Changed: []string{"change"}, Unchanged: []string{"keep"}, Failed: map[string]string{}}
+	if !reflect.DeepEqual(ch, want) {
+		t.Errorf("Apply reported %+v, want %+v", ch, want)
+	}
+	if got := pidOf("keep"); got != keepPID {
+		t.Errorf("the unchanged server's child is %d after the reload, want it kept (%d)", got, keepPID)
+	}
+	if got := pidOf("change"); got == 0 || got == changePID {
+		t.Errorf("the changed server's child is %d after the reload, want a new one (was %d)", got, changePID)
+	}
+	assertGone(t, dropPID)
+	assertGone(t, changePID)
+	if _, ok := m.Server("drop"); ok {
+		t.Error("the removed server is still managed")
+	}
+	var names []string
+	for _, st := range m.Status() {
+		names = append(names, st.Name+"="+st.State.String())
+	}
+	if want := []string{"add=ready", "keep=ready", "change=ready"}; !slices.Equal(names, want) {
+		t.Errorf("servers after the reload = %v, want %v (the new configuration's order)", names, want)
+	}
+	prefixes := map[string]bool{}
+	for _, n := range toolNames(reg) {
+		prefixes[strings.SplitN(n, "__", 2)[0]] = true
+	}
+	if want := map[string]bool{"add": true, "keep": true, "changed": true}; !maps.Equal(prefixes, want) {
+		t.Errorf("registered prefixes after the reload = %v, want %v", slices.Sorted(maps.Keys(prefixes)), slices.Sorted(maps.Keys(want)))
+	}
+
+	if err := closeWithin(t, m); err != nil {
+		t.Errorf("Close: %v", err)
+	}
+	if _, err := m.Apply(t.Context(), nil); !errors.Is(err, ErrManagerClosed) {
+		t.Errorf("Apply after Close = %v, want ErrManagerClosed", err)
 	}
 	lc.verify(t)
 }

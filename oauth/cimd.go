@@ -21,7 +21,7 @@ func CheckClientMetadataURL(raw string) error {
 	u, err := url.Parse(raw)
 	switch {
 	case err != nil:
-		return fmt.Errorf("client metadata URL %q: %v", raw, err)
+		return fmt.Errorf("client metadata URL %q: %w", raw, err)
 	case u.Scheme != "https":
 		return fmt.Errorf("client metadata URL %q: want an https URL", raw)
 	case u.Path == "" || u.Path == "/":

@@ -92,7 +92,7 @@ func (k *ClientKey) load() (crypto.Signer, jose.SignatureAlgorithm, error) {
 	}
 	if err != nil {
 		// The parser's message never quotes the key.
-		return nil, "", fmt.Errorf("%s: %v", k.where(), err)
+		return nil, "", fmt.Errorf("%s: %w", k.where(), err)
 	}
 	switch key := key.(type) {
 	case *ecdsa.PrivateKey:
@@ -134,7 +134,7 @@ func clientAssertion(k *ClientKey, clientID, audience string, algs []string, now
 	}
 	sig, err := jose.NewSigner(jose.SigningKey{Algorithm: alg, Key: key}, (&jose.SignerOptions{}).WithType("JWT"))
 	if err != nil {
-		return "", fmt.Errorf("%s: %v", k.where(), err)
+		return "", fmt.Errorf("%s: %w", k.where(), err)
 	}
 	claims := jwt.Claims{
 		Issuer:    clientID,
@@ -147,7 +147,7 @@ func clientAssertion(k *ClientKey, clientID, audience string, algs []string, now
 	}
 	s, err := jwt.Signed(sig).Claims(claims).Serialize()
 	if err != nil {
-		return "", fmt.Errorf("sign the client assertion: %v", err)
+		return "", fmt.Errorf("sign the client assertion: %w", err)
 	}
 	return s, nil
 }

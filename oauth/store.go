@@ -532,7 +532,7 @@ func (s *Store) decrypt(data []byte, server string) (*contents, error) {
 	}
 	sf, err := parseSealed(data)
 	if err != nil {
-		return nil, fmt.Errorf("oauth: store %s: %w: %v (fix or remove it; toolwire does not reset it)", what, ErrStoreCorrupt, err)
+		return nil, fmt.Errorf("oauth: store %s: %w: %w (fix or remove it; toolwire does not reset it)", what, ErrStoreCorrupt, err)
 	}
 	key, err := s.keyFor(&sf.header, false)
 	if err != nil {

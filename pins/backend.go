@@ -128,7 +128,7 @@ func fromSets(sets []Set, server string) (*file, error) {
 		f.sets[st.Scope] = &set{Tools: st.Tools, Noticed: st.Noticed}
 	}
 	if err := f.check(); err != nil {
-		return nil, fmt.Errorf("the store's rows: %w: %v (fix or remove them; toolwire does not reset them)", ErrCorrupt, err)
+		return nil, fmt.Errorf("the store's rows: %w: %w (fix or remove them; toolwire does not reset them)", ErrCorrupt, err)
 	}
 	return f, nil
 }

@@ -129,7 +129,7 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	fs.StringVar(&o.Rows, "rows", "all", "comma-separated `rows` and groups to run; the floors and direct rows they are compared with are added")
 	fs.StringVar(&o.out, "o", "", "also write the report to `file`")
 	fs.StringVar(&o.BinDir, "bin", "", "take demoserver and toolwire from `dir` instead of building them")
-	fs.DurationVar(&o.Timeout, "timeout", 20*time.Minute, "stop measuring after this long and report what was measured")
+	fs.DurationVar(&o.Timeout, "timeout", bench.DefaultTimeout, "stop measuring after this long and report what was measured")
 	fs.BoolVar(&o.Verbose, "v", false, "pass the children's stderr through")
 	quick := fs.Bool("quick", false, "small counts and short windows: "+quickSummary())
 
@@ -248,7 +248,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		defer outFile.Close()
 	}
 
-	text, err := bench.Run(ctx, o.Options, stderr)
+	text, err := bench.Run(ctx, &o.Options, stderr)
 	if err != nil {
 		return err
 	}

@@ -21,7 +21,7 @@ import (
 // (scrapers do not carry MCP bearer tokens). stop ends both; it is never
 // nil.
 func serveTelemetry(ctx context.Context, e *env, g *globalFlags, metricsAddr string) (tel *telemetry.Telemetry, stop func(), err error) {
-	tel, err = telemetry.New(ctx, telemetry.Options{Version: buildVersion().Version, LookupEnv: e.lookupEnv, Prometheus: metricsAddr != ""})
+	tel, err = telemetry.New(ctx, &telemetry.Options{Version: buildVersion().Version, LookupEnv: e.lookupEnv, Prometheus: metricsAddr != ""})
 	if err != nil {
 		return nil, func() {}, &exitError{exitUsage, err}
 	}

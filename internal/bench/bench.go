@@ -55,7 +55,7 @@ type bench struct {
 // maxIdlePerHost is the HTTP connection pool per server; see httpClient.
 const maxIdlePerHost = 128
 
-func newBench(ctx context.Context, o Options, progress io.Writer) (*bench, error) {
+func newBench(ctx context.Context, o *Options, progress io.Writer) (*bench, error) {
 	self, err := os.Executable()
 	if err != nil {
 		return nil, fmt.Errorf("finding this executable: %w", err)
@@ -67,7 +67,7 @@ func newBench(ctx context.Context, o Options, progress io.Writer) (*bench, error
 	t := http.DefaultTransport.(*http.Transport).Clone()
 	t.MaxIdleConns, t.MaxIdleConnsPerHost = 8*maxIdlePerHost, maxIdlePerHost
 	b := &bench{
-		opts: o, progress: progress, started: time.Now(),
+		opts: *o, progress: progress, started: time.Now(),
 		dir: dir, self: self,
 		procs:      &procSet{},
 		httpClient: &http.Client{Transport: t},

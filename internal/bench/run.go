@@ -26,7 +26,7 @@ import (
 type Options struct {
 	Rows    string        // comma-separated rows and groups (RowNames; calls, list, mem, all)
 	BinDir  string        // take demoserver and toolwire from here instead of building them
-	Timeout time.Duration // stop measuring after this long and report what was measured
+	Timeout time.Duration // stop measuring after this long and report what was measured; 0 means DefaultTimeout
 	Verbose bool          // pass the children's stderr through
 	Args    []string      // the command line, quoted in the report's "Run:" line
 
@@ -62,6 +62,9 @@ func CheckRows(spec string) error {
 	return err
 }
 
+// DefaultTimeout is how long Run measures when its options set no timeout.
+const DefaultTimeout = 20 * time.Minute
+
 // RunChild runs the child process that args ("MODE [flags]") name; see
 // children.go.
 func RunChild(args []string) error { return runChild(args) }
@@ -69,7 +72,14 @@ func RunChild(args []string) error { return runChild(args) }
 // Run measures the rows o selects and returns the report as markdown.
 // Progress goes to progress. When ctx ends or o.Timeout passes, Run stops
 // measuring and reports what was measured, with a note saying so.
-func Run(ctx context.Context, o Options, progress io.Writer) (string, error) {
+func Run(ctx context.Context, opts *Options, progress io.Writer) (string, error) {
+	var o Options
+	if opts != nil {
+		o = *opts
+	}
+	if o.Timeout <= 0 {
+		o.Timeout = DefaultTimeout
+	}
 	selected, err := selectRows(o.Rows)
 	if err != nil {
 		return "", fmt.Errorf("rows %q: %w", o.Rows, err)
@@ -88,7 +98,7 @@ func Run(ctx context.Context, o Options, progress io.Writer) (string, error) {
 
 	ctx, cancel := context.WithTimeout(ctx, o.Timeout)
 	defer cancel()
-	b, err := newBench(ctx, o, progress)
+	b, err := newBench(ctx, &o, progress)
 	if err != nil {
 		return "", err
 	}

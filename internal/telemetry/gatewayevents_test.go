@@ -22,7 +22,7 @@ func TestRefusedSessionsAreCounted(t *testing.T) {
 	t.Parallel()
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
-	tel, err := telemetry.New(ctx, telemetry.Options{Version: "test", Prometheus: true, LookupEnv: func(string) (string, bool) { return "", false }})
+	tel, err := telemetry.New(ctx, &telemetry.Options{Version: "test", Prometheus: true, LookupEnv: func(string) (string, bool) { return "", false }})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -71,7 +71,7 @@ func TestRefusedSessionsAreCounted(t *testing.T) {
 func TestCountedAuditSinkStillCloses(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	tel, err := telemetry.New(ctx, telemetry.Options{Version: "test", Prometheus: true, LookupEnv: func(string) (string, bool) { return "", false }})
+	tel, err := telemetry.New(ctx, &telemetry.Options{Version: "test", Prometheus: true, LookupEnv: func(string) (string, bool) { return "", false }})
 	if err != nil {
 		t.Fatal(err)
 	}

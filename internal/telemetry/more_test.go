@@ -23,7 +23,7 @@ import (
 
 func newTelemetry(t *testing.T, env map[string]string) *telemetry.Telemetry {
 	t.Helper()
-	tel, err := telemetry.New(context.Background(), telemetry.Options{Prometheus: true, LookupEnv: func(k string) (string, bool) {
+	tel, err := telemetry.New(context.Background(), &telemetry.Options{Prometheus: true, LookupEnv: func(k string) (string, bool) {
 		v, ok := env[k]
 		return v, ok
 	}})
@@ -212,7 +212,7 @@ func TestEnvironmentChoosesTheExporters(t *testing.T) {
 		{env: map[string]string{"OTEL_EXPORTER_OTLP_TRACES_ENDPOINT": "127.0.0.1:4318"}, wantErr: `OTEL_EXPORTER_OTLP_TRACES_ENDPOINT "127.0.0.1:4318": want an http:// or https:// URL`},
 		{env: map[string]string{"OTEL_TRACES_EXPORTER": "zipkin"}, wantErr: `OTEL_TRACES_EXPORTER "zipkin"`},
 	} {
-		tel, err := telemetry.New(context.Background(), telemetry.Options{LookupEnv: func(k string) (string, bool) {
+		tel, err := telemetry.New(context.Background(), &telemetry.Options{LookupEnv: func(k string) (string, bool) {
 			v, ok := c.env[k]
 			return v, ok
 		}})

@@ -11,7 +11,7 @@
 // wrapper. A nil *Telemetry hands out none of them, so with telemetry off
 // nothing of it runs on a call's path.
 //
-//	tel, err := telemetry.New(ctx, telemetry.Options{Prometheus: true})
+//	tel, err := telemetry.New(ctx, &telemetry.Options{Prometheus: true})
 //	defer tel.Shutdown(context.Background())
 //	ex := tool.NewExecutor(reg, &tool.ExecutorOptions{Observer: tel.Observer()})
 //	http.Handle("/metrics", tel.MetricsHandler())
@@ -81,7 +81,11 @@ const instrumentation = "github.com/toolwire/toolwire"
 // naming it. The exporters read OTEL_EXPORTER_OTLP_HEADERS, _TIMEOUT and
 // the like themselves. With nothing configured New returns nil, which is
 // a usable *Telemetry that does nothing.
-func New(ctx context.Context, opts Options) (*Telemetry, error) {
+func New(ctx context.Context, options *Options) (*Telemetry, error) {
+	var opts Options
+	if options != nil {
+		opts = *options
+	}
 	env := envReader(opts.LookupEnv)
 	disabled := strings.EqualFold(env("OTEL_SDK_DISABLED"), "true")
 	traces, err := endpoint(env, "TRACES", "/v1/traces", disabled)

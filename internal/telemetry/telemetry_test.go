@@ -99,7 +99,7 @@ func newRig(t *testing.T, env map[string]string) *rig {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	t.Cleanup(cancel)
-	tel, err := telemetry.New(ctx, telemetry.Options{Version: "test", Prometheus: true, LookupEnv: func(k string) (string, bool) {
+	tel, err := telemetry.New(ctx, &telemetry.Options{Version: "test", Prometheus: true, LookupEnv: func(k string) (string, bool) {
 		v, ok := env[k]
 		return v, ok
 	}})

@@ -83,6 +83,14 @@ type Options struct {
 	// PostgreSQL store needs TOOLWIRE_PASSPHRASE or a key file given to
 	// it). Unused when OAuth is set.
 	OAuthFetcher oauth.Fetcher
+	// Callers makes the per-caller upstream credentials of each server
+	// reached with each gateway caller's own identity (oauth.identity:
+	// caller). Nil means [CallerCredentials] over the store's tokens.
+	Callers mcpclient.CallersFunc
+	// CallerSessions bounds the callers' own sessions each such server
+	// keeps ([mcpclient.CallerSessionPolicy]); zero fields take the
+	// defaults.
+	CallerSessions mcpclient.CallerSessionPolicy
 	// Telemetry lets traces and metrics watch the workspace.
 	Telemetry Telemetry
 }
@@ -227,8 +235,12 @@ func Open(ctx context.Context, file *config.File, opts *Options) (*Workspace, er
 	if oauthFunc == nil {
 		oauthFunc = OAuthHandlers(w.store.Tokens(), &OAuthOptions{LookupEnv: lookupEnv, Fetcher: o.OAuthFetcher})
 	}
+	callers := o.Callers
+	if callers == nil {
+		callers = CallerCredentials(w.store.Tokens(), &OAuthOptions{LookupEnv: lookupEnv})
+	}
 	w.manager = mcpclient.NewManager(file.Servers, w.registry, &mcpclient.Options{
-		Egress: egress, OAuth: oauthFunc,
+		Egress: egress, OAuth: oauthFunc, Callers: callers, CallerSessions: o.CallerSessions,
 		Pins: pinStore, PinMode: pinMode, MaxDescription: w.security.DescriptionLimit(), MaxTools: w.security.ToolLimit(),
 		Logger: logger, LookupEnv: lookupEnv, Input: o.Input, Secrets: w.secrets, Audit: w.audit, StateChanges: o.StateChanges,
 		Relay: o.Relay, Middleware: o.Telemetry.Middleware, WrapTransport: o.Telemetry.WrapTransport,

@@ -1,7 +1,10 @@
 package oauthtest
 
 import (
+	"bytes"
 	"context"
+	"encoding/json"
+	"io"
 	"net/http"
 	"net/http/httptest"
 	"slices"
@@ -24,19 +27,45 @@ type ResourceOptions struct {
 	// ResourceMetadataURL, if set, replaces the metadata URL that
 	// WWW-Authenticate names.
 	ResourceMetadataURL string
+	// Protocols, if set, are the only MCP revisions the server speaks:
+	// ["2025-11-25"] makes it a server of sessions (an initialize that
+	// opens one, Mcp-Session-Id, a DELETE when a client closes one).
+	Protocols []string
+	// Extras adds, besides whoami, the tools progress (three progress
+	// reports and a log line, then the subject) and ask (an elicitation
+	// whose answer it returns with the subject), the resource whoami://me
+	// and the prompt whoami, each of which says the token's subject.
+	Extras bool
+}
+
+// Request is one request the MCP endpoint served after the bearer check:
+// what reached the upstream with a valid token.
+type Request struct {
+	// HTTPMethod is POST, GET or DELETE.
+	HTTPMethod string
+	// Method is the JSON-RPC method of a POST's request or notification
+	// ("" for a response, a batch or another HTTP method).
+	Method string
+	// Authorization is the request's Authorization header.
+	Authorization string
+	// Subject is the subject of the token, as the verifier found it.
+	Subject string
+	// Session is the request's Mcp-Session-Id ("" without one).
+	Session string
 }
 
 // ResourceServer is a Streamable HTTP MCP server on 127.0.0.1 behind
 // go-sdk's RequireBearerToken. It publishes RFC 9728 metadata naming the
 // OP (scope openid) at /.well-known/oauth-protected-resource/mcp and
 // serves one tool, whoami, whose structured result {"user": ...} is the
-// token's subject.
+// token's subject (and, with ResourceOptions.Extras, more of the kind).
 type ResourceServer struct {
 	// URL is the MCP endpoint, http://127.0.0.1:PORT/mcp.
 	URL string
 
-	mu    sync.Mutex
-	auths []string // the Authorization header of every request to URL
+	mu       sync.Mutex
+	auths    []string  // the Authorization header of every request to URL
+	requests []Request // the requests that passed the bearer check
 }
 
 // Authorizations returns the Authorization header of every request the
@@ -46,6 +75,13 @@ func (rs *ResourceServer) Authorizations() []string {
 	rs.mu.Lock()
 	defer rs.mu.Unlock()
 	return slices.Clone(rs.auths)
+}
+
+// Requests returns the requests that passed the bearer check, in order.
+func (rs *ResourceServer) Requests() []Request {
+	rs.mu.Lock()
+	defer rs.mu.Unlock()
+	return slices.Clone(rs.requests)
 }
 
 // WhoamiTool is the name of the resource server's one tool.
@@ -65,7 +101,7 @@ func NewResourceServer(t testing.TB, o *OP, opts *ResourceOptions) *ResourceServ
 	srv := httptest.NewUnstartedServer(nil)
 	base := "http://" + srv.Listener.Addr().String()
 	rs := &ResourceServer{URL: base + "/mcp"}
-	server := mcp.NewServer(&mcp.Implementation{Name: "protected", Version: "1"}, nil)
+	server := mcp.NewServer(&mcp.Implementation{Name: "protected", Version: "1"}, &mcp.ServerOptions{SupportedProtocolVersions: opts.Protocols})
 	type whoami struct {
 		User string `json:"user"`
 	}
@@ -73,6 +109,9 @@ func NewResourceServer(t testing.TB, o *OP, opts *ResourceOptions) *ResourceServ
 		func(ctx context.Context, req *mcp.CallToolRequest, _ struct{}) (*mcp.CallToolResult, whoami, error) {
 			return nil, whoami{User: req.Extra.TokenInfo.UserID}, nil
 		})
+	if opts.Extras {
+		addExtras(server)
+	}
 	prm := &oauthex.ProtectedResourceMetadata{Resource: rs.URL, AuthorizationServers: []string{o.Issuer}, ScopesSupported: []string{"openid"}}
 	if opts.PRM != nil {
 		opts.PRM(prm)
@@ -82,9 +121,29 @@ func NewResourceServer(t testing.TB, o *OP, opts *ResourceOptions) *ResourceServ
 		prmURL = opts.ResourceMetadataURL
 	}
 	mux := http.NewServeMux()
+	inner := mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return server }, nil)
 	protected := auth.RequireBearerToken(verify, &auth.RequireBearerTokenOptions{
 		ResourceMetadataURL: prmURL, AllowMissingExpiration: true,
-	})(mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return server }, nil))
+	})(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		req := Request{HTTPMethod: r.Method, Authorization: r.Header.Get("Authorization"), Session: r.Header.Get("Mcp-Session-Id")}
+		if ti := auth.TokenInfoFromContext(r.Context()); ti != nil {
+			req.Subject = ti.UserID
+		}
+		if r.Method == http.MethodPost {
+			body, _ := io.ReadAll(io.LimitReader(r.Body, 1<<20))
+			r.Body = io.NopCloser(bytes.NewReader(body))
+			var m struct {
+				Method string `json:"method"`
+			}
+			if json.Unmarshal(body, &m) == nil {
+				req.Method = m.Method
+			}
+		}
+		rs.mu.Lock()
+		rs.requests = append(rs.requests, req)
+		rs.mu.Unlock()
+		inner.ServeHTTP(w, r)
+	}))
 	mux.Handle("/mcp", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		rs.mu.Lock()
 		rs.auths = append(rs.auths, r.Header.Get("Authorization"))
@@ -96,4 +155,54 @@ func NewResourceServer(t testing.TB, o *OP, opts *ResourceOptions) *ResourceServ
 	srv.Start()
 	t.Cleanup(srv.Close)
 	return rs
+}
+
+// The extra tools' names (ResourceOptions.Extras).
+const (
+	ProgressTool = "progress"
+	AskTool      = "ask"
+	// WhoamiURI is the extra resource, whose text is the token's subject.
+	WhoamiURI = "whoami://me"
+	// WhoamiPrompt is the extra prompt, whose one message names the
+	// token's subject.
+	WhoamiPrompt = "whoami"
+)
+
+// addExtras adds what ResourceOptions.Extras says.
+func addExtras(server *mcp.Server) {
+	type said struct {
+		User   string `json:"user"`
+		Answer string `json:"answer,omitempty"`
+	}
+	mcp.AddTool(server, &mcp.Tool{Name: ProgressTool, Description: "reports progress three times and logs a line"},
+		func(ctx context.Context, req *mcp.CallToolRequest, _ struct{}) (*mcp.CallToolResult, said, error) {
+			user := req.Extra.TokenInfo.UserID
+			_ = req.Session.Log(ctx, &mcp.LoggingMessageParams{Level: "info", Logger: "progress", Data: "working for " + user})
+			if token := req.Params.GetProgressToken(); token != nil {
+				for i := 1; i <= 3; i++ {
+					_ = req.Session.NotifyProgress(ctx, &mcp.ProgressNotificationParams{ProgressToken: token, Progress: float64(i), Total: 3, Message: "step for " + user})
+				}
+			}
+			return nil, said{User: user}, nil
+		})
+	mcp.AddTool(server, &mcp.Tool{Name: AskTool, Description: "asks its client a question"},
+		func(ctx context.Context, req *mcp.CallToolRequest, _ struct{}) (*mcp.CallToolResult, said, error) {
+			res, err := req.Session.Elicit(ctx, &mcp.ElicitParams{
+				Message:         "your name?",
+				RequestedSchema: map[string]any{"type": "object", "properties": map[string]any{"name": map[string]any{"type": "string"}}},
+			})
+			if err != nil {
+				return nil, said{}, err
+			}
+			name, _ := res.Content["name"].(string)
+			return nil, said{User: req.Extra.TokenInfo.UserID, Answer: res.Action + ":" + name}, nil
+		})
+	server.AddResource(&mcp.Resource{URI: WhoamiURI, Name: "whoami", MIMEType: "text/plain"},
+		func(ctx context.Context, req *mcp.ReadResourceRequest) (*mcp.ReadResourceResult, error) {
+			return &mcp.ReadResourceResult{Contents: []*mcp.ResourceContents{{URI: WhoamiURI, MIMEType: "text/plain", Text: req.Extra.TokenInfo.UserID}}}, nil
+		})
+	server.AddPrompt(&mcp.Prompt{Name: WhoamiPrompt},
+		func(ctx context.Context, req *mcp.GetPromptRequest) (*mcp.GetPromptResult, error) {
+			return &mcp.GetPromptResult{Messages: []*mcp.PromptMessage{{Role: "user", Content: &mcp.TextContent{Text: "you are " + req.Extra.TokenInfo.UserID}}}}, nil
+		})
 }

@@ -100,4 +100,3 @@ func typeName(v any) string {
 	}
 	return "something else"
 }
-

@@ -2,6 +2,7 @@ package gateway
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 
@@ -63,9 +64,12 @@ var ErrApprovalRequired = errors.New("approval required")
 
 // Approver is the [tool.Confirmer] of a registry served by a gateway. It
 // approves each write or destructive call per its policy, asking the
-// client connected to the gateway session that made the call. A call that
-// did not come through a gateway session cannot be asked about and is
-// refused unless the policy allows it.
+// client that made the call: by elicitation/create on a 2025 session, by
+// an input request of the parked call on 2026-07-28 (see [Parking]). A
+// call that did not come through the gateway, or whose client did not
+// declare form elicitation, cannot be asked about and does not run unless
+// the policy allows it (the outcome is unconfirmed: nobody could be
+// asked).
 type Approver struct {
 	policy ApprovalPolicy
 }
@@ -81,21 +85,23 @@ func (a *Approver) Confirm(ctx context.Context, call tool.PendingCall) (bool, er
 	case Deny:
 		return false, fmt.Errorf("%w: the gateway's policy refuses %s calls to %s", ErrApprovalRequired, call.Tier, call.Name)
 	}
-	ss := sessionFrom(ctx)
-	if ss == nil {
-		return false, fmt.Errorf("%w: no connected client to ask", ErrApprovalRequired)
+	d := downstreamFrom(ctx)
+	if d == nil {
+		return false, fmt.Errorf("%w: no connected client to ask: %w", ErrApprovalRequired, tool.ErrNobodyToAsk)
 	}
-	if !canElicit(ss) {
-		return false, fmt.Errorf("%w: the client does not support elicitation, so its user cannot be asked", ErrApprovalRequired)
+	if !formElicitation(d.capabilities()) {
+		return false, fmt.Errorf("%w: the client does not support elicitation, so its user cannot be asked: %w", ErrApprovalRequired, tool.ErrNobodyToAsk)
 	}
-	res, err := ss.Elicit(ctx, &mcp.ElicitParams{
-		Message:         approvalMessage(call),
-		RequestedSchema: approvalSchema,
-	})
+	params, err := json.Marshal(&mcp.ElicitParams{Message: approvalMessage(call), RequestedSchema: approvalSchema})
+	if err != nil {
+		return false, fmt.Errorf("%w: %v", ErrApprovalRequired, err)
+	}
+	raw, err := d.ask(ctx, tool.Elicitation, params)
 	if err != nil {
 		return false, fmt.Errorf("%w: asking the client failed: %v", ErrApprovalRequired, err)
 	}
-	if res.Action != "accept" {
+	var res mcp.ElicitResult
+	if err := json.Unmarshal(raw, &res); err != nil || res.Action != "accept" {
 		return false, nil
 	}
 	approved, _ := res.Content["approve"].(bool)
@@ -118,20 +124,4 @@ var approvalSchema = map[string]any{
 // description bounded, escaped and marked as its server's words.
 func approvalMessage(call tool.PendingCall) string {
 	return "Allow this call?\n\n" + call.Render()
-}
-
-func canElicit(ss *mcp.ServerSession) bool {
-	p := ss.InitializeParams()
-	return p != nil && p.Capabilities != nil && p.Capabilities.Elicitation != nil
-}
-
-type sessionKey struct{}
-
-func withSession(ctx context.Context, ss *mcp.ServerSession) context.Context {
-	return context.WithValue(ctx, sessionKey{}, ss)
-}
-
-func sessionFrom(ctx context.Context) *mcp.ServerSession {
-	ss, _ := ctx.Value(sessionKey{}).(*mcp.ServerSession)
-	return ss
 }

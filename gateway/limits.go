@@ -142,7 +142,7 @@ func callerKey(r *http.Request) (key, subject string) {
 type tracker struct {
 	limits  Limits
 	observe func(Event)
-	audit     *audit.Log // for refused sessions
+	audit   *audit.Log // for refused sessions
 	// refuse audits a refused call ([Gateway.refuse]); nil audits none.
 	refuse func(ctx context.Context, name string, args json.RawMessage, reason tool.Reason, msg string) *tool.Result
 

@@ -117,10 +117,30 @@ type sessionDownstream struct {
 }
 
 func (s *sessionDownstream) capabilities() *mcp.ClientCapabilities {
-	if ip := s.ss.InitializeParams(); ip != nil {
-		return ip.Capabilities
+	ip := s.ss.InitializeParams()
+	if ip == nil || ip.Capabilities == nil {
+		return nil
 	}
-	return nil
+	return forRevision(ip.ProtocolVersion, ip.Capabilities)
+}
+
+// forRevision is caps without what revision rev does not have, whatever
+// the client declared: elicitation came in 2025-06-18, its URL mode in
+// 2025-11-25.
+func forRevision(rev string, caps *mcp.ClientCapabilities) *mcp.ClientCapabilities {
+	if caps.Elicitation == nil || rev >= "2025-11-25" {
+		return caps
+	}
+	c := *caps
+	switch {
+	case rev < "2025-06-18":
+		c.Elicitation = nil
+	case caps.Elicitation.URL != nil:
+		e := *caps.Elicitation
+		e.URL = nil
+		c.Elicitation = &e
+	}
+	return &c
 }
 
 func (s *sessionDownstream) ask(ctx context.Context, kind tool.RequestKind, params json.RawMessage) (json.RawMessage, error) {

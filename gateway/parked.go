@@ -72,9 +72,12 @@ func (c *parkedCall) ask(ctx context.Context, kind tool.RequestKind, params json
 	tctx, stop := context.WithTimeoutCause(ctx, c.g.parkTimeout, c.g.unanswered)
 	defer stop()
 	answer, err := c.holder.Ask(tctx, Question{Kind: kind, Params: params})
-	if err != nil && ctx.Err() == nil && context.Cause(tctx) == c.g.unanswered {
-		c.cancel(c.g.unanswered)
-		c.report(EndUnanswered)
+	if err != nil && tctx.Err() != nil {
+		if ctx.Err() == nil && context.Cause(tctx) == c.g.unanswered {
+			c.cancel(c.g.unanswered)
+			c.report(EndUnanswered)
+		}
+		return nil, context.Cause(tctx) // why: unanswered, the client gone, the drain
 	}
 	return answer, err
 }
@@ -137,9 +140,11 @@ func (g *Gateway) startParked(ctx context.Context, req *mcp.CallToolRequest, nam
 	callCtx = tool.WithCaller(withDownstream(callCtx, c), relay{c})
 	args := req.Params.Arguments
 	go func() {
-		defer release()
-		defer cancel(nil)
 		res := g.ex.Call(callCtx, name, args)
+		// The slot is free before the client hears of the result, so that
+		// the call it makes next is not refused for this one.
+		cancel(nil)
+		release()
 		raw, err := json.Marshal(toMCP(res.Truncated(g.opts.MaxResultBytes), rewrite))
 		if err != nil { // content the executor built: never
 			raw, _ = json.Marshal(&mcp.CallToolResult{IsError: true, Content: []mcp.Content{&mcp.TextContent{Text: "the result could not be encoded"}}})

@@ -392,7 +392,11 @@ func (s *served) complete(ctx context.Context, req *mcp.CompleteRequest) (*mcp.C
 	if !ok {
 		return nil, fmt.Errorf("completion/complete: unknown %s %q", ref.Type, ref.Name+ref.URI)
 	}
+	// The request's own _meta stays here: it is the client's (on
+	// 2026-07-28 its revision, capabilities and client), not the
+	// upstream's business; trace context is added again on the way out.
 	up := *req.Params
+	up.Meta = nil
 	upRef := *ref
 	if ref.Type == "ref/prompt" {
 		upRef.Name = o.orig

@@ -174,7 +174,7 @@ func newUpstream(t *testing.T, kind upstreamKind) *goUpstream {
 				_ = json.Unmarshal(req.Params.Arguments, &args)
 				select {
 				case <-ctx.Done():
-					u.sig.ch(args.Key+" cancelled") <- struct{}{}
+					u.sig.ch(args.Key + " cancelled") <- struct{}{}
 				case <-time.After(waitBound):
 				}
 			}
@@ -209,7 +209,7 @@ func newUpstream(t *testing.T, kind upstreamKind) *goUpstream {
 		_ = json.Unmarshal(req.Params.Arguments, &args)
 		u.sig.ch(args.Key + " entered") <- struct{}{}
 		<-ctx.Done()
-		u.sig.ch(args.Key+" cancelled") <- struct{}{}
+		u.sig.ch(args.Key + " cancelled") <- struct{}{}
 		return nil, ctx.Err()
 	}
 	add("wait", wait)

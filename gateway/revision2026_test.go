@@ -606,7 +606,7 @@ func TestURLModeElicitationReachesOnlyClientsThatDeclareIt(t *testing.T) {
 	}{
 		{Revision2026, urlCaps, true},
 		{"2025-11-25", urlCaps, true},
-		{Revision2026, nil, false},      // forms only
+		{Revision2026, nil, false},     // forms only
 		{"2025-06-18", urlCaps, false}, // a revision without URL mode
 	} {
 		var got []*mcp.ElicitParams

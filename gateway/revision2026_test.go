@@ -9,6 +9,7 @@ import (
 	"encoding/base64"
 	"encoding/json"
 	"fmt"
+	"io"
 	"maps"
 	"net/http"
 	"slices"
@@ -251,6 +252,12 @@ func TestRoutingHeadersAreCheckedAgainstTheBody(t *testing.T) {
 	}
 	if r := b.post26(ctx, "", headers26("tools/call", "up__echo"), callEcho); r.status != http.StatusOK || !strings.Contains(r.body, `echo {}`) {
 		t.Errorf("the well-formed request: %d %s", r.status, r.body)
+	}
+	// The Origin check comes first, whatever the revision.
+	foreign := headers26("tools/call", "up__echo")
+	foreign["Origin"] = "https://evil.example"
+	if r := b.post26(ctx, "", foreign, callEcho); r.status != http.StatusForbidden {
+		t.Errorf("a 2026-07-28 request from a foreign origin: %d, want 403", r.status)
 	}
 	huge := `{"jsonrpc":"2.0","id":3,"method":"tools/call","params":{"name":"up__echo","arguments":{"pad":"` +
 		strings.Repeat("x", int(mcp.DefaultMaxRequestBodyBytes)) + `"},` + meta26(`{}`) + `}}`
@@ -933,5 +940,53 @@ func TestUpstreamServerInfoIsNotPassedOn(t *testing.T) {
 		if info["name"] != "toolwire" || meta["other"] != "kept" {
 			t.Errorf("%s: _meta %v, want the gateway's serverInfo and the upstream's other keys", what, meta)
 		}
+	}
+}
+
+// TestDrainEnds2026Work: the drain refuses a 2026-07-28 client's new calls
+// and listens, cancels its parked call after the grace (audited as the
+// drain's doing) and ends its open listen.
+func TestDrainEnds2026Work(t *testing.T) {
+	t.Parallel()
+	b := newBridge(t, bridgeOptions{})
+	cs := b.manual(t, bobToken)
+	parked := question(t, cs, "up__deploy", map[string]any{})
+	ctx, cancel := context.WithCancel(ctxT(t))
+	defer cancel()
+	req, _ := http.NewRequestWithContext(ctx, http.MethodPost, b.url+"/mcp", strings.NewReader(
+		`{"jsonrpc":"2.0","id":9,"method":"subscriptions/listen","params":{"notifications":{"toolsListChanged":true},`+meta26(`{}`)+`}}`))
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Accept", "application/json, text/event-stream")
+	req.Header.Set("Authorization", "Bearer "+bobToken)
+	for k, v := range headers26("subscriptions/listen", "") {
+		req.Header.Set(k, v)
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	ended := make(chan struct{})
+	go func() { _, _ = io.Copy(io.Discard, resp.Body); close(ended) }()
+
+	if n := b.h.Drain(ctxT(t), 50*time.Millisecond); n != 1 {
+		t.Errorf("Drain cancelled %d calls, want the parked one", n)
+	}
+	receive(t, ended, "the end of the listen stream")
+	out := b.waitOutcome(t, "up__deploy", "", 1)
+	if out[0].Reason != string(tool.ReasonCancelled) || !strings.Contains(out[0].Error, "shutting down") {
+		t.Errorf("the parked call is audited as %s %s %q", out[0].Kind, out[0].Reason, out[0].Error)
+	}
+	if got, isErr := call(t, b.dial(t, bobToken, Revision2026, nil), "up__echo", nil); !isErr || !strings.Contains(got, LimitDraining) {
+		t.Errorf("a call while draining: %q (isError %v)", got, isErr)
+	}
+	if first, closeIt := b.openListen(t, bobToken, `{"toolsListChanged":true}`); first["error"] == nil {
+		closeIt()
+		t.Errorf("a listen while draining: %v, want refused", first)
+	}
+	// The parked call's state now names a call that ended: its result.
+	res, err := answer(ctxT(t), cs, "up__deploy", map[string]any{}, parked, parked.RequestState, approve)
+	if err != nil || !res.IsError || !strings.Contains(text(res), "shutting down") {
+		t.Errorf("a retry after the drain: %v %+v", err, res)
 	}
 }

@@ -15,9 +15,10 @@ import (
 type Approval string
 
 const (
-	// Elicit asks the connected client's user, through elicitation/create,
-	// showing the validated arguments. A client that cannot be asked is
-	// refused.
+	// Elicit asks the connected client's user, showing the validated
+	// arguments: by elicitation/create on a 2025 session, by an input
+	// request on 2026-07-28. A call whose client cannot be asked does not
+	// run.
 	Elicit Approval = "elicit"
 	// Deny refuses every such call.
 	Deny Approval = "deny"
@@ -59,7 +60,8 @@ func (p ApprovalPolicy) forCall(call tool.PendingCall) Approval {
 }
 
 // ErrApprovalRequired, wrapped, is why a call was refused: the policy
-// denies it, or the client cannot be asked.
+// denies it, or the client cannot be asked (then the error also wraps
+// [tool.ErrNobodyToAsk], and the call's outcome is unconfirmed).
 var ErrApprovalRequired = errors.New("approval required")
 
 // Approver is the [tool.Confirmer] of a registry served by a gateway. It

@@ -176,8 +176,9 @@ func (g *Gateway) server(visible func(name string) bool, perCaller bool, extra .
 		opts.SubscribeHandler, opts.UnsubscribeHandler = s.subscribe, s.unsubscribe
 	}
 	srv = mcp.NewServer(&mcp.Implementation{Name: g.opts.Name, Version: version.String()}, opts)
-	// capInitialize is outside the others, so that none sees an
-	// initialize asking for a revision it will not get.
+	// capInitialize changes the initialize request in place before
+	// go-sdk's own handler keeps it; nothing of the gateway's reads the
+	// revision an initialize asked for.
 	srv.AddReceivingMiddleware(s.guard, g.forwardLogLevel, capInitialize)
 	srv.AddReceivingMiddleware(extra...)
 	srv.AddReceivingMiddleware(g.opts.Middleware...) // telemetry: outermost, added last

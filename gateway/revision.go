@@ -2,7 +2,6 @@ package gateway
 
 import (
 	"context"
-	"fmt"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"github.com/toolwire/toolwire/tool"
@@ -97,12 +96,4 @@ func capInitialize(next mcp.MethodHandler) mcp.MethodHandler {
 		}
 		return next(ctx, method, req)
 	}
-}
-
-// describeRevision names a request's revision for messages.
-func describeRevision(version string) string {
-	if version == "" {
-		return "an unknown revision"
-	}
-	return fmt.Sprintf("revision %s", version)
 }

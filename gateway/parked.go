@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"sync"
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
@@ -57,13 +58,13 @@ func questionKey(round int) string { return fmt.Sprintf("q%d", round) }
 // its executor call asks and tells.
 type parkedCall struct {
 	g      *Gateway
-	caps   *mcp.ClientCapabilities // declared by the request that started the call
+	caps   func() *mcp.ClientCapabilities // declared by the request that started the call; decoded when first asked
 	holder Holder
 	cancel context.CancelCauseFunc // ends the executor call
 	ended  func(end string)        // told of a cancellation (the limits' observer); may be nil
 }
 
-func (c *parkedCall) capabilities() *mcp.ClientCapabilities { return c.caps }
+func (c *parkedCall) capabilities() *mcp.ClientCapabilities { return c.caps() }
 
 // ask parks the call on a question until its answer comes back. A
 // question left unanswered for ParkTimeout cancels the whole call: the
@@ -122,10 +123,10 @@ func (g *Gateway) startParked(ctx context.Context, req *mcp.CallToolRequest, nam
 		base, release, ended = l.ctx, l.done, l.ended
 	}
 	// The lease's context comes from outside the handler: the caller's
-	// identity and client, which the audit log records, are put in again.
-	callCtx, cancel := context.WithCancelCause(withClient(withCaller(base, req), req))
+	// identity and client, which the audit log records, are carried over.
+	callCtx, cancel := context.WithCancelCause(carryCaller(base, ctx))
 	id := rand.Text()
-	c := &parkedCall{g: g, caps: capabilitiesOf(req), cancel: cancel, ended: ended}
+	c := &parkedCall{g: g, caps: sync.OnceValue(func() *mcp.ClientCapabilities { return capabilitiesOf(req) }), cancel: cancel, ended: ended}
 	// A client's request cancels the call only by closing while it waits.
 	holder, err := g.parking.Park(ctx, id, func(cause error) {
 		cancel(cause)
@@ -145,11 +146,7 @@ func (g *Gateway) startParked(ctx context.Context, req *mcp.CallToolRequest, nam
 		// the call it makes next is not refused for this one.
 		cancel(nil)
 		release()
-		raw, err := json.Marshal(toMCP(res.Truncated(g.opts.MaxResultBytes), rewrite))
-		if err != nil { // content the executor built: never
-			raw, _ = json.Marshal(&mcp.CallToolResult{IsError: true, Content: []mcp.Content{&mcp.TextContent{Text: "the result could not be encoded"}}})
-		}
-		holder.Finish(raw)
+		holder.Finish(toMCP(res.Truncated(g.opts.MaxResultBytes), rewrite))
 	}()
 	return g.await(ctx, req, id, 0, nil)
 }
@@ -174,11 +171,10 @@ func (g *Gateway) await(ctx context.Context, req *mcp.CallToolRequest, id string
 		return nil, err
 	}
 	if step.Question == nil {
-		var res mcp.CallToolResult
-		if err := json.Unmarshal(step.Result, &res); err != nil {
-			return nil, fmt.Errorf("the parked call's result: %w", err)
+		if step.Result == nil {
+			return nil, fmt.Errorf("the parked call ended without a result")
 		}
-		return &res, nil
+		return step.Result, nil
 	}
 	ir, err := inputRequest(*step.Question)
 	if err != nil {
@@ -234,6 +230,17 @@ func (g *Gateway) refuseRetry(ctx context.Context, req *mcp.CallToolRequest, why
 	msg := fmt.Sprintf("call to %q refused: %v", req.Params.Name, why)
 	g.refuse(ctx, req.Params.Name, req.Params.Arguments, ReasonRequestState, msg)
 	return nil, &jsonrpc.Error{Code: jsonrpc.CodeInvalidParams, Message: msg}
+}
+
+// carryCaller returns to with the caller's identity and client from from.
+func carryCaller(to, from context.Context) context.Context {
+	if who := tool.IdentityFrom(from); who != "" {
+		to = tool.WithIdentity(to, who)
+	}
+	if c := tool.ClientFrom(from); c != (tool.Client{}) {
+		to = tool.WithClient(to, c)
+	}
+	return to
 }
 
 // principalOf is who a request's requestState is bound to: the

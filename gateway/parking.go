@@ -7,6 +7,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"github.com/toolwire/toolwire/tool"
 )
 
@@ -20,7 +21,7 @@ import (
 //
 // Everything that crosses between the holder and the requests of the
 // client is serialisable (ids, round numbers, [Question], the answer's
-// JSON, [Step], [Note], a cause's text), so that an implementation can
+// JSON, [Step] with the result, [Note], a cause's text), so that an implementation can
 // keep it outside the process: a retry that lands on another replica of a
 // fleet then reaches the replica holding the call. [NewLocalParking] keeps
 // it in memory, for one process.
@@ -61,10 +62,11 @@ type Holder interface {
 	// the call; with none waiting it is kept, within a bound, for the
 	// next. It must not block for long.
 	Note(n Note)
-	// Finish ends the call with its result (a tools/call result's JSON),
-	// which the waiting request, or the next to resume it, takes. A result
-	// nobody takes is dropped after a while.
-	Finish(result json.RawMessage)
+	// Finish ends the call with its result, which the waiting request, or
+	// the next to resume it, takes. A result nobody takes is dropped after
+	// a while. The result is the holder's no more (an implementation in
+	// memory hands it over as it is; one that keeps it elsewhere, as JSON).
+	Finish(result *mcp.CallToolResult)
 }
 
 // Question is what a parked call asks its client: an elicitation or a
@@ -77,9 +79,9 @@ type Question struct {
 // Step is what a parked call did next: asked the question of Round, or
 // ended with Result.
 type Step struct {
-	Round    int             `json:"round,omitempty"`
-	Question *Question       `json:"question,omitempty"`
-	Result   json.RawMessage `json:"result,omitempty"`
+	Round    int                 `json:"round,omitempty"`
+	Question *Question           `json:"question,omitempty"`
+	Result   *mcp.CallToolResult `json:"result,omitempty"`
 }
 
 // Note is a progress report or a log line of a parked call, for the
@@ -130,7 +132,7 @@ type localCall struct {
 	round    int       // the round of the question outstanding, or of the last one
 	question *Question // outstanding; nil when none
 	answer   chan json.RawMessage
-	result   json.RawMessage
+	result   *mcp.CallToolResult
 	done     bool
 	changed  chan struct{} // closed, and replaced, when a step is posted
 	resuming bool          // a request is in Resume
@@ -270,7 +272,7 @@ func (c *localCall) Note(n Note) {
 	}
 }
 
-func (c *localCall) Finish(result json.RawMessage) {
+func (c *localCall) Finish(result *mcp.CallToolResult) {
 	p := c.p
 	p.mu.Lock()
 	c.done, c.result, c.question = true, result, nil

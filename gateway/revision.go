@@ -64,14 +64,26 @@ func withClient(ctx context.Context, req mcp.Request) context.Context {
 		return ctx
 	}
 	c := tool.Client{Protocol: ri.ProtocolVersion()}
-	if info := ri.ClientInfo(); info != nil {
-		c.Name = info.Name
-		if info.Version != "" {
-			c.Name += "/" + info.Version
+	name, version := "", ""
+	// The request's own _meta first, as it came: go-sdk's ClientInfo
+	// decodes it again, a cost per request.
+	if p := paramsOf(req); p != nil {
+		if info, ok := p.GetMeta()[mcp.MetaKeyClientInfo].(map[string]any); ok {
+			name, _ = info["name"].(string)
+			version, _ = info["version"].(string)
 		}
-		if r := []rune(c.Name); len(r) > maxClientName {
-			c.Name = string(r[:maxClientName]) + "…"
+	}
+	if name == "" {
+		if info := ri.ClientInfo(); info != nil {
+			name, version = info.Name, info.Version
 		}
+	}
+	c.Name = name
+	if version != "" {
+		c.Name += "/" + version
+	}
+	if r := []rune(c.Name); len(r) > maxClientName {
+		c.Name = string(r[:maxClientName]) + "…"
 	}
 	if c == (tool.Client{}) {
 		return ctx

@@ -12,6 +12,7 @@ import (
 	"io"
 	"maps"
 	"net/http"
+	"net/http/httptest"
 	"slices"
 	"strings"
 	"sync"
@@ -988,5 +989,71 @@ func TestDrainEnds2026Work(t *testing.T) {
 	res, err := answer(ctxT(t), cs, "up__deploy", map[string]any{}, parked, parked.RequestState, approve)
 	if err != nil || !res.IsError || !strings.Contains(text(res), "shutting down") {
 		t.Errorf("a retry after the drain: %v %+v", err, res)
+	}
+}
+
+// BenchmarkCallByRevision: one call of a tool that echoes its arguments,
+// over HTTP on 127.0.0.1, by a go-sdk client of each generation: through
+// the gateway (a 2026-07-28 call is a request of its own and runs as a
+// parked call), and, for the floor, to a bare go-sdk server (stateful for
+// 2025, stateless for 2026-07-28).
+//
+//	go test -run='^$' -bench=CallByRevision -benchtime=3000x ./gateway/
+func BenchmarkCallByRevision(b *testing.B) {
+	for _, server := range []string{"gateway", "go-sdk"} {
+		for _, rev := range []string{"2025-11-25", Revision2026} {
+			b.Run(server+"/"+rev, func(b *testing.B) {
+				var h http.Handler
+				if server == "gateway" {
+					reg := tool.NewRegistry(nil)
+					if err := reg.Register(&tool.Tool{Name: "echo", Tier: tool.Read, InputSchema: json.RawMessage(`{"type":"object"}`),
+						Handler: func(_ context.Context, args json.RawMessage) (*tool.Result, error) {
+							return tool.TextResult(string(args)), nil
+						}}); err != nil {
+						b.Fatal(err)
+					}
+					gh := New(tool.NewExecutor(reg, nil), nil).Handler(HTTPOptions{})
+					defer gh.Close()
+					h = gh
+				} else {
+					srv := mcp.NewServer(&mcp.Implementation{Name: "bare", Version: "1"}, nil)
+					srv.AddTool(&mcp.Tool{Name: "echo", InputSchema: json.RawMessage(`{"type":"object"}`)}, func(_ context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+						return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: string(req.Params.Arguments)}}}, nil
+					})
+					mux := http.NewServeMux()
+					mux.Handle("/mcp", mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return srv }, &mcp.StreamableHTTPOptions{Stateless: modern(rev)}))
+					h = mux
+				}
+				benchCalls(b, h, rev)
+			})
+		}
+	}
+}
+
+func benchCalls(b *testing.B, h http.Handler, rev string) {
+	ts := httptest.NewServer(h)
+	defer ts.Close()
+	var so *mcp.ClientSessionOptions
+	if rev != Revision2026 {
+		so = &mcp.ClientSessionOptions{ProtocolVersion: rev}
+	}
+	ctx := context.Background()
+	cs, err := mcp.NewClient(&mcp.Implementation{Name: "bench", Version: "1"}, nil).Connect(ctx,
+		&mcp.StreamableClientTransport{Endpoint: ts.URL + "/mcp", MaxRetries: -1}, so)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer cs.Close()
+	if cs.InitializeResult().ProtocolVersion != rev {
+		b.Fatalf("speaking %s", cs.InitializeResult().ProtocolVersion)
+	}
+	params := &mcp.CallToolParams{Name: "echo", Arguments: map[string]any{"text": "hello"}}
+	b.ReportAllocs()
+	b.ResetTimer()
+	for range b.N {
+		res, err := cs.CallTool(ctx, params)
+		if err != nil || res.IsError {
+			b.Fatalf("call: %v %+v", err, res)
+		}
 	}
 }

@@ -93,13 +93,13 @@ func (s *signals) wait(t *testing.T, name string) {
 // The upstream's tools: echo, progress and log (read), deploy (write: the
 // gateway asks for approval), ask, ask_url and sample (read; they ask the
 // caller mid-call: a form, a URL, a model), wait (read; it waits to be
-// cancelled), deploy_wait and deploy_ask (write: an approval, then wait or
-// ask).
-var upstreamTools = []string{"ask", "ask_url", "deploy", "deploy_ask", "deploy_wait", "echo", "log", "progress", "sample", "wait"}
+// cancelled), deploy_wait, deploy_ask and deploy_progress (write: an
+// approval, then wait, ask or report progress).
+var upstreamTools = []string{"ask", "ask_url", "deploy", "deploy_ask", "deploy_progress", "deploy_wait", "echo", "log", "progress", "sample", "wait"}
 
 // upstreamTiers are the tiers the gateway's configuration gives the
 // upstream's write tools; the others are read.
-var upstreamTiers = map[string]string{"deploy": "write", "deploy_wait": "write", "deploy_ask": "write"}
+var upstreamTiers = map[string]string{"deploy": "write", "deploy_wait": "write", "deploy_ask": "write", "deploy_progress": "write"}
 
 const upstreamPrivateURI = "res://private"
 
@@ -143,7 +143,7 @@ func newUpstream(t *testing.T, kind upstreamKind) *goUpstream {
 	add("deploy", func(_ context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
 		return text("deployed " + string(req.Params.Arguments)), nil
 	})
-	add("progress", func(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+	progress := func(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
 		if token := req.Params.GetProgressToken(); token != nil {
 			for i := 1; i <= 3; i++ {
 				if err := req.Session.NotifyProgress(ctx, &mcp.ProgressNotificationParams{ProgressToken: token, Progress: float64(i), Total: 3}); err != nil {
@@ -152,7 +152,9 @@ func newUpstream(t *testing.T, kind upstreamKind) *goUpstream {
 			}
 		}
 		return text("progressed"), nil
-	})
+	}
+	add("progress", progress)
+	add("deploy_progress", progress)
 	add("log", func(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
 		for _, line := range []string{"one", "two"} {
 			if err := req.Session.Log(ctx, &mcp.LoggingMessageParams{Level: "info", Data: line}); err != nil {

@@ -468,6 +468,40 @@ func TestRequestStateIsSealedAndBound(t *testing.T) {
 	}
 }
 
+// TestAParkedCallsProgressGoesToTheCurrentRound: the progress a parked
+// call reports after its question goes to the request of the round then
+// waiting, under that request's token.
+func TestAParkedCallsProgressGoesToTheCurrentRound(t *testing.T) {
+	t.Parallel()
+	b := newBridge(t, bridgeOptions{})
+	progress := make(chan *mcp.ProgressNotificationParams, 8)
+	cs := b.dial(t, bobToken, Revision2026, &mcp.ClientOptions{
+		MultiRoundTrip:     &mcp.MultiRoundTripOptions{Disabled: true},
+		ElicitationHandler: func(context.Context, *mcp.ElicitRequest) (*mcp.ElicitResult, error) { return nil, fmt.Errorf("not asked this way") },
+		ProgressNotificationHandler: func(_ context.Context, req *mcp.ProgressNotificationClientRequest) {
+			progress <- req.Params
+		},
+	})
+	first := &mcp.CallToolParams{Name: "up__deploy_progress", Arguments: map[string]any{}}
+	first.SetProgressToken("round-0")
+	res, err := cs.CallTool(ctxT(t), first)
+	if err != nil || !res.NeedsInput() {
+		t.Fatalf("first request: %v %+v", err, res)
+	}
+	retry := &mcp.CallToolParams{Name: "up__deploy_progress", Arguments: map[string]any{}, RequestState: res.RequestState,
+		InputResponses: mcp.InputResponseMap{"q1": approve}}
+	retry.SetProgressToken("round-1")
+	done, err := cs.CallTool(ctxT(t), retry)
+	if err != nil || done.IsError || text(done) != "progressed" {
+		t.Fatalf("retry: %v %+v", err, done)
+	}
+	for i := 1; i <= 3; i++ {
+		if p := receive(t, progress, fmt.Sprintf("progress %d", i)); p.ProgressToken != "round-1" || p.Progress != float64(i) {
+			t.Errorf("progress %d: %+v, want it under the retry's token", i, p)
+		}
+	}
+}
+
 // TestAParkedCallIsCancelledWhenNobodyAnswers: a question left unanswered
 // past the park timeout cancels the call, upstream too, audited as
 // cancelled for that reason; a retry with its requestState after the

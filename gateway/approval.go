@@ -2,11 +2,14 @@ package gateway
 
 import (
 	"context"
+	"crypto/rand"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
+	"github.com/toolwire/toolwire/internal/safetext"
 	"github.com/toolwire/toolwire/tool"
 )
 
@@ -67,11 +70,13 @@ var ErrApprovalRequired = errors.New("approval required")
 // Approver is the [tool.Confirmer] of a registry served by a gateway. It
 // approves each write or destructive call per its policy, asking the
 // client that made the call: by elicitation/create on a 2025 session, by
-// an input request of the parked call on 2026-07-28 (see [Parking]). A
-// call that did not come through the gateway, or whose client did not
-// declare form elicitation, cannot be asked about and does not run unless
-// the policy allows it (the outcome is unconfirmed: nobody could be
-// asked).
+// an input request of the parked call on 2026-07-28 (see [Parking]); with
+// a form, or, to a client over HTTP that declares URL-mode elicitation
+// and not forms, with a link to the call's approval page (see
+// [ApprovalPath]). A call that did not come through the gateway, or whose
+// client can be asked neither way, cannot be asked about and does not run
+// unless the policy allows it (the outcome is unconfirmed: nobody could
+// be asked).
 type Approver struct {
 	policy ApprovalPolicy
 }
@@ -91,7 +96,11 @@ func (a *Approver) Confirm(ctx context.Context, call tool.PendingCall) (bool, er
 	if d == nil {
 		return false, fmt.Errorf("%w: no connected client to ask: %w", ErrApprovalRequired, tool.ErrNobodyToAsk)
 	}
-	if !formElicitation(d.capabilities()) {
+	caps := d.capabilities()
+	if !formElicitation(caps) {
+		if links := approvalLinksFrom(ctx); links != nil && caps != nil && caps.Elicitation != nil && caps.Elicitation.URL != nil {
+			return confirmAtPage(ctx, d, call, links)
+		}
 		return false, fmt.Errorf("%w: the client does not support elicitation, so its user cannot be asked: %w", ErrApprovalRequired, tool.ErrNobodyToAsk)
 	}
 	params, err := json.Marshal(&mcp.ElicitParams{Message: approvalMessage(call), RequestedSchema: approvalSchema})
@@ -108,6 +117,45 @@ func (a *Approver) Confirm(ctx context.Context, call tool.PendingCall) (bool, er
 	}
 	approved, _ := res.Content["approve"].(bool)
 	return approved, nil
+}
+
+// confirmAtPage asks a client that declares URL-mode elicitation, and not
+// forms, to open the call's approval page (see [ApprovalPath]); the
+// decision taken there is the answer. The client's accepting only says
+// that its user went there: the approver then waits for the decision, at
+// most links.wait (a 2026-07-28 client asks again once its user is done,
+// so the decision is usually in already). A client that declines, or a
+// user who never decides, does not approve.
+func confirmAtPage(ctx context.Context, d downstream, call tool.PendingCall, links *approvalLinks) (bool, error) {
+	token, page := links.pages.open(call)
+	defer links.pages.closePage(token)
+	params, err := json.Marshal(&mcp.ElicitParams{
+		Mode:          "url",
+		Message:       "Open the page to allow or deny the call to " + safetext.Line(call.Name, 128) + ".",
+		URL:           links.base + ApprovalPath + token,
+		ElicitationID: rand.Text(),
+	})
+	if err != nil {
+		return false, fmt.Errorf("%w: %v", ErrApprovalRequired, err)
+	}
+	raw, err := d.ask(ctx, tool.Elicitation, params)
+	if err != nil {
+		return false, fmt.Errorf("%w: asking the client failed: %v", ErrApprovalRequired, err)
+	}
+	var res mcp.ElicitResult
+	if err := json.Unmarshal(raw, &res); err != nil || res.Action != "accept" {
+		return false, nil
+	}
+	wait := time.NewTimer(links.wait)
+	defer wait.Stop()
+	select {
+	case <-page.decided:
+		return page.allowed, nil
+	case <-ctx.Done():
+		return false, ctx.Err()
+	case <-wait.C:
+		return false, fmt.Errorf("%w: nobody decided at the approval page within %s: %w", ErrApprovalRequired, links.wait, tool.ErrNobodyToAsk)
+	}
 }
 
 // approvalSchema asks for one explicit yes: accepting the form without

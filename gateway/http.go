@@ -125,7 +125,12 @@ func (g *Gateway) Handler(opts HTTPOptions) *Handler {
 		}
 		h = &dispatcher{stateful: stateful, stateless: stateless, maxBody: limit}
 	}
+	// Approvals by URL-mode elicitation link to a page of this handler's,
+	// at the address the client reached it by (or the configured one).
+	pages := newApprovalPages()
+	h = withApprovalPages(h, pages, originOnly(opts.ResourceURL), g.parkTimeout)
 	mux := http.NewServeMux()
+	mux.Handle(ApprovalPath, pages)
 	mux.HandleFunc(LivenessPath, liveness)
 	mux.Handle(ReadinessPath, readiness(opts.Ready, tr))
 	if bound != nil {
@@ -171,6 +176,23 @@ func (h *Handler) Drain(ctx context.Context, grace time.Duration) int {
 // Close stops the per-role servers from following the registry. Requests
 // still being served are not interrupted.
 func (h *Handler) Close() { h.servers.stopAll() }
+
+// withApprovalPages puts the approval pages in the context of every
+// request to next, with the address to link them by: base, or the
+// request's own scheme and host.
+func withApprovalPages(next http.Handler, pages *approvalPages, base string, wait time.Duration) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		b := base
+		if b == "" {
+			scheme := "http"
+			if r.TLS != nil {
+				scheme = "https"
+			}
+			b = scheme + "://" + r.Host
+		}
+		next.ServeHTTP(w, r.WithContext(withApprovalLinks(r.Context(), &approvalLinks{pages: pages, base: b, wait: wait})))
+	})
+}
 
 // requireToken wraps next in go-sdk's bearer-token middleware. The 401
 // challenge must point at the protected-resource metadata; without a

@@ -1091,3 +1091,85 @@ func benchCalls(b *testing.B, h http.Handler, rev string) {
 		}
 	}
 }
+
+// TestApprovalAtAPageForURLModeClients: a client that declares URL-mode
+// elicitation and not forms is asked for an approval with a link to the
+// call's page; the decision taken there is the answer, on 2026-07-28 and
+// on a 2025-11-25 session alike. The page shows the call as a form would,
+// refuses another site's post and a second decision, and is gone once the
+// question is.
+func TestApprovalAtAPageForURLModeClients(t *testing.T) {
+	t.Parallel()
+	b := newBridge(t, bridgeOptions{})
+	urlOnly := &mcp.ClientCapabilities{Elicitation: &mcp.ElicitationCapabilities{URL: &mcp.URLElicitationCapabilities{}}}
+	for _, c := range []struct {
+		rev      string
+		decision string
+	}{{Revision2026, "allow"}, {Revision2026, "deny"}, {"2025-11-25", "allow"}} {
+		var link string
+		cs := b.dial(t, bobToken, c.rev, &mcp.ClientOptions{
+			Capabilities: urlOnly,
+			ElicitationHandler: func(ctx context.Context, req *mcp.ElicitRequest) (*mcp.ElicitResult, error) {
+				if req.Params.Mode != "url" || !strings.HasPrefix(req.Params.URL, b.url+ApprovalPath) {
+					return nil, fmt.Errorf("asked %+v, want a link to an approval page", req.Params)
+				}
+				link = req.Params.URL
+				// The user opens the page, reads the call, and decides.
+				page := httpDo(t, http.MethodGet, link, nil, nil)
+				if page.status != http.StatusOK || !strings.Contains(page.body, "up__deploy is a write tool") || !strings.Contains(page.body, "&#34;env&#34;: &#34;"+c.rev) ||
+					page.header.Get("X-Frame-Options") != "DENY" || page.header.Get("Cache-Control") != "no-store" {
+					return nil, fmt.Errorf("the page: %d %v\n%s", page.status, page.header, page.body)
+				}
+				if r := httpDo(t, http.MethodPost, link, map[string]string{"Origin": "https://evil.example"}, strings.NewReader("decision=allow")); r.status != http.StatusForbidden {
+					return nil, fmt.Errorf("another site's post: %d, want 403", r.status)
+				}
+				own := map[string]string{"Origin": b.url, "Content-Type": "application/x-www-form-urlencoded"}
+				if r := httpDo(t, http.MethodPost, link, own, strings.NewReader("decision="+c.decision)); r.status != http.StatusOK {
+					return nil, fmt.Errorf("the decision: %d %s", r.status, r.body)
+				}
+				if r := httpDo(t, http.MethodPost, link, own, strings.NewReader("decision=allow")); r.status != http.StatusConflict {
+					return nil, fmt.Errorf("a second decision: %d, want 409", r.status)
+				}
+				return &mcp.ElicitResult{Action: "accept"}, nil
+			},
+		})
+		got, isErr := call(t, cs, "up__deploy", map[string]any{"env": c.rev})
+		if c.decision == "allow" && (isErr || got != `deployed {"env":"`+c.rev+`"}`) {
+			t.Errorf("%s allowed at the page: %q (isError %v)", c.rev, got, isErr)
+		}
+		if c.decision == "deny" && (!isErr || !strings.Contains(got, "declined")) {
+			t.Errorf("%s denied at the page: %q (isError %v)", c.rev, got, isErr)
+		}
+		if link == "" {
+			t.Fatalf("%s: the client was not asked", c.rev)
+		}
+		if r := httpDo(t, http.MethodGet, link, nil, nil); r.status != http.StatusNotFound {
+			t.Errorf("%s: the page after the call: %d, want 404", c.rev, r.status)
+		}
+	}
+}
+
+type httpReply struct {
+	status int
+	header http.Header
+	body   string
+}
+
+// httpDo sends one request; a request that cannot be made is a reply of
+// status 0 with the error as its body (it may run off the test's goroutine).
+func httpDo(t *testing.T, method, url string, headers map[string]string, body io.Reader) httpReply {
+	req, err := http.NewRequestWithContext(ctxT(t), method, url, body)
+	if err != nil {
+		return httpReply{body: err.Error()}
+	}
+	for k, v := range headers {
+		req.Header.Set(k, v)
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return httpReply{body: err.Error()}
+	}
+	defer resp.Body.Close()
+	all, _ := io.ReadAll(resp.Body)
+	return httpReply{status: resp.StatusCode, header: resp.Header, body: string(all)}
+}

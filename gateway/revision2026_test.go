@@ -476,8 +476,10 @@ func TestAParkedCallsProgressGoesToTheCurrentRound(t *testing.T) {
 	b := newBridge(t, bridgeOptions{})
 	progress := make(chan *mcp.ProgressNotificationParams, 8)
 	cs := b.dial(t, bobToken, Revision2026, &mcp.ClientOptions{
-		MultiRoundTrip:     &mcp.MultiRoundTripOptions{Disabled: true},
-		ElicitationHandler: func(context.Context, *mcp.ElicitRequest) (*mcp.ElicitResult, error) { return nil, fmt.Errorf("not asked this way") },
+		MultiRoundTrip: &mcp.MultiRoundTripOptions{Disabled: true},
+		ElicitationHandler: func(context.Context, *mcp.ElicitRequest) (*mcp.ElicitResult, error) {
+			return nil, fmt.Errorf("not asked this way")
+		},
 		ProgressNotificationHandler: func(_ context.Context, req *mcp.ProgressNotificationClientRequest) {
 			progress <- req.Params
 		},

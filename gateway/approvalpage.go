@@ -25,6 +25,10 @@ const ApprovalPath = "/approvals/"
 
 // approvalPages are the approval pages open now.
 type approvalPages struct {
+	// origin is the gateway's configured origin (of its resource URL),
+	// which a browser behind a TLS proxy names; "" means the request's own.
+	origin string
+
 	mu    sync.Mutex
 	pages map[string]*approvalPage
 }
@@ -37,8 +41,8 @@ type approvalPage struct {
 	allowed bool          // set before decided is closed
 }
 
-func newApprovalPages() *approvalPages {
-	return &approvalPages{pages: map[string]*approvalPage{}}
+func newApprovalPages(origin string) *approvalPages {
+	return &approvalPages{origin: origin, pages: map[string]*approvalPage{}}
 }
 
 // open makes a page for call and returns its token; close it with closePage.
@@ -114,7 +118,7 @@ func (a *approvalPages) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	case http.MethodGet, http.MethodHead:
 		data.Call = p.call.Render()
 	case http.MethodPost:
-		if !sameOrigin(r) {
+		if !sameOrigin(r, a.origin) {
 			http.Error(w, "Forbidden: a decision is taken on its own page", http.StatusForbidden)
 			return
 		}
@@ -141,11 +145,11 @@ func (a *approvalPages) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 }
 
 // sameOrigin reports whether a POST comes from the page itself: a browser
-// names the page's origin in Origin (or, older ones, says same-origin in
-// Sec-Fetch-Site); a request from another site names that site. A request
-// with neither is not from a browser, so no other site's page can have
-// made it.
-func sameOrigin(r *http.Request) bool {
+// names the page's origin in Origin (own: the configured one, else the
+// request's scheme and host) and says same-origin in Sec-Fetch-Site; a
+// request from another site names that site. A request with neither is
+// not from a browser, so no other site's page can have made it.
+func sameOrigin(r *http.Request, own string) bool {
 	if site := r.Header.Get("Sec-Fetch-Site"); site != "" && site != "same-origin" {
 		return false
 	}
@@ -153,11 +157,14 @@ func sameOrigin(r *http.Request) bool {
 	if origin == "" {
 		return true
 	}
-	scheme := "http"
-	if r.TLS != nil {
-		scheme = "https"
+	if own == "" {
+		scheme := "http"
+		if r.TLS != nil {
+			scheme = "https"
+		}
+		own = scheme + "://" + r.Host
 	}
-	return normalOrigin(origin) == normalOrigin(scheme+"://"+r.Host)
+	return normalOrigin(origin) == normalOrigin(own)
 }
 
 // approvalLinks is how a call's approver reaches the pages: the pages, and

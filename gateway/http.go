@@ -127,8 +127,8 @@ func (g *Gateway) Handler(opts HTTPOptions) *Handler {
 	}
 	// Approvals by URL-mode elicitation link to a page of this handler's,
 	// at the address the client reached it by (or the configured one).
-	pages := newApprovalPages()
-	h = withApprovalPages(h, pages, originOnly(opts.ResourceURL), g.parkTimeout)
+	pages := newApprovalPages(originOnly(opts.ResourceURL))
+	h = withApprovalPages(h, pages, pages.origin, g.parkTimeout)
 	mux := http.NewServeMux()
 	mux.Handle(ApprovalPath, pages)
 	mux.HandleFunc(LivenessPath, liveness)

@@ -46,8 +46,8 @@ type Parking interface {
 	// stays parked.
 	Resume(ctx context.Context, id string, round int, answer json.RawMessage, note func(Note)) (Step, error)
 	// Cancel cancels the call id with cause (a sentence for the audit
-	// log): its holder's cancel is called. An unknown id is an error
-	// wrapping [ErrNotParked].
+	// log): its holder's cancel is called, unless the call has ended. An
+	// unknown id is an error wrapping [ErrNotParked].
 	Cancel(ctx context.Context, id, cause string) error
 }
 
@@ -220,11 +220,14 @@ func (p *localParking) Resume(ctx context.Context, id string, round int, answer 
 func (p *localParking) Cancel(_ context.Context, id, cause string) error {
 	p.mu.Lock()
 	c := p.calls[id]
+	done := c != nil && c.done
 	p.mu.Unlock()
 	if c == nil {
 		return ErrNotParked
 	}
-	c.once.Do(func() { c.cancel(errors.New(cause)) })
+	if !done { // a call that ended has nothing left to cancel
+		c.once.Do(func() { c.cancel(errors.New(cause)) })
+	}
 	return nil
 }
 

@@ -56,7 +56,9 @@ capabilities); with --stateless no client has a session. A 2026-07-28
 client is asked for approvals, and relayed an upstream's questions, through
 multi round-trip requests: the call is held in the gateway (parked) between
 the client's requests, and cancelled when the client closes one or leaves a
-question unanswered for 10 minutes. A 2025 client on a --stateless gateway
+question unanswered for 10 minutes. A client that declares URL-mode
+elicitation and not forms is asked for an approval with a link to a page at
+/approvals/ on the same listener. A 2025 client on a --stateless gateway
 cannot be asked anything. docs/protocol.md says how each revision is served.
 
 --http serves Streamable HTTP at /mcp. When the configuration has

@@ -88,6 +88,11 @@ type Event struct {
 	// Caller identifies who made the call, when the caller is known (for
 	// a call through the gateway: the authenticated subject).
 	Caller string `json:"caller,omitempty"`
+	// Protocol and Client say how a call through the gateway arrived: the
+	// MCP revision its request spoke and the client's name and version as
+	// the client announced them (its words, bounded).
+	Protocol string `json:"protocol,omitempty"`
+	Client   string `json:"client,omitempty"`
 	// Tool is the registered name; Source and Original say where it came
 	// from (for an MCP tool, the server and the server's own tool name).
 	Tool     string `json:"tool,omitempty"`

@@ -20,6 +20,7 @@ type GatewayLimits struct {
 	MaxCallsPerCaller    *int
 	CallRate             *float64 // calls per second per caller
 	CallBurst            *int
+	MaxListensPerCaller  *int // open subscriptions/listen streams (2026-07-28)
 	ReadHeaderTimeout    *time.Duration
 	ReadBodyTimeout      *time.Duration
 	IdleTimeout          *time.Duration // of a keep-alive connection
@@ -38,7 +39,7 @@ type GatewayTLS struct {
 var (
 	limitsFields = []string{
 		"sessionIdleTimeout", "maxSessions", "maxSessionsPerCaller", "maxCallsPerSession", "maxCallsPerCaller",
-		"callRate", "callBurst", "readHeaderTimeout", "readBodyTimeout", "idleTimeout", "maxHeaderBytes", "maxBodyBytes", "drainGrace",
+		"callRate", "callBurst", "maxListensPerCaller", "readHeaderTimeout", "readBodyTimeout", "idleTimeout", "maxHeaderBytes", "maxBodyBytes", "drainGrace",
 	}
 	tlsFields = []string{"certFile", "keyFile"}
 )
@@ -99,6 +100,8 @@ func (d *decoder) gatewayLimits(v *node, lpath string) *GatewayLimits {
 			l.MaxCallsPerCaller = count(f.value, fpath)
 		case "callBurst":
 			l.CallBurst = count(f.value, fpath)
+		case "maxListensPerCaller":
+			l.MaxListensPerCaller = count(f.value, fpath)
 		case "maxHeaderBytes":
 			l.MaxHeaderBytes = count(f.value, fpath)
 		case "maxBodyBytes":
@@ -170,6 +173,7 @@ func limitsNode(l *GatewayLimits) *yaml.Node {
 		addPair(m, "callRate", &yaml.Node{Kind: yaml.ScalarNode, Tag: "!!float", Value: strconv.FormatFloat(*l.CallRate, 'g', -1, 64)})
 	}
 	count("callBurst", l.CallBurst)
+	count("maxListensPerCaller", l.MaxListensPerCaller)
 	dur("readHeaderTimeout", l.ReadHeaderTimeout)
 	dur("readBodyTimeout", l.ReadBodyTimeout)
 	dur("idleTimeout", l.IdleTimeout)

@@ -19,6 +19,7 @@ gateway:
     maxCallsPerCaller: 16
     callRate: 2.5
     callBurst: 5
+    maxListensPerCaller: 4
     readHeaderTimeout: 5s
     readBodyTimeout: 20s
     idleTimeout: 1m
@@ -36,7 +37,8 @@ func TestGatewayLimitsParseAndRoundTrip(t *testing.T) {
 	}
 	l := f.Gateway.Limits
 	if l == nil || *l.SessionIdleTimeout != 10*time.Minute || *l.MaxSessions != 50 || *l.MaxSessionsPerCaller != 0 ||
-		*l.CallRate != 2.5 || *l.CallBurst != 5 || *l.DrainGrace != 3*time.Second || *l.MaxBodyBytes != 1<<20 || l.MaxCallsPerSession == nil {
+		*l.CallRate != 2.5 || *l.CallBurst != 5 || *l.DrainGrace != 3*time.Second || *l.MaxBodyBytes != 1<<20 || l.MaxCallsPerSession == nil ||
+		*l.MaxListensPerCaller != 4 {
 		t.Fatalf("limits: %+v", l)
 	}
 	if len(f.Gateway.AllowedOrigins) != 2 || f.Gateway.TLS == nil || f.Gateway.TLS.KeyFile != "/etc/tw/key.pem" {
@@ -59,6 +61,7 @@ func TestGatewayLimitsBadValuesAreNamed(t *testing.T) {
 		{"limits: {drainGrace: 5}", "gateway.limits.drainGrace"},
 		{`limits: {drainGrace: "-1s"}`, "gateway.limits.drainGrace"},
 		{"limits: {callRate: -2}", "gateway.limits.callRate"},
+		{"limits: {maxListensPerCaller: -1}", "gateway.limits.maxListensPerCaller"},
 		{"limits: {maxSesions: 3}", "maxSesions"},
 		{"allowedOrigins: [https://app.example.com/path]", "gateway.allowedOrigins[0]"},
 		{"allowedOrigins: [app.example.com]", "gateway.allowedOrigins[0]"},

@@ -2,10 +2,14 @@ package gateway
 
 import (
 	"context"
+	"crypto/rand"
+	"encoding/json"
 	"errors"
 	"fmt"
+	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
+	"github.com/toolwire/toolwire/internal/safetext"
 	"github.com/toolwire/toolwire/tool"
 )
 
@@ -14,9 +18,10 @@ import (
 type Approval string
 
 const (
-	// Elicit asks the connected client's user, through elicitation/create,
-	// showing the validated arguments. A client that cannot be asked is
-	// refused.
+	// Elicit asks the connected client's user, showing the validated
+	// arguments: by elicitation/create on a 2025 session, by an input
+	// request on 2026-07-28. A call whose client cannot be asked does not
+	// run.
 	Elicit Approval = "elicit"
 	// Deny refuses every such call.
 	Deny Approval = "deny"
@@ -58,14 +63,20 @@ func (p ApprovalPolicy) forCall(call tool.PendingCall) Approval {
 }
 
 // ErrApprovalRequired, wrapped, is why a call was refused: the policy
-// denies it, or the client cannot be asked.
+// denies it, or the client cannot be asked (then the error also wraps
+// [tool.ErrNobodyToAsk], and the call's outcome is unconfirmed).
 var ErrApprovalRequired = errors.New("approval required")
 
 // Approver is the [tool.Confirmer] of a registry served by a gateway. It
 // approves each write or destructive call per its policy, asking the
-// client connected to the gateway session that made the call. A call that
-// did not come through a gateway session cannot be asked about and is
-// refused unless the policy allows it.
+// client that made the call: by elicitation/create on a 2025 session, by
+// an input request of the parked call on 2026-07-28 (see [Parking]); with
+// a form, or, to a client over HTTP that declares URL-mode elicitation
+// and not forms, with a link to the call's approval page (see
+// [ApprovalPath]). A call that did not come through the gateway, or whose
+// client can be asked neither way, cannot be asked about and does not run
+// unless the policy allows it (the outcome is unconfirmed: nobody could
+// be asked).
 type Approver struct {
 	policy ApprovalPolicy
 }
@@ -81,25 +92,70 @@ func (a *Approver) Confirm(ctx context.Context, call tool.PendingCall) (bool, er
 	case Deny:
 		return false, fmt.Errorf("%w: the gateway's policy refuses %s calls to %s", ErrApprovalRequired, call.Tier, call.Name)
 	}
-	ss := sessionFrom(ctx)
-	if ss == nil {
-		return false, fmt.Errorf("%w: no connected client to ask", ErrApprovalRequired)
+	d := downstreamFrom(ctx)
+	if d == nil {
+		return false, fmt.Errorf("%w: no connected client to ask: %w", ErrApprovalRequired, tool.ErrNobodyToAsk)
 	}
-	if !canElicit(ss) {
-		return false, fmt.Errorf("%w: the client does not support elicitation, so its user cannot be asked", ErrApprovalRequired)
+	caps := d.capabilities()
+	if !formElicitation(caps) {
+		if links := approvalLinksFrom(ctx); links != nil && caps != nil && caps.Elicitation != nil && caps.Elicitation.URL != nil {
+			return confirmAtPage(ctx, d, call, links)
+		}
+		return false, fmt.Errorf("%w: the client does not support elicitation, so its user cannot be asked: %w", ErrApprovalRequired, tool.ErrNobodyToAsk)
 	}
-	res, err := ss.Elicit(ctx, &mcp.ElicitParams{
-		Message:         approvalMessage(call),
-		RequestedSchema: approvalSchema,
-	})
+	params, err := json.Marshal(&mcp.ElicitParams{Message: approvalMessage(call), RequestedSchema: approvalSchema})
+	if err != nil {
+		return false, fmt.Errorf("%w: %v", ErrApprovalRequired, err)
+	}
+	raw, err := d.ask(ctx, tool.Elicitation, params)
 	if err != nil {
 		return false, fmt.Errorf("%w: asking the client failed: %w", ErrApprovalRequired, err)
 	}
-	if res.Action != "accept" {
+	var res mcp.ElicitResult
+	if err := json.Unmarshal(raw, &res); err != nil || res.Action != "accept" {
 		return false, nil
 	}
 	approved, _ := res.Content["approve"].(bool)
 	return approved, nil
+}
+
+// confirmAtPage asks a client that declares URL-mode elicitation, and not
+// forms, to open the call's approval page (see [ApprovalPath]); the
+// decision taken there is the answer. The client's accepting only says
+// that its user went there: the approver then waits for the decision, at
+// most links.wait (a 2026-07-28 client asks again once its user is done,
+// so the decision is usually in already). A client that declines, or a
+// user who never decides, does not approve.
+func confirmAtPage(ctx context.Context, d downstream, call tool.PendingCall, links *approvalLinks) (bool, error) {
+	token, page := links.pages.open(call)
+	defer links.pages.closePage(token)
+	params, err := json.Marshal(&mcp.ElicitParams{
+		Mode:          "url",
+		Message:       "Open the page to allow or deny the call to " + safetext.Line(call.Name, 128) + ".",
+		URL:           links.base + ApprovalPath + token,
+		ElicitationID: rand.Text(),
+	})
+	if err != nil {
+		return false, fmt.Errorf("%w: %v", ErrApprovalRequired, err)
+	}
+	raw, err := d.ask(ctx, tool.Elicitation, params)
+	if err != nil {
+		return false, fmt.Errorf("%w: asking the client failed: %v", ErrApprovalRequired, err)
+	}
+	var res mcp.ElicitResult
+	if err := json.Unmarshal(raw, &res); err != nil || res.Action != "accept" {
+		return false, nil
+	}
+	wait := time.NewTimer(links.wait)
+	defer wait.Stop()
+	select {
+	case <-page.decided:
+		return page.allowed, nil
+	case <-ctx.Done():
+		return false, ctx.Err()
+	case <-wait.C:
+		return false, fmt.Errorf("%w: nobody decided at the approval page within %s: %w", ErrApprovalRequired, links.wait, tool.ErrNobodyToAsk)
+	}
 }
 
 // approvalSchema asks for one explicit yes: accepting the form without
@@ -118,20 +174,4 @@ var approvalSchema = map[string]any{
 // description bounded, escaped and marked as its server's words.
 func approvalMessage(call tool.PendingCall) string {
 	return "Allow this call?\n\n" + call.Render()
-}
-
-func canElicit(ss *mcp.ServerSession) bool {
-	p := ss.InitializeParams()
-	return p != nil && p.Capabilities != nil && p.Capabilities.Elicitation != nil
-}
-
-type sessionKey struct{}
-
-func withSession(ctx context.Context, ss *mcp.ServerSession) context.Context {
-	return context.WithValue(ctx, sessionKey{}, ss)
-}
-
-func sessionFrom(ctx context.Context) *mcp.ServerSession {
-	ss, _ := ctx.Value(sessionKey{}).(*mcp.ServerSession)
-	return ss
 }

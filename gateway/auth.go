@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"net/http"
 	"path"
+	"slices"
 	"strings"
 	"time"
 
@@ -104,6 +105,21 @@ func (r Roles) allows(role, name string) bool {
 		if ok, _ := path.Match(g, name); ok {
 			return true
 		}
+	}
+	return false
+}
+
+// differ reports whether two roles see different tools: then what a
+// caller is served depends on who it is.
+func (r Roles) differ() bool {
+	var first string
+	seen := false
+	for _, globs := range r {
+		key := strings.Join(slices.Sorted(slices.Values(globs)), "\x00")
+		if seen && key != first {
+			return true
+		}
+		first, seen = key, true
 	}
 	return false
 }

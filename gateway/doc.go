@@ -7,12 +7,20 @@
 // readOnlyHint, a destructive one destructiveHint, and nothing else claims
 // either.
 //
+// Every MCP revision is served, 2024-11-05 to 2026-07-28: the 2025
+// revisions' clients open sessions, 2026-07-28 clients have none
+// ([Gateway.Handler] serves both on one endpoint). docs/protocol.md says
+// how each feature maps per revision.
+//
 // Write and destructive calls are approved per an [ApprovalPolicy]: by
-// asking the connected client's user through elicitation/create, showing
-// the validated arguments (when the client supports elicitation), by
-// refusing, or by allowing. A refusal is an isError result the model can
-// read, never a protocol error. Nothing the client sends (an "approved"
-// argument, annotations) changes the decision.
+// asking the connected client's user through elicitation, showing the
+// validated arguments (when the client supports elicitation), by
+// refusing, or by allowing. A 2025 client is asked with
+// elicitation/create during the call; a 2026-07-28 client, which may not
+// be sent requests during a call, with a multi round-trip request while
+// the call waits, parked ([Parking]). A refusal is an isError result the
+// model can read, never a protocol error. Nothing the client sends (an
+// "approved" argument, annotations) changes the decision.
 //
 // Clients receive what the executor returns: build it with
 // [tool.ExecutorOptions].Mask so that secrets an upstream echoes back, in

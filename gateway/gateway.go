@@ -8,18 +8,12 @@ import (
 	"log/slog"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"github.com/toolwire/toolwire/internal/version"
 	"github.com/toolwire/toolwire/tool"
 )
-
-// protocolVersions are the MCP versions the gateway negotiates. From
-// 2026-07-28 on, a server may no longer send elicitation/create while
-// serving a call (multi round-trip requests replace it), which the
-// gateway's approvals rely on; until it speaks that form, it offers the
-// versions before.
-var protocolVersions = []string{"2025-11-25", "2025-06-18", "2025-03-26", "2024-11-05"}
 
 // Options configures a [Gateway]. The zero value is usable.
 type Options struct {
@@ -46,6 +40,26 @@ type Options struct {
 	// [tool.Result.Truncated]); the audit log and the executor's caller
 	// still see the whole. 0 means no cap.
 	MaxResultBytes int
+
+	// Parking holds the calls of 2026-07-28 clients between the requests
+	// of their multi round-trip exchanges (see [Parking]); nil means one
+	// in this process's memory ([NewLocalParking]). A fleet of gateways
+	// shares one, with StateKey, so that a retry reaches the replica
+	// holding its call.
+	Parking Parking
+	// StateKey seals the requestState of those exchanges (HMAC-SHA256); at
+	// least 32 bytes, the same on every replica that shares Parking. Nil
+	// means 32 random bytes of this process: its states are then refused
+	// by any other process.
+	StateKey []byte
+	// ParkTimeout is how long a parked call waits for its client's answer
+	// to one question before it is cancelled; 0 means [DefaultParkTimeout].
+	ParkTimeout time.Duration
+	// CacheTTL is the time-to-live the gateway announces for its listings
+	// and reads (the ttlMs cache hint of 2026-07-28, SEP-2549), bounded
+	// for a read by the upstream's own hint. 0 means none: every result is
+	// stale at once, and a client asks again.
+	CacheTTL time.Duration
 }
 
 // Gateway serves an executor's registry over MCP.
@@ -54,6 +68,12 @@ type Gateway struct {
 	opts      Options
 	level     upstreamLevel
 	upstreams *upstreams // listed once, shared by every served server
+	subs      *subscriptions
+
+	parking     Parking
+	sealer      *sealer
+	parkTimeout time.Duration
+	unanswered  error // the cause of a parked call whose question waited past parkTimeout
 }
 
 func (g *Gateway) logger() *slog.Logger {
@@ -65,7 +85,9 @@ func (g *Gateway) logger() *slog.Logger {
 
 // New returns a gateway for ex. The executor's registry should have an
 // [Approver] as its confirmer, so that write and destructive calls are
-// approved per the gateway's policy.
+// approved per the gateway's policy. It panics when opts.StateKey is set
+// but shorter than 32 bytes: a short key would let a client forge the
+// requestState that continues a call.
 func New(ex *tool.Executor, opts *Options) *Gateway {
 	g := &Gateway{ex: ex}
 	if opts != nil {
@@ -74,7 +96,21 @@ func New(ex *tool.Executor, opts *Options) *Gateway {
 	if g.opts.Name == "" {
 		g.opts.Name = "toolwire"
 	}
+	if n := len(g.opts.StateKey); n > 0 && n < minStateKey {
+		panic(fmt.Sprintf("gateway: Options.StateKey has %d bytes; give at least %d random bytes, or none for a key of this process", n, minStateKey))
+	}
+	g.sealer = newSealer(g.opts.StateKey)
+	g.parkTimeout = g.opts.ParkTimeout
+	if g.parkTimeout <= 0 {
+		g.parkTimeout = DefaultParkTimeout
+	}
+	g.unanswered = fmt.Errorf("the client did not answer within %s", g.parkTimeout)
+	g.parking = g.opts.Parking
+	if g.parking == nil {
+		g.parking = NewLocalParking(g.parkTimeout)
+	}
 	g.upstreams = newUpstreams(g.opts.Upstreams, g.ex.Mask, g.logger)
+	g.subs = newSubscriptions(g.logger)
 	return g
 }
 
@@ -117,19 +153,22 @@ func describeTool(t *tool.Tool) string {
 // visible refuses is absent from the listing, not listed and refused.
 // Call stop when the server is no longer served.
 func (g *Gateway) Server(visible func(name string) bool) (srv *mcp.Server, stop func()) {
-	return g.server(visible)
+	return g.server(visible, visible != nil)
 }
 
 // server is Server with extra receiving middleware (the HTTP handler's
 // limits and session binding), placed outside the gateway's own and
 // inside [Options].Middleware, so that telemetry sees what they refuse.
 // go-sdk wraps each later AddReceivingMiddleware outside the earlier.
-func (g *Gateway) server(visible func(name string) bool, extra ...mcp.Middleware) (srv *mcp.Server, stop func()) {
+// perCaller says whether what the server answers depends on its caller,
+// for the cache hints.
+func (g *Gateway) server(visible func(name string) bool, perCaller bool, extra ...mcp.Middleware) (srv *mcp.Server, stop func()) {
 	s := &served{g: g, visible: visible, offered: map[string]*tool.Tool{}, wake: make(chan struct{}, 1), done: make(chan struct{})}
 	opts := &mcp.ServerOptions{
 		Logger:                    g.opts.Logger,
 		HasTools:                  true,
 		SupportedProtocolVersions: protocolVersions,
+		SetCacheable:              g.cacheHints(perCaller),
 	}
 	if len(g.opts.Upstreams) > 0 {
 		opts.HasResources, opts.HasPrompts = true, true
@@ -137,7 +176,10 @@ func (g *Gateway) server(visible func(name string) bool, extra ...mcp.Middleware
 		opts.SubscribeHandler, opts.UnsubscribeHandler = s.subscribe, s.unsubscribe
 	}
 	srv = mcp.NewServer(&mcp.Implementation{Name: g.opts.Name, Version: version.String()}, opts)
-	srv.AddReceivingMiddleware(s.guard, g.forwardLogLevel)
+	// capInitialize changes the initialize request in place before
+	// go-sdk's own handler keeps it; nothing of the gateway's reads the
+	// revision an initialize asked for.
+	srv.AddReceivingMiddleware(s.guard, g.forwardLogLevel, capInitialize)
 	srv.AddReceivingMiddleware(extra...)
 	srv.AddReceivingMiddleware(g.opts.Middleware...) // telemetry: outermost, added last
 	s.srv = srv
@@ -243,82 +285,27 @@ func (s *served) sync() {
 }
 
 // handler runs a call that arrived through the gateway through the
-// executor, with the session (for approvals) and a caller relaying what
-// the tool's upstream sends during the call (progress when the client
-// asked for it, log lines, sampling and elicitation requests) in the
-// context.
+// executor, with the client that made it in the context: to be asked for
+// approvals, and to be relayed what the tool's upstream sends during the
+// call (progress when the client asked for it, log lines, sampling and
+// elicitation requests). A 2025 session's client is asked and told on its
+// session while the call runs; a 2026-07-28 client's call is parked
+// between the requests of its multi round-trip exchange (see
+// [Gateway.callModern]).
 func (g *Gateway) handler(t *tool.Tool) mcp.ToolHandler {
 	name, rewrite := t.Name, g.rewriteFor(t.Origin.Source)
 	return func(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
-		ctx = withCaller(withSession(ctx, req.Session), req)
+		ctx = withClient(withCaller(ctx, req), req)
+		if modern(req.ProtocolVersion()) {
+			return g.callModern(ctx, req, name, rewrite)
+		}
 		if req.Session != nil {
-			ctx = tool.WithCaller(ctx, &sessionCaller{ss: req.Session, token: req.Params.GetProgressToken()})
+			d := &sessionDownstream{ss: req.Session, token: req.Params.GetProgressToken()}
+			ctx = tool.WithCaller(withDownstream(ctx, d), relay{d})
 		}
 		res := g.ex.Call(ctx, name, req.Params.Arguments)
 		return toMCP(res.Truncated(g.opts.MaxResultBytes), rewrite), nil
 	}
-}
-
-// sessionCaller relays what an upstream sends during a call to the client
-// that made the call: progress under the client's own token, log lines
-// (which the client's session filters by the level it set), and
-// elicitation and sampling requests when the client has the capability.
-type sessionCaller struct {
-	ss    *mcp.ServerSession
-	token any // nil when the client asked for no progress
-}
-
-func (c *sessionCaller) Progress(ctx context.Context, pr tool.Progress) {
-	if c.token == nil {
-		return
-	}
-	_ = c.ss.NotifyProgress(ctx, &mcp.ProgressNotificationParams{
-		ProgressToken: c.token, Progress: pr.Progress, Total: pr.Total, Message: pr.Message,
-	})
-}
-
-func (c *sessionCaller) Log(ctx context.Context, m tool.LogMessage) {
-	var data any
-	if err := json.Unmarshal(m.Data, &data); err != nil {
-		return
-	}
-	_ = c.ss.Log(ctx, &mcp.LoggingMessageParams{Level: mcp.LoggingLevel(m.Level), Logger: m.Logger, Data: data})
-}
-
-func (c *sessionCaller) Ask(ctx context.Context, kind tool.RequestKind, params json.RawMessage) (json.RawMessage, error) {
-	var caps *mcp.ClientCapabilities
-	if ip := c.ss.InitializeParams(); ip != nil {
-		caps = ip.Capabilities
-	}
-	switch kind {
-	case tool.Elicitation:
-		if caps == nil || caps.Elicitation == nil {
-			return nil, fmt.Errorf("the client does not support elicitation: %w", tool.ErrNotSupported)
-		}
-		var p mcp.ElicitParams
-		if err := json.Unmarshal(params, &p); err != nil {
-			return nil, fmt.Errorf("elicitation/create: %w", err)
-		}
-		res, err := c.ss.Elicit(ctx, &p)
-		if err != nil {
-			return nil, err
-		}
-		return json.Marshal(res)
-	case tool.Sampling:
-		if caps == nil || caps.Sampling == nil {
-			return nil, fmt.Errorf("the client does not support sampling: %w", tool.ErrNotSupported)
-		}
-		var p mcp.CreateMessageParams
-		if err := json.Unmarshal(params, &p); err != nil {
-			return nil, fmt.Errorf("sampling/createMessage: %w", err)
-		}
-		res, err := c.ss.CreateMessage(ctx, &p)
-		if err != nil {
-			return nil, err
-		}
-		return json.Marshal(res)
-	}
-	return nil, fmt.Errorf("%s: %w", kind, tool.ErrNotSupported)
 }
 
 // toMCP converts a result for the wire. A refusal or failure is an isError

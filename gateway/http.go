@@ -31,8 +31,11 @@ type HTTPOptions struct {
 	// AuthorizationServers are the issuers that grant tokens for this
 	// resource, announced in the metadata.
 	AuthorizationServers []string
-	// Stateless serves without sessions (no elicitation, hence no
-	// approvals by asking).
+	// Stateless serves without sessions: 2025 clients are served each
+	// request on its own, so they cannot be asked anything during a call
+	// (no approvals by asking, no relayed questions); 2026-07-28 clients,
+	// which never have sessions, are served as without it. Without
+	// Stateless, both kinds are served on the one endpoint.
 	Stateless bool
 	// MaxBodyBytes limits the size of a request body; a larger one is
 	// refused with 413 before it is parsed. Zero means go-sdk's default
@@ -72,35 +75,62 @@ const MetadataPath = "/.well-known/oauth-protected-resource"
 // /mcp, plus the protected-resource metadata at [MetadataPath] and the
 // health endpoints [LivenessPath] and [ReadinessPath]. Requests to /mcp
 // pass, in order: the Origin check, the plain-HTTP bearer check, token
-// verification, the session limits and go-sdk's handler. With a
-// verifier, a request without a valid bearer token gets 401 with a
-// WWW-Authenticate challenge pointing at the metadata; each caller gets a
-// server listing only its role's tools, and its subject is on every audit
-// event of its calls. Host headers that are not localhost are refused on
-// loopback listeners (DNS rebinding), as go-sdk does by default.
+// verification, the session binding (a request naming a session must show
+// the credential that opened it), the dispatcher, the limits and one of
+// go-sdk's two handlers. With a verifier, a request without a valid bearer
+// token gets 401 with a WWW-Authenticate challenge pointing at the
+// metadata; each caller gets a server listing only its role's tools, and
+// its subject is on every audit event of its calls. Host headers that are
+// not localhost are refused on loopback listeners (DNS rebinding), as
+// go-sdk does by default.
+//
+// Every revision is served on /mcp: the dispatcher sends the requests of
+// 2025 clients, which open sessions, to go-sdk's stateful handler and
+// those of 2026-07-28 clients, which have none, to its stateless one (see
+// [dispatcher]); both serve the same per-role servers. With
+// opts.Stateless, every request goes to the stateless one.
 //
 // The handler keeps one MCP server per role, each watching the registry;
 // Close stops them.
 func (g *Gateway) Handler(opts HTTPOptions) *Handler {
-	tr := newTracker(opts.Limits, opts.Stateless, opts.Observe, opts.Audit)
+	tr := newTracker(opts.Limits, opts.Observe, opts.Audit)
 	tr.refuse = g.refuse
 	byRole := &roleServers{g: g, roles: opts.Roles, servers: map[string]*mcp.Server{}, middleware: []mcp.Middleware{tr.middleware}}
+	byRole.perCaller = opts.Verifier != nil && opts.Roles.differ()
 	var bound *sessions // sessions bound to their credential; none without tokens or sessions
 	if opts.Verifier != nil && !opts.Stateless {
 		bound = newSessions()
 		opts.Verifier = bound.verifier(opts.Verifier)
 		byRole.middleware = append(byRole.middleware, bound.record)
 	}
-	mcpHandler := mcp.NewStreamableHTTPHandler(func(req *http.Request) *mcp.Server {
+	getServer := func(req *http.Request) *mcp.Server {
 		if opts.Verifier == nil {
 			return byRole.get("", nil)
 		}
 		_, role := callerOf(req)
 		return byRole.get(role, func(name string) bool { return opts.Roles.allows(role, name) })
-	}, &mcp.StreamableHTTPOptions{Stateless: opts.Stateless, MaxRequestBodyBytes: opts.MaxBodyBytes})
-
-	h := tr.wrap(mcpHandler)
+	}
+	// Closing the stream of a 2026-07-28 request cancels it: that is how
+	// such a client cancels over HTTP, and how a parked call learns that
+	// its client went away.
+	stateless := tr.wrapRequests(mcp.NewStreamableHTTPHandler(getServer, &mcp.StreamableHTTPOptions{
+		Stateless: true, PropagateRequestCancellation: true, MaxRequestBodyBytes: opts.MaxBodyBytes,
+	}))
+	h := stateless
+	if !opts.Stateless {
+		stateful := tr.wrapSessions(mcp.NewStreamableHTTPHandler(getServer, &mcp.StreamableHTTPOptions{MaxRequestBodyBytes: opts.MaxBodyBytes}))
+		limit := opts.MaxBodyBytes
+		if limit == 0 {
+			limit = mcp.DefaultMaxRequestBodyBytes
+		}
+		h = &dispatcher{stateful: stateful, stateless: stateless, maxBody: limit}
+	}
+	// Approvals by URL-mode elicitation link to a page of this handler's,
+	// at the address the client reached it by (or the configured one).
+	pages := newApprovalPages(originOnly(opts.ResourceURL))
+	h = withApprovalPages(h, pages, pages.origin, g.parkTimeout)
 	mux := http.NewServeMux()
+	mux.Handle(ApprovalPath, pages)
 	mux.HandleFunc(LivenessPath, liveness)
 	mux.Handle(ReadinessPath, readiness(opts.Ready, tr))
 	if bound != nil {
@@ -146,6 +176,23 @@ func (h *Handler) Drain(ctx context.Context, grace time.Duration) int {
 // Close stops the per-role servers from following the registry. Requests
 // still being served are not interrupted.
 func (h *Handler) Close() { h.servers.stopAll() }
+
+// withApprovalPages puts the approval pages in the context of every
+// request to next, with the address to link them by: base, or the
+// request's own scheme and host.
+func withApprovalPages(next http.Handler, pages *approvalPages, base string, wait time.Duration) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		b := base
+		if b == "" {
+			scheme := "http"
+			if r.TLS != nil {
+				scheme = "https"
+			}
+			b = scheme + "://" + r.Host
+		}
+		next.ServeHTTP(w, r.WithContext(withApprovalLinks(r.Context(), &approvalLinks{pages: pages, base: b, wait: wait})))
+	})
+}
 
 // requireToken wraps next in go-sdk's bearer-token middleware. The 401
 // challenge must point at the protected-resource metadata; without a
@@ -197,6 +244,7 @@ type roleServers struct {
 	g          *Gateway
 	roles      Roles
 	middleware []mcp.Middleware // added to every server made (the tracker's, the session binding's)
+	perCaller  bool             // what a server answers depends on its role (see [Gateway.cacheHints])
 
 	mu      sync.Mutex
 	servers map[string]*mcp.Server
@@ -217,7 +265,7 @@ func (r *roleServers) get(role string, visible func(string) bool) *mcp.Server {
 	if ok {
 		return s
 	}
-	made, stop := r.g.server(visible, r.middleware...)
+	made, stop := r.g.server(visible, r.perCaller, r.middleware...)
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if s, ok := r.servers[role]; ok {

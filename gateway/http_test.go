@@ -49,10 +49,17 @@ func authServer(t *testing.T) (*fixture, string, *audit.Memory) {
 	return f, ts.URL, mem
 }
 
+// legacySession makes a go-sdk client open a 2025-11-25 session rather than
+// speak 2026-07-28, which it prefers: for the tests of what sessions do
+// (limits, binding, DELETE, logging/setLevel). The 2026-07-28 revision's
+// own tests are in revision2026_test.go.
+var legacySession = &mcp.ClientSessionOptions{ProtocolVersion: "2025-11-25"}
+
+// connectAs opens a 2025-11-25 session as the caller of token.
 func connectAs(t *testing.T, url, token string) *mcp.ClientSession {
 	t.Helper()
 	cs, err := mcp.NewClient(&mcp.Implementation{Name: "c", Version: "1"}, nil).Connect(ctxT(t),
-		&mcp.StreamableClientTransport{Endpoint: url + "/mcp", HTTPClient: &http.Client{Transport: bearer{token}}, MaxRetries: -1}, nil)
+		&mcp.StreamableClientTransport{Endpoint: url + "/mcp", HTTPClient: &http.Client{Transport: bearer{token}}, MaxRetries: -1}, legacySession)
 	if err != nil {
 		t.Fatalf("connect as %s: %v", token, err)
 	}

@@ -10,6 +10,7 @@ import (
 	"net/http"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/auth"
@@ -26,7 +27,11 @@ import (
 // the limits "toolwire serve" applies unless told otherwise.
 //
 // A caller is the authenticated subject when the gateway verifies tokens,
-// else the client's IP address.
+// else the client's IP address. A 2026-07-28 client has no session: its
+// calls count against the per-caller limits only (a call in progress
+// holds its slot across the rounds of its multi round-trip exchange), and
+// its open subscriptions/listen streams, which stay open as long as the
+// client wants its notifications, against MaxListensPerCaller.
 type Limits struct {
 	// SessionIdleTimeout ends a session that has had no request in
 	// progress for this long. Its in-flight calls (if any: a call whose
@@ -50,6 +55,10 @@ type Limits struct {
 	// A call past it is refused like one past a concurrency limit.
 	CallRate  float64
 	CallBurst int
+	// MaxListensPerCaller caps one caller's open subscriptions/listen
+	// streams (2026-07-28); one more is refused with an error naming the
+	// limit.
+	MaxListensPerCaller int
 	// RetryAfter is what a refused session is told to wait; 0 means 1 s.
 	RetryAfter time.Duration
 }
@@ -64,6 +73,7 @@ var DefaultLimits = Limits{
 	MaxCallsPerCaller:    128,
 	CallRate:             100,
 	CallBurst:            200,
+	MaxListensPerCaller:  64,
 	RetryAfter:           time.Second,
 }
 
@@ -75,6 +85,7 @@ const (
 	LimitCallsPerSession   = "max_calls_per_session"
 	LimitCallsPerCaller    = "max_calls_per_caller"
 	LimitCallRate          = "call_rate"
+	LimitListensPerCaller  = "max_listens_per_caller"
 	LimitDraining          = "draining" // the gateway is shutting down
 )
 
@@ -87,7 +98,7 @@ const (
 	SessionClosed  EventKind = "session.closed"  // End says why
 	SessionRefused EventKind = "session.refused" // Limit says which
 	CallRefused    EventKind = "call.refused"    // Limit says which; Tool names the tool
-	CallsCancelled EventKind = "calls.cancelled" // Calls in flight cancelled by a session's end or the drain; End says which
+	CallsCancelled EventKind = "calls.cancelled" // Calls in flight cancelled by a session's end, the drain, or a parked call's client; End says which
 )
 
 // How a session ended, in [Event].End.
@@ -125,12 +136,13 @@ func callerKey(r *http.Request) (key, subject string) {
 
 // tracker enforces [Limits] and owns every session's in-flight calls, so a
 // session's end and the gateway's drain can cancel them: go-sdk's session
-// Close waits for calls in flight without cancelling them.
+// Close waits for calls in flight without cancelling them. It also owns
+// the open subscriptions/listen streams of 2026-07-28 clients, which the
+// drain ends.
 type tracker struct {
-	limits    Limits
-	stateless bool
-	observe   func(Event)
-	audit     *audit.Log // for refused sessions
+	limits  Limits
+	observe func(Event)
+	audit   *audit.Log // for refused sessions
 	// refuse audits a refused call ([Gateway.refuse]); nil audits none.
 	refuse func(ctx context.Context, name string, args json.RawMessage, reason tool.Reason, msg string) *tool.Result
 
@@ -139,6 +151,7 @@ type tracker struct {
 	sessions map[string]*session // bound sessions by MCP session id
 	callers  map[string]*callerState
 	calls    map[*inflight]struct{}
+	listens  map[*inflight]struct{}
 	draining bool
 	drained  chan struct{} // closed once draining and no call is in flight
 }
@@ -146,11 +159,12 @@ type tracker struct {
 type callerState struct {
 	sessions int
 	calls    int
+	listens  int
 	lim      *rate.Limiter
 }
 
-// session is the tracker's view of one MCP session (for a stateless
-// gateway, of one request).
+// session is the tracker's view of one MCP session (for a request without
+// a session, 2026-07-28 or a stateless gateway's, of that one request).
 type session struct {
 	caller, subject string
 	counted         bool // holds a slot of MaxSessions
@@ -170,13 +184,14 @@ type inflight struct {
 	cancel context.CancelCauseFunc
 }
 
-func newTracker(l Limits, stateless bool, observe func(Event), log *audit.Log) *tracker {
+func newTracker(l Limits, observe func(Event), log *audit.Log) *tracker {
 	if observe == nil {
 		observe = func(Event) {}
 	}
 	return &tracker{
-		limits: l, stateless: stateless, observe: observe, audit: log,
-		sessions: map[string]*session{}, callers: map[string]*callerState{}, calls: map[*inflight]struct{}{},
+		limits: l, observe: observe, audit: log,
+		sessions: map[string]*session{}, callers: map[string]*callerState{},
+		calls: map[*inflight]struct{}{}, listens: map[*inflight]struct{}{},
 	}
 }
 
@@ -187,18 +202,26 @@ func trackedFrom(ctx context.Context) *session {
 	return s
 }
 
-// wrap admits, tracks and ends sessions around next, go-sdk's handler. It
-// runs after authentication, so the caller is known. The session's state
-// goes into the context of the request that creates it; go-sdk keeps that
-// context's values for every request the session handles.
-func (t *tracker) wrap(next http.Handler) http.Handler {
+// wrapRequests tracks each request around next, go-sdk's stateless
+// handler: with no session, each request is counted for itself, against
+// its caller's limits. It runs after authentication, so the caller is
+// known.
+func (t *tracker) wrapRequests(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		key, subject := callerKey(r)
-		if t.stateless {
-			s := &session{caller: key, subject: subject}
-			next.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), trackedKey{}, s)))
-			return
-		}
+		s := &session{caller: key, subject: subject}
+		next.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), trackedKey{}, s)))
+	})
+}
+
+// wrapSessions admits, tracks and ends sessions around next, go-sdk's
+// stateful handler. It runs after authentication, so the caller is known.
+// The session's state goes into the context of the request that creates
+// it; go-sdk keeps that context's values for every request the session
+// handles.
+func (t *tracker) wrapSessions(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		key, subject := callerKey(r)
 		sid := r.Header.Get("Mcp-Session-Id")
 		if sid == "" {
 			if r.Method != http.MethodPost {
@@ -271,7 +294,7 @@ func (t *tracker) caller(key string) *callerState {
 	if len(t.callers) >= 64 {
 		now := time.Now()
 		for k, c := range t.callers {
-			if c.sessions == 0 && c.calls == 0 && (c.lim == nil || c.lim.TokensAt(now) >= float64(c.lim.Burst())) {
+			if c.sessions == 0 && c.calls == 0 && c.listens == 0 && (c.lim == nil || c.lim.TokensAt(now) >= float64(c.lim.Burst())) {
 				delete(t.callers, k)
 			}
 		}
@@ -478,6 +501,66 @@ func (t *tracker) startCall(ctx context.Context, s *session) (context.Context, f
 	}, ""
 }
 
+// startListen admits a subscriptions/listen stream of s, returning its
+// context (cancelled when the gateway drains) and the function that ends
+// it, or the limit that refuses it.
+func (t *tracker) startListen(ctx context.Context, s *session) (context.Context, func(), string) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.draining {
+		return nil, nil, LimitDraining
+	}
+	c := t.caller(s.caller)
+	if t.limits.MaxListensPerCaller > 0 && c.listens >= t.limits.MaxListensPerCaller {
+		return nil, nil, LimitListensPerCaller
+	}
+	ctx, cancel := context.WithCancelCause(ctx)
+	l := &inflight{s: s, cancel: cancel}
+	t.listens[l] = struct{}{}
+	c.listens++
+	return ctx, func() {
+		cancel(nil)
+		t.mu.Lock()
+		defer t.mu.Unlock()
+		delete(t.listens, l)
+		if c := t.callers[s.caller]; c != nil {
+			c.listens--
+		}
+	}, ""
+}
+
+// lease hands a tools/call's slot from the limits' middleware to the
+// handler of a 2026-07-28 call, whose executor call outlives the request
+// when it is parked (see [Gateway.startParked]): the handler that takes it
+// ends it when the call ends; one left untaken (the call was refused
+// before it started) ends with the request.
+type lease struct {
+	ctx   context.Context // the call's, cancelled by the drain
+	done  func()          // frees the slot
+	ended func(end string)
+	taken atomic.Bool
+}
+
+type leaseKey struct{}
+
+func withLease(ctx context.Context, l *lease) context.Context {
+	return context.WithValue(ctx, leaseKey{}, l)
+}
+
+func leaseFrom(ctx context.Context) *lease {
+	l, _ := ctx.Value(leaseKey{}).(*lease)
+	return l
+}
+
+// take claims the lease, once.
+func (l *lease) take() bool { return l.taken.CompareAndSwap(false, true) }
+
+func (l *lease) releaseUnlessTaken() {
+	if l.take() {
+		l.done()
+	}
+}
+
 // closeDrainedLocked closes drained, once, when draining has begun and no
 // call is in flight. t.mu is held.
 func (t *tracker) closeDrainedLocked() {
@@ -507,6 +590,8 @@ func refusalText(limit, what string) string {
 		return fmt.Sprintf("%s refused: this caller is at its limit of calls in progress (%s); retry when one has finished", what, limit)
 	case LimitCallRate:
 		return fmt.Sprintf("%s refused: this caller is over its rate of calls (%s); retry shortly", what, limit)
+	case LimitListensPerCaller:
+		return fmt.Sprintf("%s refused: this caller is at its limit of open subscriptions/listen streams (%s); close one first", what, limit)
 	}
 	return fmt.Sprintf("%s refused: the gateway is shutting down or the session is ending (%s); do not retry on this session", what, limit)
 }
@@ -527,18 +612,45 @@ func (t *tracker) middleware(next mcp.MethodHandler) mcp.MethodHandler {
 			}
 			return res, err
 		case "tools/call":
+			p, _ := req.GetParams().(*mcp.CallToolParamsRaw)
 			name := ""
-			if p, ok := req.GetParams().(*mcp.CallToolParamsRaw); ok {
+			if p != nil {
 				name = p.Name
 			}
-			callCtx, done, limit := t.startCall(ctx, s)
+			isModern := modern(revisionOf(req))
+			if isModern && p != nil && p.RequestState != "" {
+				// A retry answering a parked call, which holds its slot
+				// from its first request to its result.
+				return next(ctx, method, req)
+			}
+			base := ctx
+			if isModern {
+				// The call may outlive this request (see [lease]).
+				base = context.WithoutCancel(ctx)
+			}
+			callCtx, done, limit := t.startCall(base, s)
 			if limit != "" {
 				res := refusal(limit, name)
 				t.refuseCall(ctx, s, name, limit, res.Content[0].(*mcp.TextContent).Text)
 				return res, nil
 			}
+			if isModern {
+				l := &lease{ctx: callCtx, done: done, ended: func(end string) {
+					t.observe(Event{Kind: CallsCancelled, Caller: s.caller, End: end, Tool: name, Calls: 1})
+				}}
+				defer l.releaseUnlessTaken()
+				return next(withLease(ctx, l), method, req)
+			}
 			defer done()
 			return next(callCtx, method, req)
+		case "subscriptions/listen":
+			listenCtx, done, limit := t.startListen(ctx, s)
+			if limit != "" {
+				t.observe(Event{Kind: CallRefused, Caller: s.caller, Limit: limit})
+				return nil, &jsonrpc.Error{Code: jsonrpc.CodeInvalidRequest, Message: refusalText(limit, fmt.Sprintf("request %q", method))}
+			}
+			defer done()
+			return next(listenCtx, method, req)
 		case "resources/read", "prompts/get", "completion/complete", "resources/subscribe":
 			// Not calls, but each is a request to an upstream: the same
 			// limits hold, so that no method fans out past them.
@@ -609,6 +721,7 @@ func (t *tracker) drain(ctx context.Context, grace time.Duration) int {
 	}
 
 	t.mu.Lock()
+	t.cancelLocked(t.listens, errDraining) // their event streams end
 	var open []*session
 	for _, s := range t.sessions {
 		if s.ending == "" {

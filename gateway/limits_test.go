@@ -124,10 +124,11 @@ func deleteSession(t *testing.T, url, sid string) int {
 	return res.StatusCode
 }
 
+// connectPlain opens a 2025-11-25 session without a token.
 func connectPlain(t *testing.T, url string) *mcp.ClientSession {
 	t.Helper()
 	cs, err := mcp.NewClient(&mcp.Implementation{Name: "c", Version: "1"}, nil).Connect(ctxT(t),
-		&mcp.StreamableClientTransport{Endpoint: url + "/mcp", MaxRetries: -1}, nil)
+		&mcp.StreamableClientTransport{Endpoint: url + "/mcp", MaxRetries: -1}, legacySession)
 	if err != nil {
 		t.Fatalf("connect: %v", err)
 	}
@@ -391,7 +392,7 @@ func hungCall(t *testing.T, url string) (*mcp.ClientSession, chan struct{}) {
 			default:
 			}
 		},
-	}).Connect(ctxT(t), &mcp.StreamableClientTransport{Endpoint: url + "/mcp", MaxRetries: -1}, nil)
+	}).Connect(ctxT(t), &mcp.StreamableClientTransport{Endpoint: url + "/mcp", MaxRetries: -1}, legacySession)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -40,6 +40,7 @@ func (u *slowUpstream) Complete(context.Context, *mcp.CompleteParams) (*mcp.Comp
 }
 func (u *slowUpstream) SetLogLevel(context.Context, mcp.LoggingLevel) error { return nil }
 func (u *slowUpstream) Subscribe(context.Context, string) error             { return nil }
+func (u *slowUpstream) Unsubscribe(context.Context, string) error           { return nil }
 func (u *slowUpstream) Watch(changed func(), _ func(string)) func() {
 	u.mu.Lock()
 	defer u.mu.Unlock()

@@ -4,9 +4,11 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"log/slog"
 	"maps"
 	"net/url"
 	"path"
+	"reflect"
 	"regexp"
 	"slices"
 	"strings"
@@ -48,6 +50,9 @@ type Upstream interface {
 	// Subscribe asks the upstream to report updates of the resource uri,
 	// from now on, reconnects included.
 	Subscribe(ctx context.Context, uri string) error
+	// Unsubscribe withdraws Subscribe: the upstream is asked to stop
+	// reporting updates of uri.
+	Unsubscribe(ctx context.Context, uri string) error
 	// SetLogLevel asks the upstream for log lines at level and above,
 	// from now on, reconnects included.
 	SetLogLevel(ctx context.Context, level mcp.LoggingLevel) error
@@ -324,6 +329,7 @@ func (s *served) readResource(ctx context.Context, req *mcp.ReadResourceRequest)
 	if err != nil {
 		return nil, err
 	}
+	stripServerInfo(res.Meta)
 	// The upstream may have read another spelling of the URI as a hidden
 	// resource; if what it returns says so, the caller gets nothing of it.
 	s.mu.Lock()
@@ -354,6 +360,7 @@ func (s *served) getPrompt(ctx context.Context, req *mcp.GetPromptRequest) (*mcp
 	if err != nil {
 		return nil, err
 	}
+	stripServerInfo(res.Meta)
 	mask := s.g.ex.Mask()
 	res.Description = mask.String(res.Description)
 	for _, m := range res.Messages {
@@ -385,7 +392,11 @@ func (s *served) complete(ctx context.Context, req *mcp.CompleteRequest) (*mcp.C
 	if !ok {
 		return nil, fmt.Errorf("completion/complete: unknown %s %q", ref.Type, ref.Name+ref.URI)
 	}
+	// The request's own _meta stays here: it is the client's (on
+	// 2026-07-28 its revision, capabilities and client), not the
+	// upstream's business; trace context is added again on the way out.
 	up := *req.Params
+	up.Meta = nil
 	upRef := *ref
 	if ref.Type == "ref/prompt" {
 		upRef.Name = o.orig
@@ -397,6 +408,7 @@ func (s *served) complete(ctx context.Context, req *mcp.CompleteRequest) (*mcp.C
 	if err != nil {
 		return nil, err
 	}
+	stripServerInfo(res.Meta)
 	if mask := s.g.ex.Mask(); mask != nil {
 		for i, v := range res.Completion.Values {
 			res.Completion.Values[i] = mask.String(v)
@@ -405,18 +417,154 @@ func (s *served) complete(ctx context.Context, req *mcp.CompleteRequest) (*mcp.C
 	return res, nil
 }
 
-// subscribe passes a client's resources/subscribe on to the upstream.
-// Upstream subscriptions last as long as the upstream: the SDK tells only
-// subscribed clients of an update, so one left over costs a notification.
+// subscribe passes a client's subscription on to the upstream: a 2025
+// session's resources/subscribe, or a resource a 2026-07-28 client's
+// subscriptions/listen names (go-sdk calls the handler for each, and
+// unsubscribe when the listen ends). The gateway counts them (see
+// [subscriptions]), so that the upstream is asked once, by the first.
 func (s *served) subscribe(ctx context.Context, req *mcp.SubscribeRequest) error {
 	up, uri, ok := s.owner(req.Params.URI)
 	if !ok {
 		return mcp.ResourceNotFoundError(req.Params.URI)
 	}
-	return up.Subscribe(ctx, uri)
+	return s.g.subs.add(ctx, req.Session, req.Params.URI, up, uri)
 }
 
-func (s *served) unsubscribe(context.Context, *mcp.UnsubscribeRequest) error { return nil }
+// unsubscribe withdraws a client's subscription; the upstream's goes with
+// the last.
+func (s *served) unsubscribe(_ context.Context, req *mcp.UnsubscribeRequest) error {
+	s.g.subs.remove(req.Session, req.Params.URI)
+	return nil
+}
+
+// subscriptions counts the clients' subscriptions to each upstream
+// resource, over every served server: 2025 sessions' and 2026-07-28
+// listens' alike. The upstream is asked to subscribe by the first and to
+// unsubscribe when the last is gone: unsubscribed, or its session or
+// listen ended (go-sdk drops a closed session's subscriptions without
+// calling the handler, so the end of each session is watched).
+type subscriptions struct {
+	logger func() *slog.Logger
+
+	mu     sync.Mutex
+	counts map[subscribed]int
+	by     map[*mcp.ServerSession]map[string]subscribed // each session's, by served URI
+}
+
+// subscribed is one upstream resource.
+type subscribed struct {
+	up  *upstream
+	uri string
+}
+
+func newSubscriptions(logger func() *slog.Logger) *subscriptions {
+	return &subscriptions{logger: logger, counts: map[subscribed]int{}, by: map[*mcp.ServerSession]map[string]subscribed{}}
+}
+
+// add records ss's subscription to the served URI served, up's uri,
+// subscribing upstream when it is the first. A failed upstream
+// subscription is not recorded.
+func (b *subscriptions) add(ctx context.Context, ss *mcp.ServerSession, served string, up *upstream, uri string) error {
+	k := subscribed{up: up, uri: uri}
+	b.mu.Lock()
+	mine := b.by[ss]
+	if _, dup := mine[served]; dup {
+		b.mu.Unlock()
+		return nil
+	}
+	if mine == nil {
+		mine = map[string]subscribed{}
+		b.by[ss] = mine
+		go b.watch(ss)
+	}
+	mine[served] = k
+	b.counts[k]++
+	first := b.counts[k] == 1
+	b.mu.Unlock()
+	if !first {
+		return nil
+	}
+	if err := up.Subscribe(ctx, uri); err != nil {
+		b.remove(ss, served)
+		return err
+	}
+	return nil
+}
+
+// remove drops ss's subscription to served, unsubscribing upstream when it
+// was the last.
+func (b *subscriptions) remove(ss *mcp.ServerSession, served string) {
+	b.mu.Lock()
+	k, ok := b.by[ss][served]
+	if ok {
+		delete(b.by[ss], served)
+	}
+	last := ok && b.release(k)
+	b.mu.Unlock()
+	if last {
+		go b.unsubscribe(k)
+	}
+}
+
+// release counts one subscription of k less, reporting whether it was the
+// last. b.mu is held.
+func (b *subscriptions) release(k subscribed) bool {
+	b.counts[k]--
+	if b.counts[k] > 0 {
+		return false
+	}
+	delete(b.counts, k)
+	return true
+}
+
+// watch drops ss's subscriptions when it ends.
+func (b *subscriptions) watch(ss *mcp.ServerSession) {
+	_ = ss.Wait()
+	b.mu.Lock()
+	var last []subscribed
+	for _, k := range b.by[ss] {
+		if b.release(k) {
+			last = append(last, k)
+		}
+	}
+	delete(b.by, ss)
+	b.mu.Unlock()
+	for _, k := range last {
+		b.unsubscribe(k)
+	}
+}
+
+// unsubscribe withdraws the upstream's subscription to k, unless a client
+// subscribed again meanwhile (the upstream then keeps reporting, which
+// is what that client wants).
+func (b *subscriptions) unsubscribe(k subscribed) {
+	b.mu.Lock()
+	again := b.counts[k] > 0
+	b.mu.Unlock()
+	if again {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), updateTimeout)
+	defer cancel()
+	if err := k.up.Unsubscribe(ctx, k.uri); err != nil {
+		b.logger().Warn("could not unsubscribe from an upstream resource", "server", k.up.Name(), "uri", k.uri, "error", err)
+	}
+}
+
+// active reports how many clients' subscriptions to up's uri are counted.
+func (b *subscriptions) active(up *upstream, uri string) int {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.counts[subscribed{up: up, uri: uri}]
+}
+
+// stripServerInfo removes an upstream's serverInfo from a result the
+// gateway passes on: go-sdk adds the gateway's own to every 2026-07-28
+// result, but keeps one already there, which would tell the client it is
+// talking to the upstream.
+func stripServerInfo(m mcp.Meta) {
+	delete(m, mcp.MetaKeyServerInfo)
+}
 
 // updateTimeout bounds telling a served server's subscribers of an update.
 const updateTimeout = time.Minute
@@ -465,24 +613,54 @@ func (u *upstreamLevel) raise(level mcp.LoggingLevel) bool {
 	return true
 }
 
-// forwardLogLevel is receiving middleware: after a client's
-// logging/setLevel is accepted, the upstreams are asked for that level
-// when it is more verbose than what they send now.
+// forwardLogLevel is receiving middleware: when a client asks for a log
+// level more verbose than the upstreams send now, they are asked for it.
+// A 2025 client asks with logging/setLevel (passed on once accepted); a
+// 2026-07-28 client names its level in each request's _meta, since that
+// revision has no logging/setLevel.
 func (g *Gateway) forwardLogLevel(next mcp.MethodHandler) mcp.MethodHandler {
 	return func(ctx context.Context, method string, req mcp.Request) (mcp.Result, error) {
+		if modern(revisionOf(req)) {
+			if p := paramsOf(req); p != nil {
+				if level, ok := p.GetMeta()[mcp.MetaKeyLogLevel].(string); ok {
+					g.passLevel(ctx, mcp.LoggingLevel(level))
+				}
+			}
+			return next(ctx, method, req)
+		}
 		res, err := next(ctx, method, req)
 		if err != nil || method != "logging/setLevel" {
 			return res, err
 		}
-		p, ok := req.GetParams().(*mcp.SetLoggingLevelParams)
-		if !ok || !g.level.raise(p.Level) {
-			return res, err
-		}
-		for _, up := range g.opts.Upstreams {
-			if err := up.SetLogLevel(ctx, p.Level); err != nil {
-				g.logger().Warn("could not pass the log level on", "server", up.Name(), "error", err)
-			}
+		if p, ok := req.GetParams().(*mcp.SetLoggingLevelParams); ok {
+			g.passLevel(ctx, p.Level)
 		}
 		return res, nil
 	}
+}
+
+// passLevel asks the upstreams for level when it is more verbose than what
+// they send now.
+func (g *Gateway) passLevel(ctx context.Context, level mcp.LoggingLevel) {
+	if len(g.opts.Upstreams) == 0 || !g.level.raise(level) {
+		return
+	}
+	for _, up := range g.opts.Upstreams {
+		if err := up.SetLogLevel(ctx, level); err != nil {
+			g.logger().Warn("could not pass the log level on", "server", up.Name(), "error", err)
+		}
+	}
+}
+
+// paramsOf returns req's params, or nil when it has none (a typed nil
+// pointer would panic on GetMeta).
+func paramsOf(req mcp.Request) mcp.Params {
+	p := req.GetParams()
+	if p == nil {
+		return nil
+	}
+	if v := reflect.ValueOf(p); v.Kind() == reflect.Pointer && v.IsNil() {
+		return nil
+	}
+	return p
 }

@@ -123,9 +123,22 @@ func (r *rig) serve(t *testing.T, visible func(string) bool) *mcp.Server {
 	return srv
 }
 
-// connect connects a client with opts to srv. When w is set, it records
-// what the gateway sends the client.
+// The revisions a client speaks to the gateway: the 2025 one opens a
+// session (the go-sdk client prefers 2026-07-28 unless told).
+const (
+	rev2025 = "2025-11-25"
+	rev2026 = "2026-07-28"
+)
+
+// connect opens a 2025-11-25 session of a client with opts to srv. When w
+// is set, it records what the gateway sends the client.
 func connect(t *testing.T, srv *mcp.Server, opts *mcp.ClientOptions, w *wire) *mcp.ClientSession {
+	t.Helper()
+	return connectRevision(t, srv, opts, w, rev2025)
+}
+
+// connectRevision is connect speaking revision rev.
+func connectRevision(t *testing.T, srv *mcp.Server, opts *mcp.ClientOptions, w *wire, rev string) *mcp.ClientSession {
 	t.Helper()
 	st, ct := mcp.NewInMemoryTransports()
 	ss, err := srv.Connect(bounded(t, waitTime), st, nil)
@@ -137,9 +150,13 @@ func connect(t *testing.T, srv *mcp.Server, opts *mcp.ClientOptions, w *wire) *m
 	if w != nil {
 		transport = &wireTransport{Transport: ct, w: w}
 	}
-	cs, err := mcp.NewClient(&mcp.Implementation{Name: "test-client", Version: "1"}, opts).Connect(bounded(t, waitTime), transport, nil)
+	cs, err := mcp.NewClient(&mcp.Implementation{Name: "test-client", Version: "1"}, opts).Connect(bounded(t, waitTime), transport,
+		&mcp.ClientSessionOptions{ProtocolVersion: rev})
 	if err != nil {
 		t.Fatal(err)
+	}
+	if got := cs.InitializeResult().ProtocolVersion; got != rev {
+		t.Fatalf("the client speaks %s to the gateway, want %s", got, rev)
 	}
 	t.Cleanup(func() { _ = cs.Close() })
 	return cs

@@ -102,6 +102,7 @@ func (u *fileUpstream) Subscribe(_ context.Context, uri string) error {
 	u.subs = append(u.subs, uri)
 	return nil
 }
+func (u *fileUpstream) Unsubscribe(context.Context, string) error { return nil }
 
 // A role that sees the file:///{+path} template and not the secret
 // resource cannot read the secret through the template, however the URI is

@@ -229,6 +229,24 @@ func (c *Catalog) subscribeOn(session *mcp.ClientSession, rctx context.Context, 
 	return nil
 }
 
+// Unsubscribe withdraws [Catalog.Subscribe]: the server is asked to stop
+// reporting updates of uri (resources/unsubscribe), and a reconnect no
+// longer subscribes again. With no live session it only forgets uri.
+func (c *Catalog) Unsubscribe(ctx context.Context, uri string) error {
+	c.mu.Lock()
+	delete(c.subscribed, uri)
+	c.mu.Unlock()
+	session, rctx, end, err := c.begin(ctx)
+	if err != nil {
+		return nil // the next session is not subscribed
+	}
+	defer end()
+	if err := session.Unsubscribe(rctx, &mcp.UnsubscribeParams{URI: uri}); err != nil {
+		return c.set.masked(err)
+	}
+	return nil
+}
+
 // SetLogLevel asks the server for log lines at level and above, now and
 // after every reconnect: with logging/setLevel before protocol 2026-07-28,
 // and from then on in the _meta of every request toolwire sends it, where

@@ -16,6 +16,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -225,10 +226,24 @@ func TestATaskOfTheEverythingServer(t *testing.T) {
 			if len(asked) != 1 || !strings.Contains(asked[0], `"python" could have multiple interpretations`) {
 				t.Errorf("the caller was asked %q, want the one clarification", asked)
 			}
-			for _, want := range []string{"Gathering sources...", "Continuing with interpretation"} {
-				if !strings.Contains(strings.Join(progress, "\n"), want) {
-					t.Errorf("progress shown %q, want a message with %q", progress, want)
+			// Each status lasts about a second, as long as the server's
+			// poll interval, so a poll may fall on either side of one: what
+			// is shown is the server's statuses in its order, from the
+			// first (which the task's creation carries), with none made up.
+			statuses := []string{"Gathering sources...", "Analyzing content...",
+				`Found multiple interpretations for "python". Requesting clarification...`,
+				`Continuing with interpretation: "programming"...`, "Synthesizing findings...", "Generating report..."}
+			if len(progress) == 0 || progress[0] != statuses[0] {
+				t.Errorf("progress shown %q, want it to start with %q", progress, statuses[0])
+			}
+			next := 0
+			for _, p := range progress {
+				i := slices.Index(statuses[next:], p)
+				if i < 0 {
+					t.Errorf("progress shown %q: %q is not one of the server's statuses after %q", progress, p, statuses[:next])
+					break
 				}
+				next += i + 1
 			}
 		})
 	}

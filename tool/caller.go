@@ -79,6 +79,32 @@ func IdentityFrom(ctx context.Context) string {
 	return who
 }
 
+// Client describes the program through which a call arrived, when the
+// party making the call knows it (the gateway does): the protocol revision
+// its request spoke and its name and version as it announced them. The
+// executor puts both on every audit event of the call.
+type Client struct {
+	// Protocol is the MCP revision of the request, such as "2026-07-28".
+	Protocol string
+	// Name is the client's name and version as it announced them, such as
+	// "claude-code/1.2.0"; what a client says, not checked.
+	Name string
+}
+
+type clientKey struct{}
+
+// WithClient returns a context whose calls are recorded as arriving
+// through c.
+func WithClient(ctx context.Context, c Client) context.Context {
+	return context.WithValue(ctx, clientKey{}, c)
+}
+
+// ClientFrom returns the client carried by ctx, or the zero Client.
+func ClientFrom(ctx context.Context) Client {
+	c, _ := ctx.Value(clientKey{}).(Client)
+	return c
+}
+
 // LogMessage is a log line a source produced while serving a call (an MCP
 // server's notifications/message).
 type LogMessage struct {

@@ -175,6 +175,7 @@ type batch struct {
 	id     string
 	calls  []Call
 	caller string    // who made the calls, when known
+	client Client    // through what they arrived, when known
 	obs    *observed // nil without an observer
 }
 
@@ -190,7 +191,7 @@ type pending struct {
 
 // newBatch returns the batch of calls made under ctx.
 func (e *Executor) newBatch(ctx context.Context, calls []Call) *batch {
-	b := &batch{ex: e, id: newBatchID(), calls: calls, caller: IdentityFrom(ctx)}
+	b := &batch{ex: e, id: newBatchID(), calls: calls, caller: IdentityFrom(ctx), client: ClientFrom(ctx)}
 	if e.obs != nil {
 		b.obs = &observed{obs: e.obs, base: ctx, ctxs: make([]context.Context, len(calls))}
 	}
@@ -199,7 +200,8 @@ func (e *Executor) newBatch(ctx context.Context, calls []Call) *batch {
 
 // event returns an audit event for call i with its common fields filled.
 func (b *batch) event(i int, kind audit.Kind, t *Tool) audit.Event {
-	ev := audit.Event{Kind: kind, Batch: b.id, Index: i, CallID: b.calls[i].ID, Caller: b.caller, Tool: b.calls[i].Name}
+	ev := audit.Event{Kind: kind, Batch: b.id, Index: i, CallID: b.calls[i].ID, Caller: b.caller, Tool: b.calls[i].Name,
+		Protocol: b.client.Protocol, Client: b.client.Name}
 	if t != nil {
 		ev.Source, ev.Original, ev.Tier = t.Origin.Source, t.Origin.Name, t.Tier.String()
 	}
@@ -353,7 +355,7 @@ func (b *batch) confirm(ctx context.Context, p *pending) *Result {
 		reason, msg = ReasonUnconfirmed, fmt.Sprintf("call to %q did not run: %v", t.Name, err)
 	case err != nil && ctx.Err() != nil:
 		// Ctrl-C at the question: the call was cancelled, not refused.
-		reason, msg = ReasonCancelled, fmt.Sprintf("call to %q was cancelled while waiting for confirmation", t.Name)
+		reason, msg = ReasonCancelled, fmt.Sprintf("call to %q was cancelled while waiting for confirmation%s", t.Name, cancelCause(ctx))
 	case err != nil:
 		msg = fmt.Sprintf("call to %q was not confirmed: %v; do not retry it", t.Name, err)
 	}
@@ -440,12 +442,24 @@ func failure(ctx context.Context, name string, err error) *Result {
 	case errors.Is(err, context.DeadlineExceeded) || errors.Is(ctx.Err(), context.DeadlineExceeded):
 		return ErrorResult(ReasonTimeout, fmt.Sprintf("tool %q timed out: %v", name, err))
 	case errors.Is(err, context.Canceled):
-		// Go's "context canceled" tells a person nothing more.
-		return ErrorResult(ReasonCancelled, fmt.Sprintf("tool %q was cancelled", name))
+		// Go's "context canceled" tells a person nothing more; a cause
+		// given by whoever cancelled does.
+		return ErrorResult(ReasonCancelled, fmt.Sprintf("tool %q was cancelled%s", name, cancelCause(ctx)))
 	case ctx.Err() != nil:
 		return ErrorResult(ReasonCancelled, fmt.Sprintf("tool %q was cancelled: %v", name, err))
 	}
 	return ErrorResult(ReasonFailed, fmt.Sprintf("tool %q failed: %v", name, err))
+}
+
+// cancelCause returns ": " and the cause ctx was cancelled with, when the
+// canceller gave one (the gateway's drain, a client that went away), or ""
+// when there is nothing more to say than that it was cancelled.
+func cancelCause(ctx context.Context) string {
+	cause := context.Cause(ctx)
+	if cause == nil || cause == ctx.Err() || errors.Is(cause, context.DeadlineExceeded) {
+		return ""
+	}
+	return ": " + cause.Error()
 }
 
 func contextResult(err error, name string) *Result {

@@ -170,7 +170,7 @@ func TestServeMasksResultsAndErrorsToItsClients(t *testing.T) {
 	f := newLeakyFixture(t)
 	s := f.serveHTTPInProcess(t, "--http", "127.0.0.1:0")
 	got := make(chan string, 8)
-	cs := connectHTTP(t, s.url, "", &mcp.ClientOptions{
+	cs := connectHTTPSession(t, s.url, "", &mcp.ClientOptions{
 		ProgressNotificationHandler: func(_ context.Context, r *mcp.ProgressNotificationClientRequest) {
 			got <- "progress: " + r.Params.Message
 		},

@@ -49,6 +49,18 @@ Tools are advertised with annotations derived from their tiers: read tools
 claim readOnlyHint, destructive tools destructiveHint, tools of upstream
 servers openWorldHint.
 
+Every MCP revision is served, 2024-11-05 to 2026-07-28. --http serves them
+all on one endpoint: clients of the 2025 revisions open sessions, clients of
+2026-07-28 have none (each request carries its revision, client and
+capabilities); with --stateless no client has a session. A 2026-07-28
+client is asked for approvals, and relayed an upstream's questions, through
+multi round-trip requests: the call is held in the gateway (parked) between
+the client's requests, and cancelled when the client closes one or leaves a
+question unanswered for 10 minutes. A client that declares URL-mode
+elicitation and not forms is asked for an approval with a link to a page at
+/approvals/ on the same listener. A 2025 client on a --stateless gateway
+cannot be asked anything. docs/protocol.md says how each revision is served.
+
 --http serves Streamable HTTP at /mcp. When the configuration has
 gateway.tokens, every request must carry one of them as a bearer token
 (401 with a WWW-Authenticate challenge otherwise), each caller sees and may
@@ -147,9 +159,11 @@ docs/operations.md lists the metrics and spans.`,
 				defer ln.Close()
 				announceAuth(newLogger(e.stderr, g, nil), gwc, httpAddr, ln, &opts, insecureNoAuth, ops.server.TLS != nil)
 			}
-			// A stateless gateway cannot ask its clients anything, so its
-			// upstreams are not told that they may ask.
-			relay := mcpclient.RelayCapabilities{Sampling: !stateless, Elicitation: !stateless}
+			// Upstreams are told they may ask (elicitation, sampling): a
+			// 2025 session's client is asked on its session, a 2026-07-28
+			// client through its parked call, also with --stateless; a
+			// client that cannot answer makes the upstream's question fail.
+			relay := mcpclient.RelayCapabilities{Sampling: true, Elicitation: true}
 			tel, stopTelemetry, err := serveTelemetry(cmd.Context(), e, g, metricsAddr)
 			if err != nil {
 				return err
@@ -186,7 +200,7 @@ docs/operations.md lists the metrics and spans.`,
 	}
 	cmd.Flags().BoolVar(&stdio, "stdio", false, "serve MCP on stdin and stdout")
 	cmd.Flags().StringVar(&httpAddr, "http", "", "serve Streamable HTTP at http://`ADDR`/mcp (loopback only unless gateway.tokens or gateway.jwt are configured, or --insecure-no-auth)")
-	cmd.Flags().BoolVar(&stateless, "stateless", false, "with --http, serve without sessions")
+	cmd.Flags().BoolVar(&stateless, "stateless", false, "with --http, serve without sessions: 2026-07-28 clients as always, 2025 clients each request on its own (they cannot be asked for approvals)")
 	cmd.Flags().BoolVar(&unprefixed, "unprefixed", false, "serve tools under their servers' own names (for a single upstream); two tools with the same name are refused at start-up")
 	cmd.Flags().Int64Var(&maxBody, "max-body", 0, "with --http, refuse request bodies larger than `BYTES` with 413 (0: go-sdk's default, 4 MiB)")
 	cmd.Flags().StringVar(&metricsAddr, "metrics-listen", "", "serve Prometheus metrics at http://`ADDR`/metrics, a listener of its own without authentication (keep it on loopback or a private network)")

@@ -118,6 +118,19 @@ func (b bearerTransport) RoundTrip(r *http.Request) (*http.Response, error) {
 // as its bearer token ("" for none).
 func connectHTTP(t *testing.T, url, token string, opts *mcp.ClientOptions) *mcp.ClientSession {
 	t.Helper()
+	return connectHTTPWith(t, url, token, opts, nil)
+}
+
+// connectHTTPSession connects as connectHTTP does, opening a 2025-11-25
+// session rather than speaking 2026-07-28 (which has no
+// logging/setLevel, say).
+func connectHTTPSession(t *testing.T, url, token string, opts *mcp.ClientOptions) *mcp.ClientSession {
+	t.Helper()
+	return connectHTTPWith(t, url, token, opts, &mcp.ClientSessionOptions{ProtocolVersion: "2025-11-25"})
+}
+
+func connectHTTPWith(t *testing.T, url, token string, opts *mcp.ClientOptions, so *mcp.ClientSessionOptions) *mcp.ClientSession {
+	t.Helper()
 	client := http.DefaultClient
 	if token != "" {
 		client = &http.Client{Transport: bearerTransport{token}}
@@ -125,7 +138,7 @@ func connectHTTP(t *testing.T, url, token string, opts *mcp.ClientOptions) *mcp.
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	cs, err := mcp.NewClient(&mcp.Implementation{Name: "http-test-client", Version: "1"}, opts).Connect(ctx,
-		&mcp.StreamableClientTransport{Endpoint: url, HTTPClient: client, MaxRetries: -1}, nil)
+		&mcp.StreamableClientTransport{Endpoint: url, HTTPClient: client, MaxRetries: -1}, so)
 	if err != nil {
 		t.Fatalf("connect to %s: %v", url, err)
 	}

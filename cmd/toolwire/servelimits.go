@@ -19,7 +19,7 @@ type limitFlags struct {
 	maxSessions, maxSessionsPerCaller              int
 	maxCallsPerSession, maxCallsPerCaller          int
 	callRate                                       float64
-	callBurst, maxHeaderBytes                      int
+	callBurst, maxHeaderBytes, maxListensPerCaller int
 	origins                                        []string
 	tlsCert, tlsKey                                string
 	insecurePlainHTTP                              bool
@@ -32,7 +32,7 @@ const DefaultDrainGrace = 5 * time.Second
 
 var limitFlagNames = []string{
 	"session-idle-timeout", "max-sessions", "max-sessions-per-caller", "max-calls-per-session", "max-calls-per-caller",
-	"call-rate", "call-burst", "read-header-timeout", "read-body-timeout", "idle-timeout", "max-header-bytes",
+	"call-rate", "call-burst", "max-listens-per-caller", "read-header-timeout", "read-body-timeout", "idle-timeout", "max-header-bytes",
 	"drain-grace", "allow-origin", "tls-cert", "tls-key", "insecure-plain-http",
 }
 
@@ -46,6 +46,7 @@ func (lf *limitFlags) register(cmd *cobra.Command) {
 	f.IntVar(&lf.maxCallsPerCaller, "max-calls-per-caller", d.MaxCallsPerCaller, "with --http, tool calls in progress per caller at most; more are refused (0: no limit)")
 	f.Float64Var(&lf.callRate, "call-rate", d.CallRate, "with --http, tool calls per second each caller may start (token bucket; 0: no limit)")
 	f.IntVar(&lf.callBurst, "call-burst", d.CallBurst, "with --http, the token bucket's size for --call-rate")
+	f.IntVar(&lf.maxListensPerCaller, "max-listens-per-caller", d.MaxListensPerCaller, "with --http, open subscriptions/listen streams (2026-07-28 clients) per caller at most; more are refused (0: no limit)")
 	f.DurationVar(&lf.readHeader, "read-header-timeout", s.ReadHeaderTimeout, "with --http, time to read a request's headers")
 	f.DurationVar(&lf.readBody, "read-body-timeout", s.ReadBodyTimeout, "with --http, time to read a request's body; a slower client is cut off")
 	f.DurationVar(&lf.idle, "idle-timeout", s.IdleTimeout, "with --http, close a keep-alive connection idle this long")
@@ -91,6 +92,7 @@ func (lf *limitFlags) resolve(gwc *config.Gateway, changed func(string) bool, lo
 				ops.limits.CallRate = *l.CallRate
 			}
 			setI(&ops.limits.CallBurst, l.CallBurst)
+			setI(&ops.limits.MaxListensPerCaller, l.MaxListensPerCaller)
 			setD(&ops.server.ReadHeaderTimeout, l.ReadHeaderTimeout)
 			setD(&ops.server.ReadBodyTimeout, l.ReadBodyTimeout)
 			setD(&ops.server.IdleTimeout, l.IdleTimeout)
@@ -120,6 +122,7 @@ func (lf *limitFlags) resolve(gwc *config.Gateway, changed func(string) bool, lo
 		{"max-calls-per-caller", func() { ops.limits.MaxCallsPerCaller = lf.maxCallsPerCaller }},
 		{"call-rate", func() { ops.limits.CallRate = lf.callRate }},
 		{"call-burst", func() { ops.limits.CallBurst = lf.callBurst }},
+		{"max-listens-per-caller", func() { ops.limits.MaxListensPerCaller = lf.maxListensPerCaller }},
 		{"read-header-timeout", func() { ops.server.ReadHeaderTimeout = lf.readHeader }},
 		{"read-body-timeout", func() { ops.server.ReadBodyTimeout = lf.readBody }},
 		{"idle-timeout", func() { ops.server.IdleTimeout = lf.idle }},
@@ -141,6 +144,7 @@ func (lf *limitFlags) resolve(gwc *config.Gateway, changed func(string) bool, lo
 		{"--max-sessions", ops.limits.MaxSessions}, {"--max-sessions-per-caller", ops.limits.MaxSessionsPerCaller},
 		{"--max-calls-per-session", ops.limits.MaxCallsPerSession}, {"--max-calls-per-caller", ops.limits.MaxCallsPerCaller},
 		{"--call-burst", ops.limits.CallBurst}, {"--max-header-bytes", ops.server.MaxHeaderBytes},
+		{"--max-listens-per-caller", ops.limits.MaxListensPerCaller},
 	} {
 		if c.v < 0 {
 			errs = append(errs, fmt.Errorf("%s %d: give a whole number, 0 or more (0: no limit)", c.name, c.v))

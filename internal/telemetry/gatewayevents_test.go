@@ -35,7 +35,8 @@ func TestRefusedSessionsAreCounted(t *testing.T) {
 	defer srv.Close()
 
 	client := mcp.NewClient(&mcp.Implementation{Name: "test", Version: "1"}, nil)
-	first, err := client.Connect(ctx, &mcp.StreamableClientTransport{Endpoint: srv.URL + "/mcp"}, nil)
+	// A 2025-11-25 session: 2026-07-28 clients have none.
+	first, err := client.Connect(ctx, &mcp.StreamableClientTransport{Endpoint: srv.URL + "/mcp"}, &mcp.ClientSessionOptions{ProtocolVersion: "2025-11-25"})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -19,6 +19,10 @@ const (
 	attrTier    = "toolwire.tier"
 	attrOutcome = "toolwire.outcome"
 	attrCaller  = "toolwire.caller"
+	// The revision of the request a call came by, and its client (name
+	// and version, as it announced them): spans only, never labels.
+	attrProtocol = "mcp.protocol.version"
+	attrClient   = "toolwire.client"
 )
 
 // unknownTool stands for a name no tool has: what a caller sends as a
@@ -48,10 +52,11 @@ type call struct {
 	span                       trace.Span // nil without a tracer
 	start                      time.Time
 	tool, server, tier, caller string
+	protocol, client           string
 }
 
 func (o *observer) CallStarted(ctx context.Context, ev audit.Event) context.Context {
-	c := &call{start: ev.Time, tool: ev.Tool, server: ev.Source, tier: ev.Tier, caller: ev.Caller}
+	c := &call{start: ev.Time, tool: ev.Tool, server: ev.Source, tier: ev.Tier, caller: ev.Caller, protocol: ev.Protocol, client: ev.Client}
 	if c.tier == "" { // no such tool
 		c.tool = unknownTool
 	}
@@ -69,6 +74,12 @@ func (c *call) spanAttrs() []attribute.KeyValue {
 	}
 	if c.caller != "" {
 		attrs = append(attrs, attribute.String(attrCaller, c.caller))
+	}
+	if c.protocol != "" {
+		attrs = append(attrs, attribute.String(attrProtocol, c.protocol))
+	}
+	if c.client != "" {
+		attrs = append(attrs, attribute.String(attrClient, c.client))
 	}
 	return attrs
 }

@@ -98,7 +98,29 @@ func (t *Telemetry) startServerSpan(ctx context.Context, method string, req mcp.
 	if extra := req.GetExtra(); extra != nil && extra.TokenInfo != nil && extra.TokenInfo.UserID != "" {
 		attrs = append(attrs, attribute.String(attrCaller, extra.TokenInfo.UserID))
 	}
+	attrs = append(attrs, clientAttrs(req)...)
 	return t.tracer.Start(parent, method, trace.WithSpanKind(trace.SpanKindServer), trace.WithAttributes(attrs...))
+}
+
+// clientAttrs are the revision a request spoke and the client that sent
+// it, as go-sdk's server requests tell them: from the request's _meta on
+// 2026-07-28, from the session's initialize before.
+func clientAttrs(req mcp.Request) []attribute.KeyValue {
+	ri, ok := req.(interface {
+		ProtocolVersion() string
+		ClientInfo() *mcp.Implementation
+	})
+	if !ok {
+		return nil
+	}
+	var attrs []attribute.KeyValue
+	if v := ri.ProtocolVersion(); v != "" {
+		attrs = append(attrs, attribute.String(attrProtocol, v))
+	}
+	if info := ri.ClientInfo(); info != nil && info.Name != "" {
+		attrs = append(attrs, attribute.String(attrClient, info.Name+"/"+info.Version))
+	}
+	return attrs
 }
 
 // sessionOpened counts the session req initialized, and its end when it

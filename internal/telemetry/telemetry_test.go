@@ -162,8 +162,9 @@ func (h headers) RoundTrip(r *http.Request) (*http.Response, error) {
 	return h.next.RoundTrip(r)
 }
 
-// connect opens a client session to the gateway whose every request
-// carries traceparent (when not empty) and the bearer token.
+// connect opens a client session (2025-11-25: the session metrics count
+// sessions) to the gateway whose every request carries traceparent (when
+// not empty) and the bearer token.
 func (r *rig) connect(t *testing.T, traceparent string) *mcp.ClientSession {
 	t.Helper()
 	set := map[string]string{"Authorization": "Bearer " + r.token}
@@ -173,7 +174,8 @@ func (r *rig) connect(t *testing.T, traceparent string) *mcp.ClientSession {
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
 	c := mcp.NewClient(&mcp.Implementation{Name: "test", Version: "1"}, nil)
-	cs, err := c.Connect(ctx, &mcp.StreamableClientTransport{Endpoint: r.gateway, HTTPClient: &http.Client{Transport: headers{set, http.DefaultTransport}}}, nil)
+	cs, err := c.Connect(ctx, &mcp.StreamableClientTransport{Endpoint: r.gateway, HTTPClient: &http.Client{Transport: headers{set, http.DefaultTransport}}},
+		&mcp.ClientSessionOptions{ProtocolVersion: "2025-11-25"})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,0 +1,132 @@
+package gateway
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"reflect"
+	"testing"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+	"github.com/toolwire/toolwire/tool"
+)
+
+// What crosses between a parked call's holder and its client's requests
+// survives JSON, so that a Parking may keep it outside the process (a
+// fleet's shared store).
+func TestParkingStepsAndNotesAreSerialisable(t *testing.T) {
+	result := &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: "done"}}, IsError: true}
+	for _, v := range []any{
+		Step{Round: 2, Question: &Question{Kind: tool.Elicitation, Params: json.RawMessage(`{"message":"Allow this call?"}`)}},
+		Step{Result: result},
+		Note{Progress: &tool.Progress{Progress: 1, Total: 3, Message: "one"}},
+		Note{Log: &tool.LogMessage{Level: "info", Logger: "up", Data: json.RawMessage(`"line"`)}},
+	} {
+		raw, err := json.Marshal(v)
+		if err != nil {
+			t.Fatalf("%+v: %v", v, err)
+		}
+		back := reflect.New(reflect.TypeOf(v))
+		if err := json.Unmarshal(raw, back.Interface()); err != nil {
+			t.Fatalf("%s: %v", raw, err)
+		}
+		again, _ := json.Marshal(back.Elem().Interface())
+		if !bytes.Equal(raw, again) {
+			t.Errorf("%T does not survive JSON: %s became %s", v, raw, again)
+		}
+	}
+	raw, _ := json.Marshal(Step{Result: result})
+	var back Step
+	if err := json.Unmarshal(raw, &back); err != nil || back.Result == nil || !back.Result.IsError || back.Result.Content[0].(*mcp.TextContent).Text != "done" {
+		t.Errorf("a result through a step's JSON: %v %+v", err, back.Result)
+	}
+}
+
+// The local Parking's rounds: a question is answered once, by the round
+// that asked it; a replayed or early answer is refused; notes that came
+// while nobody waited reach the next request, in order; the result is
+// taken once.
+func TestLocalParkingRounds(t *testing.T) {
+	p := NewLocalParking(time.Minute)
+	ctx := ctxT(t)
+	var cancelled []error
+	h, err := p.Park(ctx, "call-1", func(cause error) { cancelled = append(cancelled, cause) })
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := p.Park(ctx, "call-1", nil); err == nil {
+		t.Error("a second call under the same id was parked")
+	}
+	answers := make(chan json.RawMessage, 2)
+	go func() {
+		h.Note(Note{Progress: &tool.Progress{Progress: 1}})
+		a, _ := h.Ask(ctx, Question{Kind: tool.Elicitation, Params: json.RawMessage(`{"n":1}`)})
+		answers <- a
+		h.Note(Note{Progress: &tool.Progress{Progress: 2}})
+		h.Note(Note{Progress: &tool.Progress{Progress: 3}})
+		a, _ = h.Ask(ctx, Question{Kind: tool.Sampling, Params: json.RawMessage(`{"n":2}`)})
+		answers <- a
+		h.Finish(&mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: "end"}}})
+	}()
+	var notes []float64
+	note := func(n Note) { notes = append(notes, n.Progress.Progress) }
+
+	step, err := p.Resume(ctx, "call-1", 0, nil, note)
+	if err != nil || step.Round != 1 || step.Question == nil || string(step.Question.Params) != `{"n":1}` {
+		t.Fatalf("first step: %+v %v", step, err)
+	}
+	if _, err := p.Resume(ctx, "call-1", 2, json.RawMessage(`"early"`), note); !errors.Is(err, ErrRoundAnswered) {
+		t.Errorf("an answer to a round not asked yet: %v", err)
+	}
+	step, err = p.Resume(ctx, "call-1", 1, json.RawMessage(`"first"`), note)
+	if err != nil || step.Round != 2 || step.Question.Kind != tool.Sampling {
+		t.Fatalf("second step: %+v %v", step, err)
+	}
+	if a := <-answers; string(a) != `"first"` {
+		t.Errorf("the holder got %s", a)
+	}
+	if _, err := p.Resume(ctx, "call-1", 1, json.RawMessage(`"again"`), note); !errors.Is(err, ErrRoundAnswered) {
+		t.Errorf("a replayed answer: %v", err)
+	}
+	step, err = p.Resume(ctx, "call-1", 2, json.RawMessage(`"second"`), note)
+	if err != nil || step.Result == nil || text(step.Result) != "end" {
+		t.Fatalf("last step: %+v %v", step, err)
+	}
+	if a := <-answers; string(a) != `"second"` {
+		t.Errorf("the holder got %s", a)
+	}
+	if !reflect.DeepEqual(notes, []float64{1, 2, 3}) {
+		t.Errorf("notes %v, want 1, 2, 3 in order", notes)
+	}
+	if _, err := p.Resume(ctx, "call-1", 2, nil, note); !errors.Is(err, ErrNotParked) {
+		t.Errorf("resuming a call whose result was taken: %v", err)
+	}
+	if err := p.Cancel(ctx, "call-1", "late"); !errors.Is(err, ErrNotParked) || len(cancelled) != 0 {
+		t.Errorf("cancelling an ended call: %v, cancel called %d times", err, len(cancelled))
+	}
+}
+
+// A request that waits on a parked call and goes away leaves it parked;
+// Cancel reaches the holder once.
+func TestLocalParkingCancel(t *testing.T) {
+	p := NewLocalParking(time.Minute)
+	var causes []string
+	if _, err := p.Park(ctxT(t), "c", func(cause error) { causes = append(causes, cause.Error()) }); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(ctxT(t))
+	cancel()
+	if _, err := p.Resume(ctx, "c", 0, nil, func(Note) {}); !errors.Is(err, context.Canceled) {
+		t.Errorf("a request whose context ended: %v", err)
+	}
+	for range 2 {
+		if err := p.Cancel(ctxT(t), "c", "the client went away"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if !reflect.DeepEqual(causes, []string{"the client went away"}) {
+		t.Errorf("the holder was cancelled with %q, want once", causes)
+	}
+}

@@ -1,0 +1,111 @@
+package gateway
+
+import (
+	"context"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+	"github.com/toolwire/toolwire/tool"
+)
+
+// Revision2026 is the first MCP revision without sessions (SEP-2567): every
+// request carries its protocol version, client info and capabilities in
+// _meta, and a server asks its client for input through multi round-trip
+// requests (SEP-2322) instead of sending requests during a call.
+const Revision2026 = "2026-07-28"
+
+// latestLegacy is the newest revision that opens with initialize: what an
+// initialize asking for a later one gets.
+const latestLegacy = "2025-11-25"
+
+// protocolVersions are the MCP revisions the gateway serves, newest first.
+// 2026-07-28 is served statelessly over HTTP (see [Gateway.Handler]) and on
+// any connection, such as stdio, whose client opens with it.
+var protocolVersions = []string{Revision2026, latestLegacy, "2025-06-18", "2025-03-26", "2024-11-05"}
+
+// modern reports whether version is a revision without sessions. Revisions
+// are dates, so they compare as strings.
+func modern(version string) bool { return version >= Revision2026 }
+
+// requestInfo is what the gateway reads of a request's revision and
+// client: go-sdk's server requests answer from the request's _meta on
+// 2026-07-28 and from the session's initialize before.
+type requestInfo interface {
+	ProtocolVersion() string
+	ClientInfo() *mcp.Implementation
+	ClientCapabilities() *mcp.ClientCapabilities
+}
+
+// revisionOf returns the revision of req, or "" when it does not say.
+func revisionOf(req mcp.Request) string {
+	if ri, ok := req.(requestInfo); ok {
+		return ri.ProtocolVersion()
+	}
+	return ""
+}
+
+// capabilitiesOf returns the capabilities the client of req declared: in
+// the request's own _meta on 2026-07-28, at initialize before.
+func capabilitiesOf(req mcp.Request) *mcp.ClientCapabilities {
+	if ri, ok := req.(requestInfo); ok {
+		return ri.ClientCapabilities()
+	}
+	return nil
+}
+
+// maxClientName bounds the client's name and version as the audit log
+// keeps them: the client chose them.
+const maxClientName = 128
+
+// withClient returns ctx carrying the revision and the client of req, which
+// the executor puts on the audit events of the calls made with it.
+func withClient(ctx context.Context, req mcp.Request) context.Context {
+	ri, ok := req.(requestInfo)
+	if !ok {
+		return ctx
+	}
+	c := tool.Client{Protocol: ri.ProtocolVersion()}
+	name, version := "", ""
+	// The request's own _meta first, as it came: go-sdk's ClientInfo
+	// decodes it again, a cost per request.
+	if p := paramsOf(req); p != nil {
+		if info, ok := p.GetMeta()[mcp.MetaKeyClientInfo].(map[string]any); ok {
+			name, _ = info["name"].(string)
+			version, _ = info["version"].(string)
+		}
+	}
+	if name == "" {
+		if info := ri.ClientInfo(); info != nil {
+			name, version = info.Name, info.Version
+		}
+	}
+	c.Name = name
+	if version != "" {
+		c.Name += "/" + version
+	}
+	if r := []rune(c.Name); len(r) > maxClientName {
+		c.Name = string(r[:maxClientName]) + "…"
+	}
+	if c == (tool.Client{}) {
+		return ctx
+	}
+	return tool.WithClient(ctx, c)
+}
+
+// capInitialize is receiving middleware: an initialize that asks for
+// 2026-07-28 or later is answered with the latest revision that has an
+// initialize. go-sdk would keep the version asked for as the session's
+// (while answering the negotiated one), and then treat the session as a
+// sessionless one: no list_changed or resources/updated, and input
+// requests instead of elicitation/create, which a 2025 client cannot read.
+// A 2026 client never sends initialize (it opens with server/discover, or
+// with any request).
+func capInitialize(next mcp.MethodHandler) mcp.MethodHandler {
+	return func(ctx context.Context, method string, req mcp.Request) (mcp.Result, error) {
+		if method == "initialize" {
+			if p, ok := req.GetParams().(*mcp.InitializeParams); ok && p != nil && modern(p.ProtocolVersion) {
+				p.ProtocolVersion = latestLegacy
+			}
+		}
+		return next(ctx, method, req)
+	}
+}

@@ -246,8 +246,10 @@ func (p *callerSessions) acquire(ctx context.Context) (_ *conn, release func(), 
 	if create {
 		// The creation is shared by the caller's requests: it does not end
 		// with this one's context, only with the server's timeout or the
-		// pool's life.
-		go p.create(context.WithoutCancel(ctx), e)
+		// pool's life. Nor does it take that context's values: those of a
+		// request the gateway serves would make go-sdk's client announce
+		// that request's revision in the handshake.
+		go p.create(context.Background(), e)
 	}
 	select {
 	case <-e.ready:
@@ -260,6 +262,27 @@ func (p *callerSessions) acquire(ctx context.Context) (_ *conn, release func(), 
 		return nil, nil, e.err
 	}
 	return e.conn, release, nil
+}
+
+// existing returns the ready session of the caller in ctx, counted busy
+// until release is called, or nil when the caller has none: for what
+// concerns their session alone (withdrawing a subscription), which needs
+// no token and makes no session.
+func (p *callerSessions) existing(ctx context.Context) (_ *conn, release func()) {
+	pr, ok := tool.PrincipalFrom(ctx)
+	if !ok {
+		return nil, nil
+	}
+	caller := oauth.Caller{Issuer: pr.Issuer, Subject: pr.Subject}
+	p.mu.Lock()
+	e := p.entries[caller]
+	if e == nil || e.conn == nil || e.failed() {
+		p.mu.Unlock()
+		return nil, nil
+	}
+	e.busy++
+	p.mu.Unlock()
+	return e.conn, func() { p.release(e) }
 }
 
 // entry returns caller's entry, counted busy, and whether the caller must

@@ -55,14 +55,15 @@ type exchangeFixture struct {
 }
 
 // newExchangeFixture starts the OP, the IdP whose JWTs it exchanges and a
-// resource server speaking protocols (nil: every revision).
-func newExchangeFixture(t *testing.T, protocols ...string) *exchangeFixture {
+// resource server (of sessions: each session's initialize and DELETE
+// are seen there).
+func newExchangeFixture(t *testing.T) *exchangeFixture {
 	t.Helper()
 	o := oauthtest.NewOP(t, nil)
 	o.AddGatewayClient(gatewayClient, gatewaySecret)
 	idp := oauthtest.NewIdP(t, "unused")
 	o.TrustSubjectTokens(idp, gatewayAudience)
-	rs := oauthtest.NewResourceServer(t, o, &oauthtest.ResourceOptions{Verify: o.UserOrClient, Extras: true, Protocols: protocols})
+	rs := oauthtest.NewResourceServer(t, o, &oauthtest.ResourceOptions{Verify: o.UserOrClient, Extras: true})
 	cfg := httpConfig("wiki", rs.URL)
 	cfg.OAuth = &config.OAuth{Identity: config.IdentityCaller, Grant: "token_exchange", Issuer: o.Issuer, ClientID: gatewayClient, ClientSecretEnv: "GW_SECRET"}
 	return &exchangeFixture{op: o, idp: idp, rs: rs, cfg: cfg}
@@ -311,7 +312,7 @@ func TestPerCallerTokenExchange(t *testing.T) {
 // exchange; the callers' sessions hear the log level.
 func TestPerCallerOneCreationPerCaller(t *testing.T) {
 	t.Parallel()
-	f := newExchangeFixture(t, protocolLegacy)
+	f := newExchangeFixture(t)
 	reg := confirmingRegistry()
 	s := connect(t, f.cfg, reg, f.options(CallerSessionPolicy{}, nil))
 	ex := tool.NewExecutor(reg, nil)
@@ -339,8 +340,9 @@ func TestPerCallerOneCreationPerCaller(t *testing.T) {
 		t.Errorf("%d token exchanges, want 1", n)
 	}
 
-	// On a server of sessions (2025-11-25), the log level is set on the
-	// callers' sessions there are, and on those made later.
+	// On a server of sessions (2025-11-25: logging/setLevel), the log
+	// level is set on the callers' sessions there are, and on those made
+	// later.
 	if err := s.Catalog().SetLogLevel(boundedCtx(t, waitTime), "debug"); err != nil {
 		t.Fatal(err)
 	}
@@ -363,7 +365,7 @@ func TestPerCallerSessionPoolBounds(t *testing.T) {
 	t.Parallel()
 	t.Run("lru", func(t *testing.T) {
 		t.Parallel()
-		f := newExchangeFixture(t, protocolLegacy)
+		f := newExchangeFixture(t)
 		reg := confirmingRegistry()
 		s := connect(t, f.cfg, reg, f.options(CallerSessionPolicy{Idle: time.Hour, Max: 1}, nil))
 		ex := tool.NewExecutor(reg, nil)
@@ -400,7 +402,7 @@ func TestPerCallerSessionPoolBounds(t *testing.T) {
 	})
 	t.Run("idle", func(t *testing.T) {
 		t.Parallel()
-		f := newExchangeFixture(t, protocolLegacy)
+		f := newExchangeFixture(t)
 		reg := confirmingRegistry()
 		s := connect(t, f.cfg, reg, f.options(CallerSessionPolicy{Idle: 50 * time.Millisecond}, nil))
 		ex := tool.NewExecutor(reg, nil)
@@ -457,7 +459,7 @@ func TestPerCallerSharedConnectionOnlyLists(t *testing.T) {
 // their next call exchanges anew; the other caller is untouched.
 func TestPerCallerLogout(t *testing.T) {
 	t.Parallel()
-	f := newExchangeFixture(t, protocolLegacy)
+	f := newExchangeFixture(t)
 	reg := confirmingRegistry()
 	s := connect(t, f.cfg, reg, f.options(CallerSessionPolicy{}, nil))
 	ex := tool.NewExecutor(reg, nil)
@@ -593,5 +595,121 @@ func TestPerCallerLoginThroughCallback(t *testing.T) {
 	}
 	if res := ex.Call(as(t, alice), "tracker__whoami", nil); res.Reason != tool.ReasonAuthorization {
 		t.Errorf("alice's call after logging out = %s %q, want authorization_required", res.Reason, res.Message)
+	}
+}
+
+// Subscriptions of a per-caller server are the caller's, on their own
+// session; one is withdrawn on that session, and a caller without a
+// session makes none to withdraw one; none is made without a caller.
+func TestPerCallerSubscriptions(t *testing.T) {
+	t.Parallel()
+	f := newExchangeFixture(t)
+	s := connect(t, f.cfg, confirmingRegistry(), f.options(CallerSessionPolicy{}, nil))
+	cat := s.Catalog()
+	if !cat.PerCaller() {
+		t.Fatal("the catalog of an identity: caller server says it is not per caller")
+	}
+	a, _ := f.principal(t, oauthtest.Subject)
+	b, _ := f.principal(t, oauthtest.Subject2)
+	if err := cat.Subscribe(as(t, a), oauthtest.WhoamiURI); err != nil {
+		t.Fatalf("Subscribe as A: %v", err)
+	}
+	if err := cat.Subscribe(boundedCtx(t, waitTime), oauthtest.WhoamiURI); !errors.Is(err, ErrNoCaller) {
+		t.Errorf("Subscribe without a caller: %v, want ErrNoCaller", err)
+	}
+	if err := cat.Unsubscribe(as(t, b), oauthtest.WhoamiURI); err != nil {
+		t.Errorf("Unsubscribe as B, who has no session: %v", err)
+	}
+	if err := cat.Unsubscribe(as(t, a), oauthtest.WhoamiURI); err != nil {
+		t.Errorf("Unsubscribe as A: %v", err)
+	}
+	by := map[string][]string{}
+	for _, r := range f.rs.Requests() {
+		if r.Method == "resources/subscribe" || r.Method == "resources/unsubscribe" {
+			by[r.Method] = append(by[r.Method], r.Subject)
+		}
+	}
+	if got := by["resources/subscribe"]; len(got) != 1 || got[0] != oauthtest.Subject {
+		t.Errorf("subscriptions upstream by %v, want A's alone", got)
+	}
+	if got := by["resources/unsubscribe"]; len(got) != 1 || got[0] != oauthtest.Subject {
+		t.Errorf("withdrawals upstream by %v, want A's alone", got)
+	}
+	if opened, _ := sessionsOf(f.rs.Requests(), oauthtest.Subject2); opened != 0 {
+		t.Errorf("B's withdrawal opened %d sessions, want none", opened)
+	}
+}
+
+// A caller's call cancelled on their own session is announced upstream
+// (notifications/cancelled), which ends the upstream's call.
+func TestPerCallerCancellation(t *testing.T) {
+	t.Parallel()
+	f := newExchangeFixture(t)
+	reg := confirmingRegistry()
+	connect(t, f.cfg, reg, f.options(CallerSessionPolicy{}, nil))
+	ex := tool.NewExecutor(reg, nil)
+	a, _ := f.principal(t, oauthtest.Subject)
+	ctx, cancel := context.WithCancel(as(t, a))
+	rec := &recorder{first: make(chan struct{})}
+	done := make(chan *tool.Result, 1)
+	go func() { done <- ex.Call(tool.WithCaller(ctx, rec), "wiki__slow", nil) }()
+	select {
+	case <-rec.first:
+	case <-time.After(waitTime):
+		t.Fatal("the slow call never reported progress")
+	}
+	cancel()
+	if res := <-done; res.Reason != tool.ReasonCancelled {
+		t.Errorf("the cancelled call = %s %q, want cancelled", res.Reason, res.Message)
+	}
+	// The caller's session is still open: only notifications/cancelled
+	// can end the upstream's call.
+	eventually(t, "the upstream's call cancelled", func() bool { return f.rs.Cancelled() == 1 })
+	if opened, closed := sessionsOf(f.rs.Requests(), oauthtest.Subject); opened != 1 || closed != 0 {
+		t.Errorf("A's sessions: %d opened, %d closed; want 1 open", opened, closed)
+	}
+}
+
+// Against a server of MCP 2026-07-28 (stateless), the callers' sessions
+// speak 2026-07-28 too, and the log level travels in each of their
+// requests.
+func TestPerCaller2026(t *testing.T) {
+	t.Parallel()
+	o := oauthtest.NewOP(t, nil)
+	o.AddGatewayClient(gatewayClient, gatewaySecret)
+	idp := oauthtest.NewIdP(t, "unused")
+	o.TrustSubjectTokens(idp, gatewayAudience)
+	rs := oauthtest.NewResourceServer(t, o, &oauthtest.ResourceOptions{Verify: o.UserOrClient, Extras: true, Stateless: true})
+	f := &exchangeFixture{op: o, idp: idp, rs: rs, cfg: httpConfig("wiki", rs.URL)}
+	f.cfg.OAuth = &config.OAuth{Identity: config.IdentityCaller, Grant: "token_exchange", Issuer: o.Issuer, ClientID: gatewayClient, ClientSecretEnv: "GW_SECRET"}
+	reg := confirmingRegistry()
+	s := connect(t, f.cfg, reg, f.options(CallerSessionPolicy{}, nil))
+	if st := s.Status(); st.Protocol != protocol2026 {
+		t.Fatalf("the shared connection speaks %q, want %s", st.Protocol, protocol2026)
+	}
+	if err := s.Catalog().SetLogLevel(boundedCtx(t, waitTime), "debug"); err != nil {
+		t.Fatal(err)
+	}
+	ex := tool.NewExecutor(reg, nil)
+	for _, sub := range []string{oauthtest.Subject, oauthtest.Subject2} {
+		p, _ := f.principal(t, sub)
+		c := &askCaller{}
+		if got := userOf(t, ex.Call(tool.WithCaller(as(t, p), c), "wiki__progress", nil)); got != sub {
+			t.Errorf("the call reached the server as %q, want %q", got, sub)
+		}
+		c.mu.Lock()
+		logs := strings.Join(c.logs, "|")
+		c.mu.Unlock()
+		if !strings.Contains(logs, "working for "+sub) || len(c.got()) != 3 {
+			t.Errorf("caller %s was shown log lines %q and %d progress reports", sub, logs, len(c.got()))
+		}
+	}
+	for _, r := range rs.Requests() {
+		if r.Method == "tools/call" && r.Protocol != protocol2026 {
+			t.Errorf("a caller's tools/call went as %q, want %s", r.Protocol, protocol2026)
+		}
+		if actingMethod[r.Method] && r.Subject != oauthtest.Subject && r.Subject != oauthtest.Subject2 {
+			t.Errorf("%s went as %q", r.Method, r.Subject)
+		}
 	}
 }

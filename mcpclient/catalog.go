@@ -35,9 +35,11 @@ type Catalog struct {
 	// reach is the server's (Server.reach): the connection every request
 	// but a listing goes through, and the end of its use.
 	reach func(context.Context) (*conn, func(), error)
-	// sessions returns the callers' sessions of a per-caller server; nil
-	// for another.
+	// sessions returns the callers' sessions of a per-caller server, and
+	// existing the session of the caller in a context, if they have one
+	// (with the end of its use); nil for another server.
 	sessions func() []*conn
+	existing func(context.Context) (*conn, func())
 	watchers watchers
 
 	mu         sync.Mutex
@@ -47,6 +49,13 @@ type Catalog struct {
 
 // Name returns the server's configured name (its tools' Origin.Source).
 func (c *Catalog) Name() string { return c.set.cfg.Name }
+
+// PerCaller reports whether the server is reached with each caller's own
+// identity (oauth.identity: caller): then its reads, prompt gets,
+// completions and subscriptions are the caller's in their context, and a
+// request without a caller fails ([ErrNoCaller]); its listing is the
+// operator's, the same for every caller.
+func (c *Catalog) PerCaller() bool { return c.set.cfg.OAuth.PerCaller() }
 
 // Prefix returns the prefix of the server's registered tool names, under
 // which a gateway serves its resources and prompts too.
@@ -232,10 +241,27 @@ func (c *Catalog) subscribeOn(session *mcp.ClientSession, rctx context.Context, 
 // Unsubscribe withdraws [Catalog.Subscribe]: the server is asked to stop
 // reporting updates of uri (resources/unsubscribe), and a reconnect no
 // longer subscribes again. With no live session it only forgets uri.
+//
+// On a server reached with each caller's identity it withdraws the
+// subscription of the caller in ctx (who needs no token for it) on their
+// session, if they still have one: a closed session took its
+// subscriptions with it, and none is made to withdraw one.
 func (c *Catalog) Unsubscribe(ctx context.Context, uri string) error {
 	c.mu.Lock()
 	delete(c.subscribed, uri)
 	c.mu.Unlock()
+	if c.existing != nil {
+		conn, release := c.existing(ctx)
+		if conn == nil {
+			return nil
+		}
+		session, rctx, end, _ := c.track(ctx, conn, release)
+		defer end()
+		if err := session.Unsubscribe(rctx, &mcp.UnsubscribeParams{URI: uri}); err != nil {
+			return c.set.masked(err)
+		}
+		return nil
+	}
 	session, rctx, end, err := c.begin(ctx)
 	if err != nil {
 		return nil // the next session is not subscribed

@@ -215,7 +215,7 @@ func newServer(cfg config.Server, reg *tool.Registry, opts *Options) *Server {
 		shared: endpoint{handlers: handlers, relay: s.relay, listOnly: cfg.OAuth.PerCaller()}}
 	if cfg.OAuth.PerCaller() {
 		s.pool = newCallerSessions(set, s.sup.dial, s.handlersFor, s.cat.level)
-		s.cat.sessions = s.pool.each
+		s.cat.sessions, s.cat.existing = s.pool.each, s.pool.existing
 	}
 	return s
 }

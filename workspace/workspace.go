@@ -140,6 +140,7 @@ type Workspace struct {
 	store    *store.Store // closed last
 	audit    *audit.Log   // nil without an audit sink (files without an audit file)
 	secrets  *audit.Secrets
+	logger   *slog.Logger    // masks the secrets
 	required map[string]bool // the servers the configuration marks required
 
 	mu       sync.Mutex
@@ -174,6 +175,7 @@ func Open(ctx context.Context, file *config.File, opts *Options) (*Workspace, er
 	}
 	w := &Workspace{file: file, security: file.Security, secrets: audit.NewSecrets(), required: map[string]bool{}}
 	logger := slog.New(w.secrets.Handler(base.Handler()))
+	w.logger = logger
 	for _, warning := range file.Warnings {
 		logger.Warn(warning)
 	}
@@ -347,14 +349,28 @@ func upstreams(m *mcpclient.Manager) []gateway.Upstream {
 
 // Handler returns gw's Streamable HTTP handler ([gateway.Gateway.Handler])
 // with, where opts leaves them unset, the workspace's audit log (for the
-// refusals of the limits) and [Workspace.Ready] as its readiness. Close
-// closes it before the servers.
+// refusals of the limits), [Workspace.Ready] as its readiness and, for the
+// servers with a login per caller, the callback of their callers'
+// authorizations at each of its paths ([Workspace.CallerCallback]), which
+// tells gw of each authorization completed ([gateway.Gateway.Authorized]).
+// Close closes it before the servers. It panics when a callback path is
+// one the gateway serves itself; [Workspace.CallerCallbackPaths] and
+// [gateway.CallbackPathProblem] tell beforehand.
 func (w *Workspace) Handler(gw *gateway.Gateway, opts gateway.HTTPOptions) *gateway.Handler {
 	if opts.Audit == nil {
 		opts.Audit = w.audit
 	}
 	if opts.Ready == nil {
 		opts.Ready = w.Ready
+	}
+	if opts.Callbacks == nil {
+		cbo := &oauth.CallbackOptions{Log: w.logger, Done: func(_ string, _ oauth.Caller, id string) { gw.Authorized(id) }}
+		for _, path := range w.CallerCallbackPaths() {
+			if opts.Callbacks == nil {
+				opts.Callbacks = map[string]http.Handler{}
+			}
+			opts.Callbacks[path] = w.CallerCallback(path, cbo)
+		}
 	}
 	h := gw.Handler(opts)
 	w.mu.Lock()

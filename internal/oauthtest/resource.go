@@ -27,14 +27,16 @@ type ResourceOptions struct {
 	// ResourceMetadataURL, if set, replaces the metadata URL that
 	// WWW-Authenticate names.
 	ResourceMetadataURL string
-	// Protocols, if set, are the only MCP revisions the server speaks:
-	// ["2025-11-25"] makes it a server of sessions (an initialize that
-	// opens one, Mcp-Session-Id, a DELETE when a client closes one).
-	Protocols []string
+	// Stateless serves without sessions (go-sdk's stateless handler,
+	// cancellation propagated): MCP 2026-07-28, and older revisions each
+	// request on its own.
+	Stateless bool
 	// Extras adds, besides whoami, the tools progress (three progress
-	// reports and a log line, then the subject) and ask (an elicitation
-	// whose answer it returns with the subject), the resource whoami://me
-	// and the prompt whoami, each of which says the token's subject.
+	// reports and a log line, then the subject), ask (an elicitation
+	// whose answer it returns with the subject) and slow (which waits
+	// until cancelled: see Cancelled), the resource whoami://me and the
+	// prompt whoami, each of which says the token's subject, and accepts
+	// resource subscriptions.
 	Extras bool
 }
 
@@ -52,10 +54,14 @@ type Request struct {
 	Subject string
 	// Session is the request's Mcp-Session-Id ("" without one).
 	Session string
+	// Protocol is the request's MCP-Protocol-Version header.
+	Protocol string
 }
 
 // ResourceServer is a Streamable HTTP MCP server on 127.0.0.1 behind
-// go-sdk's RequireBearerToken. It publishes RFC 9728 metadata naming the
+// go-sdk's RequireBearerToken: of sessions (go-sdk's stateful handler,
+// 2025-11-25 and older: an initialize opens a session, a DELETE closes
+// it), or stateless (ResourceOptions.Stateless, 2026-07-28). It publishes RFC 9728 metadata naming the
 // OP (scope openid) at /.well-known/oauth-protected-resource/mcp and
 // serves one tool, whoami, whose structured result {"user": ...} is the
 // token's subject (and, with ResourceOptions.Extras, more of the kind).
@@ -63,9 +69,10 @@ type ResourceServer struct {
 	// URL is the MCP endpoint, http://127.0.0.1:PORT/mcp.
 	URL string
 
-	mu       sync.Mutex
-	auths    []string  // the Authorization header of every request to URL
-	requests []Request // the requests that passed the bearer check
+	mu        sync.Mutex
+	auths     []string  // the Authorization header of every request to URL
+	requests  []Request // the requests that passed the bearer check
+	cancelled int       // calls of the slow tool cancelled
 }
 
 // Authorizations returns the Authorization header of every request the
@@ -101,7 +108,13 @@ func NewResourceServer(t testing.TB, o *OP, opts *ResourceOptions) *ResourceServ
 	srv := httptest.NewUnstartedServer(nil)
 	base := "http://" + srv.Listener.Addr().String()
 	rs := &ResourceServer{URL: base + "/mcp"}
-	server := mcp.NewServer(&mcp.Implementation{Name: "protected", Version: "1"}, &mcp.ServerOptions{SupportedProtocolVersions: opts.Protocols})
+	so := &mcp.ServerOptions{}
+	if opts.Extras {
+		accept := func(context.Context, *mcp.SubscribeRequest) error { return nil }
+		so.SubscribeHandler = accept
+		so.UnsubscribeHandler = func(context.Context, *mcp.UnsubscribeRequest) error { return nil }
+	}
+	server := mcp.NewServer(&mcp.Implementation{Name: "protected", Version: "1"}, so)
 	type whoami struct {
 		User string `json:"user"`
 	}
@@ -110,7 +123,7 @@ func NewResourceServer(t testing.TB, o *OP, opts *ResourceOptions) *ResourceServ
 			return nil, whoami{User: req.Extra.TokenInfo.UserID}, nil
 		})
 	if opts.Extras {
-		addExtras(server)
+		rs.addExtras(server)
 	}
 	prm := &oauthex.ProtectedResourceMetadata{Resource: rs.URL, AuthorizationServers: []string{o.Issuer}, ScopesSupported: []string{"openid"}}
 	if opts.PRM != nil {
@@ -121,11 +134,15 @@ func NewResourceServer(t testing.TB, o *OP, opts *ResourceOptions) *ResourceServ
 		prmURL = opts.ResourceMetadataURL
 	}
 	mux := http.NewServeMux()
-	inner := mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return server }, nil)
+	var ho *mcp.StreamableHTTPOptions
+	if opts.Stateless {
+		ho = &mcp.StreamableHTTPOptions{Stateless: true, PropagateRequestCancellation: true}
+	}
+	inner := mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return server }, ho)
 	protected := auth.RequireBearerToken(verify, &auth.RequireBearerTokenOptions{
 		ResourceMetadataURL: prmURL, AllowMissingExpiration: true,
 	})(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		req := Request{HTTPMethod: r.Method, Authorization: r.Header.Get("Authorization"), Session: r.Header.Get("Mcp-Session-Id")}
+		req := Request{HTTPMethod: r.Method, Authorization: r.Header.Get("Authorization"), Session: r.Header.Get("Mcp-Session-Id"), Protocol: r.Header.Get("Mcp-Protocol-Version")}
 		if ti := auth.TokenInfoFromContext(r.Context()); ti != nil {
 			req.Subject = ti.UserID
 		}
@@ -161,6 +178,8 @@ func NewResourceServer(t testing.TB, o *OP, opts *ResourceOptions) *ResourceServ
 const (
 	ProgressTool = "progress"
 	AskTool      = "ask"
+	// SlowTool reports progress once, then waits until it is cancelled.
+	SlowTool = "slow"
 	// WhoamiURI is the extra resource, whose text is the token's subject.
 	WhoamiURI = "whoami://me"
 	// WhoamiPrompt is the extra prompt, whose one message names the
@@ -168,8 +187,16 @@ const (
 	WhoamiPrompt = "whoami"
 )
 
+// Cancelled returns how many calls of the slow tool ended because their
+// caller cancelled them.
+func (rs *ResourceServer) Cancelled() int {
+	rs.mu.Lock()
+	defer rs.mu.Unlock()
+	return rs.cancelled
+}
+
 // addExtras adds what ResourceOptions.Extras says.
-func addExtras(server *mcp.Server) {
+func (rs *ResourceServer) addExtras(server *mcp.Server) {
 	type said struct {
 		User   string `json:"user"`
 		Answer string `json:"answer,omitempty"`
@@ -196,6 +223,17 @@ func addExtras(server *mcp.Server) {
 			}
 			name, _ := res.Content["name"].(string)
 			return nil, said{User: req.Extra.TokenInfo.UserID, Answer: res.Action + ":" + name}, nil
+		})
+	mcp.AddTool(server, &mcp.Tool{Name: SlowTool, Description: "waits until it is cancelled"},
+		func(ctx context.Context, req *mcp.CallToolRequest, _ struct{}) (*mcp.CallToolResult, said, error) {
+			if token := req.Params.GetProgressToken(); token != nil {
+				_ = req.Session.NotifyProgress(ctx, &mcp.ProgressNotificationParams{ProgressToken: token, Progress: 1, Message: "waiting"})
+			}
+			<-ctx.Done()
+			rs.mu.Lock()
+			rs.cancelled++
+			rs.mu.Unlock()
+			return nil, said{}, ctx.Err()
 		})
 	server.AddResource(&mcp.Resource{URI: WhoamiURI, Name: "whoami", MIMEType: "text/plain"},
 		func(ctx context.Context, req *mcp.ReadResourceRequest) (*mcp.ReadResourceResult, error) {

@@ -294,10 +294,13 @@ func (p *callerSessions) entry(callers *oauth.Callers, caller oauth.Caller) (_ *
 		p.mu.Unlock()
 		return nil, false, &maskedError{msg: fmt.Sprintf("server %q is closed", p.set.cfg.Name), err: tool.ErrUnavailable}
 	}
-	if e := p.entries[caller]; e != nil && !e.failed() {
-		e.busy++
-		p.mu.Unlock()
-		return e, false, nil
+	if e := p.entries[caller]; e != nil {
+		if !e.failed() {
+			e.busy++
+			p.mu.Unlock()
+			return e, false, nil
+		}
+		delete(p.entries, caller) // lost: its watch closes it
 	}
 	var evicted *callerSession
 	if len(p.entries) >= p.policy.Max {

@@ -187,7 +187,10 @@ func newSettings(cfg config.Server, opts *Options) *settings {
 // A Server composes four parts, each with its own state and lock: the
 // supervisor (the session and the lifecycle), the tool set (naming,
 // pinning and registering the tools), the router (what the server sends
-// during a call) and the [Catalog] (its resources and prompts).
+// during a call) and the [Catalog] (its resources and prompts); a server
+// reached with each caller's own identity (oauth.identity: caller) has a
+// fifth, the pool of its callers' sessions (see [Options].Callers), and
+// its supervisor's session only lists.
 type Server struct {
 	set   *settings
 	sup   *supervisor
@@ -475,8 +478,9 @@ func (s *Server) PID() int { return s.Status().PID }
 // have returned. For a stdio server it then closes the child's stdin,
 // waits for it to exit (then signals it, as the MCP spec describes), and
 // ends anything left in its process group: once Close returns, no process
-// of the server's is running. Close is safe to call more than once; later
-// calls return the first call's result.
+// of the server's is running. The callers' own sessions of a server
+// reached with each caller's identity are closed last. Close is safe to
+// call more than once; later calls return the first call's result.
 func (s *Server) Close() error {
 	err := s.sup.close()
 	if s.pool != nil {

@@ -95,7 +95,7 @@ const MetadataPath = "/.well-known/oauth-protected-resource"
 func (g *Gateway) Handler(opts HTTPOptions) *Handler {
 	tr := newTracker(opts.Limits, opts.Observe, opts.Audit)
 	tr.refuse = g.refuse
-	byRole := &roleServers{g: g, servers: map[string]*mcp.Server{}, served: map[string]*served{}, middleware: []mcp.Middleware{tr.middleware}}
+	byRole := &roleServers{g: g, servers: map[string]*mcp.Server{}, middleware: []mcp.Middleware{tr.middleware}}
 	byRole.now.roles, byRole.now.perCaller = opts.Roles, opts.Verifier != nil && opts.Roles.differ()
 	var verifier *swappableVerifier // the one a reload replaces; nil without authentication
 	if opts.Verifier != nil {
@@ -285,6 +285,9 @@ func (r *roleServers) get(role string, visible func(string) bool) *mcp.Server {
 	if r.closed {
 		stop() // the handler is closing: serve this request, keep nothing
 		return made
+	}
+	if r.served == nil {
+		r.served = map[string]*served{}
 	}
 	r.servers[role], r.served[role] = made, sv
 	r.stops = append(r.stops, stop)

@@ -40,14 +40,17 @@ type upstreamKind struct {
 }
 
 // upstreamKinds are the upstreams of the matrix. A go-sdk server behind a
-// stateful handler speaks the 2025 revisions only. The 2026-07-28 column (a
-// stateless handler, which toolwire's client will reach with
-// server/discover) is added here once mcpclient speaks 2026-07-28: until
-// then mcpclient offers 2025-11-25 to every upstream, and a stateless
-// upstream could not ask anything mid-call.
+// stateful handler speaks the 2025 revisions only, so toolwire's client
+// falls back to initialize; behind a stateless handler it serves
+// 2026-07-28, which toolwire's client reaches with server/discover (and
+// cancels by closing the request's stream).
 var upstreamKinds = []upstreamKind{
 	{rev: "2025-11-25", serve: func(s *mcp.Server) http.Handler {
 		return mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return s }, nil)
+	}},
+	{rev: "2026-07-28", serve: func(s *mcp.Server) http.Handler {
+		return mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return s },
+			&mcp.StreamableHTTPOptions{Stateless: true, PropagateRequestCancellation: true})
 	}},
 }
 
@@ -282,6 +285,9 @@ func newBridge(t *testing.T, o bridgeOptions) *bridge {
 		t.Fatalf("connecting the upstream: %v", err)
 	}
 	t.Cleanup(func() { _ = srv.Close() })
+	if got := srv.Status().Protocol; got != o.kind.rev {
+		t.Fatalf("toolwire's client speaks %q to the upstream, want %q", got, o.kind.rev)
+	}
 	b.gw = New(tool.NewExecutor(reg, &tool.ExecutorOptions{Audit: log}), &Options{
 		Upstreams:   []Upstream{srv.Catalog()},
 		Logger:      slog.New(slog.DiscardHandler),

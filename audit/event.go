@@ -55,6 +55,10 @@ const (
 	ServerReconnected Kind = "server.reconnected" // Attempt, Tools
 	ServerStopped     Kind = "server.stopped"
 	ToolsChanged      Kind = "tools.changed" // Added, Removed, Changed
+	// ConfigReloaded records a configuration applied to a running process
+	// (SIGHUP to toolwire serve): Added, Removed and Changed name the
+	// servers; Reason is "refused" with Error when nothing was applied.
+	ConfigReloaded Kind = "config.reloaded"
 	// SessionRefused records a new gateway session refused by a limit:
 	// Caller (when authenticated), Reason (the limit) and Error.
 	SessionRefused Kind = "session.refused"

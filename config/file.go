@@ -50,6 +50,10 @@ const (
 )
 
 // Transport names, as in Server.Transport.
+// Revisions are the MCP revisions a server's protocol may name, newest
+// first.
+var Revisions = []string{"2026-07-28", "2025-11-25", "2025-06-18", "2025-03-26", "2024-11-05"}
+
 const (
 	TransportStdio = "stdio" // a child process speaking on stdin and stdout
 	TransportHTTP  = "http"  // Streamable HTTP
@@ -108,6 +112,11 @@ type Server struct {
 	// roots/list): absolute paths, possibly built from placeholders, which
 	// ExpandServer checks are directories. Nil offers none.
 	Roots []string
+	// Protocol, when set, is the one MCP revision offered to the server
+	// (one of Revisions): for a server that answers the newest revision's
+	// discovery but was written for an older one's behaviour. "" offers
+	// the newest and falls back to what the server speaks.
+	Protocol string
 
 	// Inputs are the declared inputs that this server's placeholders
 	// use, by ID, so that ExpandServer can say what it asks for; nil when

@@ -230,6 +230,9 @@ func serverNode(s Server) (*yaml.Node, error) {
 	if s.Disabled {
 		addPair(m, "disabled", boolNode(true))
 	}
+	if s.Protocol != "" {
+		addPair(m, "protocol", str(s.Protocol))
+	}
 	if s.Roots != nil {
 		addPair(m, "roots", strList(s.Roots))
 	}

@@ -3,6 +3,7 @@ package config
 import (
 	"fmt"
 	"path/filepath"
+	"slices"
 	"strings"
 	"time"
 )
@@ -12,7 +13,7 @@ var (
 	toolwireServerFields = []string{
 		"transport", "command", "args", "env", "envFile", "cwd", "url", "headers", "bearerToken", "oauth",
 		"prefix", "defaultTier", "tierOverrides", "onlyTools", "excludeTools", "timeout", "required", "disabled",
-		"roots",
+		"roots", "protocol",
 	}
 	toolwireStdioOnly  = []string{"args", "env", "envFile", "cwd"}
 	toolwireRemoteOnly = []string{"headers", "bearerToken", "oauth"}
@@ -179,6 +180,17 @@ func (d *decoder) toolwireField(st *serverState, p pair) bool {
 		}
 	case "roots":
 		d.roots(st, v, path)
+	case "protocol":
+		if v.kind == scalarNode && v.typ == "!!timestamp" {
+			v.typ = typeString // a revision is written like a date, and YAML reads dates
+		}
+		if t, ok := d.str(v, path, "an MCP revision such as \"2025-11-25\""); ok {
+			if slices.Contains(Revisions, t) {
+				s.Protocol = t
+			} else {
+				d.errorf(v.line, path, "unknown MCP revision %q (want one of %s)", t, strings.Join(Revisions, ", "))
+			}
+		}
 	default:
 		return false
 	}

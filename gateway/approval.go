@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"sync/atomic"
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
@@ -78,15 +79,23 @@ var ErrApprovalRequired = errors.New("approval required")
 // unless the policy allows it (the outcome is unconfirmed: nobody could
 // be asked).
 type Approver struct {
-	policy ApprovalPolicy
+	policy atomic.Pointer[ApprovalPolicy]
 }
 
 // NewApprover returns an approver applying policy.
-func NewApprover(policy ApprovalPolicy) *Approver { return &Approver{policy: policy} }
+func NewApprover(policy ApprovalPolicy) *Approver {
+	a := &Approver{}
+	a.SetPolicy(policy)
+	return a
+}
+
+// SetPolicy makes policy the approver's, for the calls confirmed from now
+// on (a reload); a call already being approved keeps its answer.
+func (a *Approver) SetPolicy(policy ApprovalPolicy) { a.policy.Store(&policy) }
 
 // Confirm implements [tool.Confirmer].
 func (a *Approver) Confirm(ctx context.Context, call tool.PendingCall) (bool, error) {
-	switch a.policy.forCall(call) {
+	switch a.policy.Load().forCall(call) {
 	case Allow:
 		return true, nil
 	case Deny:

@@ -40,14 +40,17 @@ type upstreamKind struct {
 }
 
 // upstreamKinds are the upstreams of the matrix. A go-sdk server behind a
-// stateful handler speaks the 2025 revisions only. The 2026-07-28 column (a
-// stateless handler, which toolwire's client will reach with
-// server/discover) is added here once mcpclient speaks 2026-07-28: until
-// then mcpclient offers 2025-11-25 to every upstream, and a stateless
-// upstream could not ask anything mid-call.
+// stateful handler speaks the 2025 revisions only, so toolwire's client
+// falls back to initialize; behind a stateless handler it serves
+// 2026-07-28, which toolwire's client reaches with server/discover (and
+// cancels by closing the request's stream).
 var upstreamKinds = []upstreamKind{
 	{rev: "2025-11-25", serve: func(s *mcp.Server) http.Handler {
 		return mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return s }, nil)
+	}},
+	{rev: "2026-07-28", serve: func(s *mcp.Server) http.Handler {
+		return mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return s },
+			&mcp.StreamableHTTPOptions{Stateless: true, PropagateRequestCancellation: true})
 	}},
 }
 
@@ -163,10 +166,20 @@ func newUpstream(t *testing.T, kind upstreamKind) *goUpstream {
 		}
 		return text("logged"), nil
 	})
+	question := &mcp.ElicitParams{Message: "Which meaning?", RequestedSchema: map[string]any{
+		"type": "object", "properties": map[string]any{"meaning": map[string]any{"type": "string"}},
+	}}
 	ask := func(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
-		r, err := req.Session.Elicit(ctx, &mcp.ElicitParams{Message: "Which meaning?", RequestedSchema: map[string]any{
-			"type": "object", "properties": map[string]any{"meaning": map[string]any{"type": "string"}},
-		}})
+		if req.ProtocolVersion() >= Revision2026 {
+			// A 2026-07-28 server asks in its answer, and reads the
+			// answer in the request that comes again (SEP-2322).
+			r, ok := req.Params.InputResponses["meaning"].(*mcp.ElicitResult)
+			if !ok {
+				return &mcp.CallToolResult{InputRequests: mcp.InputRequestMap{"meaning": question}}, nil
+			}
+			return text(fmt.Sprintf("upstream got %s %v", r.Action, r.Content["meaning"])), nil
+		}
+		r, err := req.Session.Elicit(ctx, question)
 		if err != nil {
 			// A question the gateway gave up on: its call is cancelled,
 			// which the gateway's client announces before or after its
@@ -187,11 +200,24 @@ func newUpstream(t *testing.T, kind upstreamKind) *goUpstream {
 	add("ask", ask)
 	add("deploy_ask", ask)
 	add("sample", func(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
-		r, err := req.Session.CreateMessage(ctx, &mcp.CreateMessageParams{MaxTokens: 10, Messages: []*mcp.SamplingMessage{
+		prompt := &mcp.CreateMessageParams{MaxTokens: 10, Messages: []*mcp.SamplingMessage{
 			{Role: "user", Content: &mcp.TextContent{Text: "Capital of France?"}},
-		}})
-		if err != nil {
-			return nil, err
+		}}
+		var r *mcp.CreateMessageResult
+		if req.ProtocolVersion() >= Revision2026 {
+			got, ok := req.Params.InputResponses["model"].(*mcp.CreateMessageWithToolsResult)
+			if !ok {
+				return &mcp.CallToolResult{InputRequests: mcp.InputRequestMap{"model": prompt}}, nil
+			}
+			r = &mcp.CreateMessageResult{Model: got.Model, Role: got.Role}
+			if len(got.Content) > 0 {
+				r.Content = got.Content[0]
+			}
+		} else {
+			var err error
+			if r, err = req.Session.CreateMessage(ctx, prompt); err != nil {
+				return nil, err
+			}
 		}
 		answer, _ := r.Content.(*mcp.TextContent)
 		if answer == nil {
@@ -282,6 +308,9 @@ func newBridge(t *testing.T, o bridgeOptions) *bridge {
 		t.Fatalf("connecting the upstream: %v", err)
 	}
 	t.Cleanup(func() { _ = srv.Close() })
+	if got := srv.Status().Protocol; got != o.kind.rev {
+		t.Fatalf("toolwire's client speaks %q to the upstream, want %q", got, o.kind.rev)
+	}
 	b.gw = New(tool.NewExecutor(reg, &tool.ExecutorOptions{Audit: log}), &Options{
 		Upstreams:   []Upstream{srv.Catalog()},
 		Logger:      slog.New(slog.DiscardHandler),

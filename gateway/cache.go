@@ -36,11 +36,11 @@ const (
 // perCaller says whether what the server answers depends on its caller
 // (servers per role, when roles differ). On entry c holds what the
 // handler produced: for a read, the upstream's own hints.
-func (g *Gateway) cacheHints(perCaller bool) func(context.Context, mcp.Request, *mcp.Cacheable) {
+func (g *Gateway) cacheHints(perCaller func() bool) func(context.Context, mcp.Request, *mcp.Cacheable) {
 	ttl := int(g.opts.CacheTTL / time.Millisecond)
 	return func(_ context.Context, req mcp.Request, c *mcp.Cacheable) {
 		scope := scopePublic
-		if perCaller {
+		if perCaller() {
 			scope = scopePrivate
 		}
 		limit := ttl

@@ -31,6 +31,9 @@ type Options struct {
 	// prompts and completions are served beside the tools, and to which
 	// clients' logging/setLevel is passed on. Each is listed once per
 	// change it reports, whatever number of servers the gateway serves.
+	// Non-nil (even empty) says the gateway serves upstreams' catalogs at
+	// all, which its servers then announce as capabilities; the list
+	// itself may change later ([Gateway.SetUpstreams]). Nil offers none.
 	Upstreams []Upstream
 	// Middleware is added to every MCP server the gateway makes, as
 	// receiving middleware outside the gateway's own (the first is the
@@ -154,24 +157,26 @@ func describeTool(t *tool.Tool) string {
 // visible refuses is absent from the listing, not listed and refused.
 // Call stop when the server is no longer served.
 func (g *Gateway) Server(visible func(name string) bool) (srv *mcp.Server, stop func()) {
-	return g.server(visible, visible != nil)
+	perCaller := visible != nil
+	srv, _, stop = g.serve(visible, func() bool { return perCaller })
+	return srv, stop
 }
 
-// server is Server with extra receiving middleware (the HTTP handler's
+// serve is Server with extra receiving middleware (the HTTP handler's
 // limits and session binding), placed outside the gateway's own and
 // inside [Options].Middleware, so that telemetry sees what they refuse.
 // go-sdk wraps each later AddReceivingMiddleware outside the earlier.
 // perCaller says whether what the server answers depends on its caller,
 // for the cache hints.
-func (g *Gateway) server(visible func(name string) bool, perCaller bool, extra ...mcp.Middleware) (srv *mcp.Server, stop func()) {
-	s := &served{g: g, visible: visible, offered: map[string]*tool.Tool{}, wake: make(chan struct{}, 1), done: make(chan struct{})}
+func (g *Gateway) serve(visible func(name string) bool, perCaller func() bool, extra ...mcp.Middleware) (srv *mcp.Server, s *served, stop func()) {
+	s = &served{g: g, visible: visible, offered: map[string]*tool.Tool{}, wake: make(chan struct{}, 1), done: make(chan struct{})}
 	opts := &mcp.ServerOptions{
 		Logger:                    g.opts.Logger,
 		HasTools:                  true,
 		SupportedProtocolVersions: protocolVersions,
 		SetCacheable:              g.cacheHints(perCaller),
 	}
-	if len(g.opts.Upstreams) > 0 {
+	if g.opts.Upstreams != nil {
 		opts.HasResources, opts.HasPrompts = true, true
 		opts.CompletionHandler = s.complete
 		opts.SubscribeHandler, opts.UnsubscribeHandler = s.subscribe, s.unsubscribe
@@ -186,7 +191,7 @@ func (g *Gateway) server(visible func(name string) bool, perCaller bool, extra .
 	s.srv = srv
 	unwatch := []func(){g.ex.Registry().Watch(func() { s.poke(&s.toolsDirty) })}
 	s.sync()
-	if len(g.opts.Upstreams) > 0 {
+	if g.opts.Upstreams != nil {
 		// Followed before the first sync, so that no change is missed
 		// between the two.
 		unwatch = append(unwatch, g.upstreams.follow(s))
@@ -194,7 +199,7 @@ func (g *Gateway) server(visible func(name string) bool, perCaller bool, extra .
 	}
 	go s.loop()
 	var once sync.Once
-	return srv, func() {
+	return srv, s, func() {
 		once.Do(func() {
 			for _, f := range unwatch {
 				f()

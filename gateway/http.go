@@ -119,8 +119,13 @@ const MetadataPath = "/.well-known/oauth-protected-resource"
 func (g *Gateway) Handler(opts HTTPOptions) *Handler {
 	tr := newTracker(opts.Limits, opts.Observe, opts.Audit)
 	tr.refuse = g.refuse
-	byRole := &roleServers{g: g, roles: opts.Roles, servers: map[string]*mcp.Server{}, middleware: []mcp.Middleware{tr.middleware}}
-	byRole.perCaller = opts.Verifier != nil && opts.Roles.differ()
+	byRole := &roleServers{g: g, servers: map[string]*mcp.Server{}, middleware: []mcp.Middleware{tr.middleware}}
+	byRole.now.roles, byRole.now.perCaller = opts.Roles, opts.Verifier != nil && opts.Roles.differ()
+	var verifier *swappableVerifier // the one a reload replaces; nil without authentication
+	if opts.Verifier != nil {
+		verifier = newSwappableVerifier(opts.Verifier)
+		opts.Verifier = verifier.verify
+	}
 	var bound *sessions // sessions bound to their credential; none without tokens or sessions
 	if opts.Verifier != nil && !opts.Stateless {
 		bound = newSessions()
@@ -132,7 +137,10 @@ func (g *Gateway) Handler(opts HTTPOptions) *Handler {
 			return byRole.get("", nil)
 		}
 		_, role := callerOf(req)
-		return byRole.get(role, func(name string) bool { return opts.Roles.allows(role, name) })
+		return byRole.get(role, func(name string) bool {
+			roles, _ := byRole.now.get()
+			return roles.allows(role, name)
+		})
 	}
 	// Closing the stream of a 2026-07-28 request cancels it: that is how
 	// such a client cancels over HTTP, and how a parked call learns that
@@ -178,14 +186,15 @@ func (g *Gateway) Handler(opts HTTPOptions) *Handler {
 		}
 		mux.Handle(path, cb)
 	}
-	return &Handler{mux: mux, servers: byRole, tracker: tr}
+	return &Handler{mux: mux, servers: byRole, tracker: tr, verifier: verifier}
 }
 
 // Handler is the gateway's HTTP handler (see [Gateway.Handler]).
 type Handler struct {
-	mux     *http.ServeMux
-	servers *roleServers
-	tracker *tracker
+	mux      *http.ServeMux
+	servers  *roleServers
+	tracker  *tracker
+	verifier *swappableVerifier // nil without authentication
 }
 
 // ServeHTTP serves /mcp, the protected-resource metadata and the health
@@ -272,12 +281,12 @@ func loopbackConn(r *http.Request) bool {
 // the same tools, so they can share it.
 type roleServers struct {
 	g          *Gateway
-	roles      Roles
+	now        rolesNow         // the roles, and whether what a server answers depends on its role (see [Gateway.cacheHints])
 	middleware []mcp.Middleware // added to every server made (the tracker's, the session binding's)
-	perCaller  bool             // what a server answers depends on its role (see [Gateway.cacheHints])
 
 	mu      sync.Mutex
 	servers map[string]*mcp.Server
+	served  map[string]*served // the same servers' sync state, for a reload
 	stops   []func()
 	closed  bool
 }
@@ -295,7 +304,8 @@ func (r *roleServers) get(role string, visible func(string) bool) *mcp.Server {
 	if ok {
 		return s
 	}
-	made, stop := r.g.server(visible, r.perCaller, r.middleware...)
+	perCaller := func() bool { _, p := r.now.get(); return p }
+	made, sv, stop := r.g.serve(visible, perCaller, r.middleware...)
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if s, ok := r.servers[role]; ok {
@@ -306,7 +316,10 @@ func (r *roleServers) get(role string, visible func(string) bool) *mcp.Server {
 		stop() // the handler is closing: serve this request, keep nothing
 		return made
 	}
-	r.servers[role] = made
+	if r.served == nil {
+		r.served = map[string]*served{}
+	}
+	r.servers[role], r.served[role] = made, sv
 	r.stops = append(r.stops, stop)
 	return made
 }

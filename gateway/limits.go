@@ -301,11 +301,7 @@ func (t *tracker) caller(key string) *callerState {
 	}
 	c := &callerState{}
 	if t.limits.CallRate > 0 {
-		burst := t.limits.CallBurst
-		if burst <= 0 {
-			burst = max(1, int(math.Ceil(t.limits.CallRate)))
-		}
-		c.lim = rate.NewLimiter(rate.Limit(t.limits.CallRate), burst)
+		c.lim = rate.NewLimiter(rate.Limit(t.limits.CallRate), callBurst(t.limits))
 	}
 	t.callers[key] = c
 	return c

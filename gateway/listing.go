@@ -19,16 +19,16 @@ import (
 // It watches the upstreams while at least one served server follows it,
 // and tells the followers of a change with none of its locks held.
 type upstreams struct {
-	list   []*upstream // in Options.Upstreams order
 	mask   func() *audit.Secrets
 	logger func() *slog.Logger
 
 	// watchMu is held while the upstreams' watches start or stop, and so
 	// while Upstream.Watch and its stop functions run; nothing else is.
 	watchMu sync.Mutex
-	unwatch []func() // guarded by watchMu
+	unwatch map[*upstream]func() // guarded by watchMu
 
 	mu        sync.Mutex
+	list      []*upstream // in Options.Upstreams order; replaced whole by set
 	followers map[*served]struct{}
 }
 
@@ -57,13 +57,76 @@ type listing struct {
 }
 
 func newUpstreams(list []Upstream, mask func() *audit.Secrets, logger func() *slog.Logger) *upstreams {
-	u := &upstreams{mask: mask, logger: logger, followers: map[*served]struct{}{}}
+	u := &upstreams{mask: mask, logger: logger, followers: map[*served]struct{}{}, unwatch: map[*upstream]func(){}}
 	for _, up := range list {
-		e := &upstream{Upstream: up}
-		e.changes.Store(1) // never listed
-		u.list = append(u.list, e)
+		u.list = append(u.list, listedUpstream(up))
 	}
 	return u
+}
+
+func listedUpstream(up Upstream) *upstream {
+	e := &upstream{Upstream: up}
+	e.changes.Store(1) // never listed
+	return e
+}
+
+// snapshot returns the upstreams, in order.
+func (u *upstreams) snapshot() []*upstream {
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	return u.list
+}
+
+// set makes list the upstreams (a reload): an upstream already listed
+// keeps its listing and its watch, a new one is watched (when anything
+// follows) and listed when next needed, one no longer in list is no
+// longer watched; every follower then re-syncs its catalog. It returns
+// the upstreams that are new.
+func (u *upstreams) set(list []Upstream) (added []Upstream) {
+	u.watchMu.Lock()
+	defer u.watchMu.Unlock()
+	u.mu.Lock()
+	old := map[Upstream]*upstream{}
+	for _, e := range u.list {
+		old[e.Upstream] = e
+	}
+	next := make([]*upstream, 0, len(list))
+	for _, up := range list {
+		e, ok := old[up]
+		if ok {
+			delete(old, up)
+		} else {
+			e = listedUpstream(up)
+			added = append(added, up)
+		}
+		next = append(next, e)
+	}
+	u.list = next
+	watching := len(u.followers) > 0
+	u.mu.Unlock()
+	for _, e := range old {
+		if stop, ok := u.unwatch[e]; ok {
+			stop()
+			delete(u.unwatch, e)
+		}
+	}
+	if watching {
+		for _, e := range next {
+			if _, ok := u.unwatch[e]; !ok {
+				u.watch(e)
+			}
+		}
+	}
+	for _, s := range u.following() {
+		s.poke(&s.catalogDirty)
+	}
+	return added
+}
+
+// watch starts watching up; watchMu must be held.
+func (u *upstreams) watch(up *upstream) {
+	up.changes.Add(1) // changes went unwatched before
+	u.unwatch[up] = up.Watch(func() { u.changed(up) }, func(uri string) { u.updated(up, uri) })
 }
 
 // follow makes s one of the servers told when an upstream changes (its
@@ -78,9 +141,8 @@ func (u *upstreams) follow(s *served) (unfollow func()) {
 	u.followers[s] = struct{}{}
 	u.mu.Unlock()
 	if first {
-		for _, up := range u.list {
-			up.changes.Add(1)
-			u.unwatch = append(u.unwatch, up.Watch(func() { u.changed(up) }, func(uri string) { u.updated(up, uri) }))
+		for _, up := range u.snapshot() {
+			u.watch(up)
 		}
 	}
 	var once sync.Once
@@ -95,10 +157,10 @@ func (u *upstreams) unfollow(s *served) {
 	last := len(u.followers) == 0
 	u.mu.Unlock()
 	if last {
-		for _, stop := range u.unwatch {
+		for up, stop := range u.unwatch {
 			stop()
+			delete(u.unwatch, up)
 		}
-		u.unwatch = nil
 	}
 }
 
@@ -135,7 +197,7 @@ func (u *upstreams) updated(up *upstream, uri string) {
 // the next change.
 func (u *upstreams) current(ctx context.Context) []*listing {
 	var out []*listing
-	for _, up := range u.list {
+	for _, up := range u.snapshot() {
 		if l := u.latest(ctx, up); l != nil {
 			out = append(out, l)
 		}

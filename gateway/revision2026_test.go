@@ -577,37 +577,60 @@ func TestAParkedCallIsCancelledWhenItsClientGoesAway(t *testing.T) {
 	}
 }
 
-// TestUpstreamQuestionsReach2026ClientsAsInputRequests: a 2025 upstream's
-// elicitation and sampling requests during a call reach the 2026-07-28
-// client that made it as input requests, and the answers go back to the
-// upstream, which is still waiting for them.
-func TestUpstreamQuestionsReach2026ClientsAsInputRequests(t *testing.T) {
+// TestUpstreamQuestionsReachEveryClient: what an upstream asks during a
+// call (elicitation, sampling) reaches the client that made the call, in
+// the form of each side's revision: a 2025 upstream asks by request and a
+// 2026-07-28 one in its answer (multi round-trip); a 2025-11-25 client is
+// asked by request on its session and a 2026-07-28 client in the answer
+// to its call. A client that declared neither capability is not asked,
+// and the upstream is told.
+func TestUpstreamQuestionsReachEveryClient(t *testing.T) {
 	t.Parallel()
-	b := newBridge(t, bridgeOptions{})
-	a := newApproving(true)
-	var sampled []string
-	cs := b.dial(t, bobToken, Revision2026, &mcp.ClientOptions{
-		ElicitationHandler: a.handler,
-		CreateMessageHandler: func(_ context.Context, req *mcp.CreateMessageRequest) (*mcp.CreateMessageResult, error) {
-			sampled = append(sampled, req.Params.Messages[0].Content.(*mcp.TextContent).Text)
-			return &mcp.CreateMessageResult{Role: "assistant", Model: "m", Content: &mcp.TextContent{Text: "Paris"}}, nil
-		},
-	})
-	if got, isErr := call(t, cs, "up__ask", nil); isErr || got != "upstream got accept programming" {
-		t.Errorf("elicitation: %q (isError %v)", got, isErr)
-	}
-	if shown := a.messages(); !slices.Equal(shown, []string{"Which meaning?"}) {
-		t.Errorf("the client was asked %q", shown)
-	}
-	if got, isErr := call(t, cs, "up__sample", nil); isErr || got != "the model said Paris" || !slices.Equal(sampled, []string{"Capital of France?"}) {
-		t.Errorf("sampling: %q (isError %v), the client's model was asked %q", got, isErr, sampled)
-	}
-	// A client that declared neither is not asked: the upstream is told.
-	plain := b.dial(t, bobToken, Revision2026, nil)
-	for name, why := range map[string]string{"up__ask": "does not support elicitation", "up__sample": "does not support sampling"} {
-		if got, isErr := call(t, plain, name, nil); !isErr || !strings.Contains(got, why) {
-			t.Errorf("%s without the capability: %q (isError %v), want %q", name, got, isErr, why)
-		}
+	for _, kind := range upstreamKinds {
+		t.Run("upstream "+kind.rev, func(t *testing.T) {
+			t.Parallel()
+			b := newBridge(t, bridgeOptions{kind: kind})
+			// One downstream after the other: a 2025 upstream's question
+			// says nothing of the call it belongs to, so the gateway
+			// routes it only while that call is the one in flight.
+			for _, rev := range []string{"2025-11-25", Revision2026} {
+				t.Run("downstream "+rev, func(t *testing.T) {
+					a := newApproving(true)
+					var mu sync.Mutex
+					var sampled []string
+					cs := b.dial(t, bobToken, rev, &mcp.ClientOptions{
+						ElicitationHandler: a.handler,
+						CreateMessageHandler: func(_ context.Context, req *mcp.CreateMessageRequest) (*mcp.CreateMessageResult, error) {
+							mu.Lock()
+							sampled = append(sampled, req.Params.Messages[0].Content.(*mcp.TextContent).Text)
+							mu.Unlock()
+							return &mcp.CreateMessageResult{Role: "assistant", Model: "m", Content: &mcp.TextContent{Text: "Paris"}}, nil
+						},
+					})
+					if got, isErr := call(t, cs, "up__ask", nil); isErr || got != "upstream got accept programming" {
+						t.Errorf("elicitation: %q (isError %v)", got, isErr)
+					}
+					if shown := a.messages(); !slices.Equal(shown, []string{"Which meaning?"}) {
+						t.Errorf("the client was asked %q", shown)
+					}
+					got, isErr := call(t, cs, "up__sample", nil)
+					mu.Lock()
+					asked := slices.Clone(sampled)
+					mu.Unlock()
+					if isErr || got != "the model said Paris" || !slices.Equal(asked, []string{"Capital of France?"}) {
+						t.Errorf("sampling: %q (isError %v), the client's model was asked %q", got, isErr, asked)
+					}
+					// A client that declared neither is not asked: the
+					// upstream is told.
+					plain := b.dial(t, bobToken, rev, nil)
+					for name, why := range map[string]string{"up__ask": "does not support elicitation", "up__sample": "does not support sampling"} {
+						if got, isErr := call(t, plain, name, nil); !isErr || !strings.Contains(got, why) {
+							t.Errorf("%s without the capability: %q (isError %v), want %q", name, got, isErr, why)
+						}
+					}
+				})
+			}
+		})
 	}
 }
 

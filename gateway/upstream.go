@@ -93,9 +93,9 @@ func (g *Gateway) rewriteFor(source string) func(string) string {
 	if g.opts.Unprefixed || source == "" {
 		return nil
 	}
-	for _, up := range g.opts.Upstreams {
+	for _, up := range g.upstreams.snapshot() {
 		if up.Name() == source {
-			return func(uri string) string { return g.servedURI(up, uri) }
+			return func(uri string) string { return g.servedURI(up.Upstream, uri) }
 		}
 	}
 	return nil
@@ -683,10 +683,11 @@ func (g *Gateway) forwardLogLevel(next mcp.MethodHandler) mcp.MethodHandler {
 // passLevel asks the upstreams for level when it is more verbose than what
 // they send now.
 func (g *Gateway) passLevel(ctx context.Context, level mcp.LoggingLevel) {
-	if len(g.opts.Upstreams) == 0 || !g.level.raise(level) {
+	ups := g.upstreams.snapshot()
+	if len(ups) == 0 || !g.level.raise(level) {
 		return
 	}
-	for _, up := range g.opts.Upstreams {
+	for _, up := range ups {
 		if err := up.SetLogLevel(ctx, level); err != nil {
 			g.logger().Warn("could not pass the log level on", "server", up.Name(), "error", err)
 		}

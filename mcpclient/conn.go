@@ -104,13 +104,21 @@ type dialer struct {
 	legacy bool // a connection negotiated a revision before 2026-07-28
 }
 
-// offer returns the revision the next connection offers: none (go-sdk's
+// ErrProtocolMismatch is wrapped by the error of a connection to a server
+// that does not speak the revision its configuration's protocol names.
+var ErrProtocolMismatch = errors.New("the server does not speak the configured MCP revision")
+
+// offer returns the revision the next connection offers: the one the
+// configuration pins, if it does; else none (go-sdk's
 // latest, with server/discover and a fallback to initialize) until a
 // connection has shown that the server speaks only an older revision;
 // then that revision's initialize at once, as the MCP specification
 // advises a client to remember a server's era (basic/versioning, the
 // compatibility matrix) rather than probe it on every reconnect.
 func (d *dialer) offer() string {
+	if p := d.set.cfg.Protocol; p != "" {
+		return p // the configuration pins it
+	}
 	d.eraMu.Lock()
 	defer d.eraMu.Unlock()
 	if d.legacy {
@@ -231,6 +239,13 @@ func (d *dialer) dialAs(ctx, life context.Context, cfg config.Server, ep *endpoi
 	}
 	c.session, c.made = session, time.Now()
 	c.protocol = session.InitializeResult().ProtocolVersion
+	if p := d.set.cfg.Protocol; p != "" && c.protocol != p {
+		// go-sdk falls back from 2026-07-28 by itself, and a server may
+		// answer an initialize with another revision: a pinned revision
+		// is that one or none.
+		_ = c.close()
+		return nil, &ConnectError{Server: d.set.cfg.Name, msg: fmt.Sprintf("server %q: it speaks MCP %s, and its protocol is set to %s", d.set.cfg.Name, c.protocol, p), err: ErrProtocolMismatch}
+	}
 	d.remember(c.protocol)
 	go func() {
 		err := session.Wait()

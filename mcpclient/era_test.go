@@ -10,6 +10,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
@@ -194,6 +195,12 @@ func TestRevisionNegotiated(t *testing.T) {
 		// It never answers server/discover: the stdio connection answers
 		// for it once it has answered a ping.
 		{"a stdio server that ignores server/discover", func(*testing.T) config.Server { return stdioConfig("up", "silent") }, "2025-06-18", "up__echo"},
+		// A pinned revision is offered alone, without discovery.
+		{"go-sdk over stdio, protocol 2025-11-25", func(*testing.T) config.Server {
+			cfg := stdioConfig("up", "custom")
+			cfg.Protocol = "2025-11-25"
+			return cfg
+		}, "2025-11-25", "up__a_b"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
@@ -207,6 +214,22 @@ func TestRevisionNegotiated(t *testing.T) {
 				t.Errorf("%s: %+v", tc.tool, res)
 			}
 		})
+	}
+}
+
+// A server that does not speak the revision its configuration pins is not
+// connected, and the error says which it speaks.
+func TestAPinnedRevisionTheServerLacksFailsTheConnection(t *testing.T) {
+	t.Parallel()
+	cfg := httpConfig("up", serveHTTP(t, statefulHandler(newCustomServer())))
+	cfg.Protocol = "2026-07-28"
+	reg := confirmingRegistry()
+	_, err := Connect(boundedCtx(t, waitTime), cfg, reg, nil)
+	if !errors.Is(err, ErrProtocolMismatch) || !strings.Contains(err.Error(), "it speaks MCP 2025-11-25, and its protocol is set to 2026-07-28") {
+		t.Errorf("Connect = %v, want ErrProtocolMismatch naming both revisions", err)
+	}
+	if reg.Len() != 0 {
+		t.Errorf("registry holds %v after a refused connection", toolNames(reg))
 	}
 }
 

@@ -1,6 +1,7 @@
 package mcpclient
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -8,6 +9,7 @@ import (
 	"io"
 	"log/slog"
 	"os"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"sync"
@@ -27,6 +29,7 @@ import (
 // then serves instead of running tests.
 const (
 	envServer  = "TOOLWIRE_TEST_SERVER"
+	envTag     = "TOOLWIRE_TEST_TAG"     // names a test's children, to find them in /proc
 	envPIDFile = "TOOLWIRE_TEST_PIDFILE" // when set, the child writes its pid there first
 	// envCancels, when set, names a file to which the custom server
 	// appends the reason of every notifications/cancelled it receives.
@@ -375,4 +378,24 @@ func recordCancels(next mcp.MethodHandler) mcp.MethodHandler {
 		}
 		return next(ctx, method, req)
 	}
+}
+
+// markedProcesses lists the processes whose environment holds
+// envTag=marker. A zombie's environment cannot be read, so a child that
+// exited and was not waited for is not listed; Close waits for its child.
+func markedProcesses(marker string) []int {
+	needle := []byte(envTag + "=" + marker + "\x00")
+	entries, _ := os.ReadDir("/proc")
+	var pids []int
+	for _, e := range entries {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		b, err := os.ReadFile(filepath.Join("/proc", e.Name(), "environ"))
+		if err == nil && bytes.Contains(b, needle) {
+			pids = append(pids, pid)
+		}
+	}
+	return pids
 }

@@ -156,12 +156,15 @@ func CallerCredentials(store *oauth.Store, opts *OAuthOptions) mcpclient.Callers
 }
 
 // CallerCallbackPaths returns the paths of the redirect URLs of the
-// started servers with a login per caller (oauth.identity: caller), each
-// once, sorted: where a gateway mounts [Workspace.CallerCallback].
+// configured servers with a login per caller (oauth.identity: caller),
+// each once, sorted: where a gateway mounts [Workspace.CallerCallback].
 func (w *Workspace) CallerCallbackPaths() []string {
+	w.mu.Lock()
+	file := w.file
+	w.mu.Unlock()
 	var paths []string
-	for _, c := range w.loginCallers("") {
-		if p := redirectPath(c.RedirectURL()); !slices.Contains(paths, p) {
+	for _, p := range loginCallbackPaths(file) {
+		if !slices.Contains(paths, p) {
 			paths = append(paths, p)
 		}
 	}
@@ -199,6 +202,18 @@ func (w *Workspace) loginCallers(path string) []*oauth.Callers {
 		out = append(out, c)
 	}
 	return out
+}
+
+// loginCallbackPaths returns the paths of the redirect URLs of file's
+// servers with a login per caller.
+func loginCallbackPaths(file *config.File) []string {
+	var paths []string
+	for _, s := range file.Servers {
+		if o := s.OAuth; o.PerCaller() && o.Grant != "token_exchange" && !s.Disabled {
+			paths = append(paths, redirectPath(o.RedirectURL))
+		}
+	}
+	return paths
 }
 
 // redirectPath is the path of a redirect URL, "/" for none.

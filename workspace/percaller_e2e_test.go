@@ -7,6 +7,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"strings"
@@ -17,6 +18,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"github.com/toolwire/toolwire/audit"
+	"github.com/toolwire/toolwire/config"
 	"github.com/toolwire/toolwire/gateway"
 	"github.com/toolwire/toolwire/internal/oauthtest"
 	"github.com/toolwire/toolwire/mcpclient"
@@ -317,5 +319,64 @@ security:
 				t.Errorf("%s: no executed call names %q (got %v)", tool, id, ids[tool])
 			}
 		}
+	}
+}
+
+// The gateway mounts the callback of callers' logins at each configured
+// redirect path; a reload that would need another is refused (its route
+// is made with the handler), one that keeps the path is taken.
+func TestReloadKeepsTheCallbackPaths(t *testing.T) {
+	t.Parallel()
+	ln, err := net.Listen("tcp", "127.0.0.1:0") // a port that is ours and closed: the server fails to start
+	if err != nil {
+		t.Fatal(err)
+	}
+	unreachable := "http://" + ln.Addr().String() + "/mcp"
+	ln.Close()
+	f := newFixture(t)
+	cfg := func(redirect string) string {
+		return demoServer + `  tracker-reload:
+    url: ` + unreachable + `
+    oauth: {identity: caller, redirectUrl: "http://127.0.0.1:1` + redirect + `"}
+gateway:
+  tokens:
+    - {sha256: ` + gateway.HashToken("a-token-of-the-callback-test") + `, subject: a, role: r}
+  roles: {r: ["*"]}
+audit:
+  file: audit.jsonl
+security:
+  pins: off
+`
+	}
+	file := f.load(t, cfg("/oauth/callback"))
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	w, err := workspace.Open(ctx, file, &workspace.Options{Confirmer: gateway.NewApprover(gateway.ApprovalPolicy{}), OnFailed: func(string, string) {}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer w.Close()
+	hopts, err := workspace.Authentication(ctx, file.Gateway)
+	if err != nil {
+		t.Fatal(err)
+	}
+	h := w.Handler(w.Gateway(nil), hopts)
+	// The callback is served outside authentication: a browser's GET
+	// without a token reaches it (and, with no pending authorization, is
+	// told so), not a 401.
+	for path, want := range map[string]int{"/oauth/callback?state=x&code=y": http.StatusBadRequest, "/elsewhere": http.StatusNotFound} {
+		rec := httptest.NewRecorder()
+		h.ServeHTTP(rec, httptest.NewRequest(http.MethodGet, path, nil))
+		if rec.Code != want {
+			t.Errorf("GET %s: %d, want %d", path, rec.Code, want)
+		}
+	}
+	next := f.load(t, cfg("/other/callback"))
+	if _, err := w.Reload(ctx, func() (*config.File, *workspace.ReloadOptions, error) { return next, nil, nil }); !errors.Is(err, workspace.ErrNeedsRestart) || !strings.Contains(err.Error(), "/other/callback") {
+		t.Errorf("a reload with another callback path: %v, want ErrNeedsRestart naming it", err)
+	}
+	same := f.load(t, cfg("/oauth/callback"))
+	if _, err := w.Reload(ctx, func() (*config.File, *workspace.ReloadOptions, error) { return same, nil, nil }); err != nil {
+		t.Errorf("a reload keeping the callback path: %v", err)
 	}
 }

@@ -132,7 +132,6 @@ const auditCloseWait = 5 * time.Second
 // servers started, their tools in one registry behind one executor. Its
 // methods are safe for concurrent use.
 type Workspace struct {
-	file     *config.File
 	security config.Security // the file's, with Options.Strict applied
 	registry *tool.Registry
 	executor *tool.Executor
@@ -140,11 +139,20 @@ type Workspace struct {
 	store    *store.Store // closed last
 	audit    *audit.Log   // nil without an audit sink (files without an audit file)
 	secrets  *audit.Secrets
-	logger   *slog.Logger    // masks the secrets
-	required map[string]bool // the servers the configuration marks required
+	logger   *slog.Logger      // masks the secrets
+	approver *gateway.Approver // Options.Confirmer when it is one, for a reload's approvals
 
-	mu       sync.Mutex
-	handlers []*gateway.Handler // closed first by Close
+	// reloading serializes Reload; mu guards what it changes and the
+	// gateways and handlers made.
+	reloading sync.Mutex
+	mu        sync.Mutex
+	file      *config.File
+	required  map[string]bool    // the servers the configuration marks required
+	gateways  []madeGateway      // made by Gateway, whose upstreams follow a reload
+	handlers  []*gateway.Handler // closed first by Close
+	// callbackPaths are where Handler mounted the callbacks of callers'
+	// logins, which a reload cannot add to.
+	callbackPaths map[string]bool
 
 	closeOnce sync.Once
 	closeErr  error
@@ -210,6 +218,7 @@ func Open(ctx context.Context, file *config.File, opts *Options) (*Workspace, er
 		w.audit = audit.NewLog(sink, &audit.LogOptions{Redactor: w.secrets, Logger: logger, Required: file.Audit.Required})
 	}
 	w.registry = tool.NewRegistry(&tool.RegistryOptions{Confirmer: o.Confirmer})
+	w.approver, _ = o.Confirmer.(*gateway.Approver)
 	// Every result goes to a terminal, a model or a gateway's client: all
 	// are masked, by the executor, in one place.
 	w.executor = tool.NewExecutor(w.registry, &tool.ExecutorOptions{
@@ -282,7 +291,11 @@ func pinOptions(sec config.Security, st *store.Store) (*pins.Store, pins.Mode, e
 }
 
 // File returns the configuration the workspace applies.
-func (w *Workspace) File() *config.File { return w.file }
+func (w *Workspace) File() *config.File {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.file
+}
 
 // Registry returns the registry of every started server's tools.
 func (w *Workspace) Registry() *tool.Registry { return w.registry }
@@ -313,8 +326,11 @@ func (w *Workspace) Secrets() *audit.Secrets { return w.secrets }
 // Ready reports whether every server the configuration marks required is
 // ready (the gateway's readiness).
 func (w *Workspace) Ready() bool {
+	w.mu.Lock()
+	required := w.required
+	w.mu.Unlock()
 	for _, s := range w.manager.Servers() {
-		if w.required[s.Name()] && s.State() != mcpclient.Ready {
+		if required[s.Name()] && s.State() != mcpclient.Ready {
 			return false
 		}
 	}
@@ -331,16 +347,23 @@ func (w *Workspace) Gateway(opts *gateway.Options) *gateway.Gateway {
 	if opts != nil {
 		o = *opts
 	}
-	o.Upstreams = append(o.Upstreams[:len(o.Upstreams):len(o.Upstreams)], upstreams(w.manager)...)
+	extra := o.Upstreams[:len(o.Upstreams):len(o.Upstreams)]
+	o.Upstreams = upstreams(extra, w.manager)
 	if o.MaxResultBytes == 0 {
 		o.MaxResultBytes = w.security.ResultLimit()
 	}
-	return gateway.New(w.executor, &o)
+	gw := gateway.New(w.executor, &o)
+	w.mu.Lock()
+	w.gateways = append(w.gateways, madeGateway{gw, extra})
+	w.mu.Unlock()
+	return gw
 }
 
-// upstreams returns the manager's servers as a gateway's upstreams.
-func upstreams(m *mcpclient.Manager) []gateway.Upstream {
-	var ups []gateway.Upstream
+// upstreams returns extra and the manager's servers as a gateway's
+// upstreams: never nil, so that the gateway serves their catalogs even
+// when a reload is what brings the first server.
+func upstreams(extra []gateway.Upstream, m *mcpclient.Manager) []gateway.Upstream {
+	ups := append([]gateway.Upstream{}, extra...)
 	for _, srv := range m.Servers() {
 		ups = append(ups, srv.Catalog())
 	}
@@ -372,6 +395,14 @@ func (w *Workspace) Handler(gw *gateway.Gateway, opts gateway.HTTPOptions) *gate
 			opts.Callbacks[path] = w.CallerCallback(path, cbo)
 		}
 	}
+	w.mu.Lock()
+	if w.callbackPaths == nil {
+		w.callbackPaths = map[string]bool{}
+	}
+	for path := range opts.Callbacks {
+		w.callbackPaths[path] = true
+	}
+	w.mu.Unlock()
 	h := gw.Handler(opts)
 	w.mu.Lock()
 	w.handlers = append(w.handlers, h)

@@ -89,6 +89,13 @@ a flag given wins. docs/operations.md lists them with their defaults.
 Bearer tokens are refused over plain HTTP on a non-loopback address unless
 --insecure-plain-http (for a TLS proxy in front).
 
+SIGHUP reloads the configuration files without ending a session: servers
+added, removed or changed are started, stopped or restarted (the others
+are left as they are), and tokens, roles, approvals and limits apply from
+the next request on. A configuration that does not load, or that changes
+what needs a restart (store, audit, security, TLS, origins), is refused
+and the running one stays; stderr and the audit log say which.
+
 --metrics-listen ADDR serves Prometheus metrics at http://ADDR/metrics, on a
 listener of its own with no authentication: keep it on loopback or a private
 network. Traces and metrics go over OTLP/HTTP when OTEL_EXPORTER_OTLP_ENDPOINT
@@ -185,6 +192,24 @@ docs/operations.md lists the metrics and spans.`,
 			if err := gw.Collisions(); err != nil {
 				return &exitError{exitUsage, fmt.Errorf("--unprefixed: %w", err)}
 			}
+			// SIGHUP reloads the configuration; the flags given keep
+			// their place over it.
+			stopReload := reloadOnHangup(cmd.Context(), e, g, newLogger(e.stderr, g, w.Secrets()), w, func(file *config.File) (*workspace.ReloadOptions, error) {
+				p, err := approvalPolicy(file.Gateway, cmd.Flags().Changed, approveWrite, approveDel)
+				if err != nil {
+					return nil, err
+				}
+				ro := &workspace.ReloadOptions{Approvals: &p}
+				if httpAddr != "" {
+					next, _, err := lf.settle(file.Gateway, cmd.Flags().Changed)
+					if err != nil {
+						return nil, err
+					}
+					ro.Limits = &next.limits
+				}
+				return ro, nil
+			})
+			defer stopReload()
 			if stdio {
 				srv, stop := gw.Server(nil)
 				defer stop()

@@ -79,6 +79,25 @@ type operations struct {
 }
 
 func (lf *limitFlags) resolve(gwc *config.Gateway, changed func(string) bool, log *slog.Logger) (operations, error) {
+	ops, tlsCfg, err := lf.settle(gwc, changed)
+	if err != nil {
+		return ops, err
+	}
+	if tlsCfg.CertFile != "" {
+		r, err := gateway.NewCertReloader(tlsCfg.CertFile, tlsCfg.KeyFile, func(err error) {
+			log.Warn("keeping the TLS certificate in use", "error", err)
+		})
+		if err != nil {
+			return ops, err
+		}
+		ops.server.TLS = r.TLSConfig()
+	}
+	return ops, nil
+}
+
+// settle is resolve without loading the certificate: the defaults, the
+// configuration and the flags, checked. A reload takes its limits from it.
+func (lf *limitFlags) settle(gwc *config.Gateway, changed func(string) bool) (operations, config.GatewayTLS, error) {
 	ops := operations{limits: gateway.DefaultLimits, server: gateway.DefaultServerOptions, grace: DefaultDrainGrace}
 	var tlsCfg config.GatewayTLS
 	if gwc != nil {
@@ -173,18 +192,9 @@ func (lf *limitFlags) resolve(gwc *config.Gateway, changed func(string) bool, lo
 		errs = append(errs, errors.New("--tls-cert and --tls-key (gateway.tls.certFile and keyFile) go together: give both"))
 	}
 	if len(errs) > 0 {
-		return ops, errors.Join(errs...)
+		return ops, tlsCfg, errors.Join(errs...)
 	}
-	if tlsCfg.CertFile != "" {
-		r, err := gateway.NewCertReloader(tlsCfg.CertFile, tlsCfg.KeyFile, func(err error) {
-			log.Warn("keeping the TLS certificate in use", "error", err)
-		})
-		if err != nil {
-			return ops, err
-		}
-		ops.server.TLS = r.TLSConfig()
-	}
-	return ops, nil
+	return ops, tlsCfg, nil
 }
 
 func setD(dst *time.Duration, v *time.Duration) {

@@ -111,6 +111,12 @@ type Event struct {
 	// Reason classifies a failure; Error describes it.
 	Reason string `json:"reason,omitempty"`
 	Error  string `json:"error,omitempty"`
+	// UpstreamIdentity says, on a call's outcome, with whose identity the
+	// call reached its upstream: "shared" (the one credential configured
+	// for every caller), or the caller's own as the source describes it
+	// (for an MCP server with per-caller OAuth credentials, the caller and
+	// how their upstream token was obtained). Never a token.
+	UpstreamIdentity string `json:"upstream_identity,omitempty"`
 	// Args and Result are present only when argument logging is on.
 	Args   json.RawMessage `json:"args,omitempty"`
 	Result json.RawMessage `json:"result,omitempty"`

@@ -73,6 +73,7 @@ type Gateway struct {
 	upstreams *upstreams // listed once, shared by every served server
 	subs      *subscriptions
 
+	logins      logins // the callers' authorizations calls wait for (authorize.go)
 	parking     Parking
 	sealer      *sealer
 	parkTimeout time.Duration
@@ -308,7 +309,7 @@ func (g *Gateway) handler(t *tool.Tool) mcp.ToolHandler {
 			d := &sessionDownstream{ss: req.Session, token: req.Params.GetProgressToken()}
 			ctx = tool.WithCaller(withDownstream(ctx, d), relay{d})
 		}
-		res := g.ex.Call(ctx, name, req.Params.Arguments)
+		res := g.run(ctx, name, req.Params.Arguments)
 		return toMCP(res.Truncated(g.opts.MaxResultBytes), rewrite), nil
 	}
 }

@@ -2,9 +2,11 @@ package gateway
 
 import (
 	"context"
+	"fmt"
 	"net"
 	"net/http"
 	"net/url"
+	"strings"
 	"sync"
 	"time"
 
@@ -66,6 +68,27 @@ type HTTPOptions struct {
 	// and calls refused or cancelled, for metrics. It is called
 	// synchronously, outside the gateway's locks: it must not block.
 	Observe func(Event)
+	// Callbacks are handlers served at their paths outside the bearer
+	// authentication and the Origin check: the redirects of callers'
+	// authorizations at upstreams reached with each caller's own identity
+	// (oauth.Callback, by default at oauth.DefaultCallbackPath), which a
+	// browser brings back by a navigation from the authorization server,
+	// with no token. A path must be absolute and not one the handler
+	// serves itself (see [CallbackPathProblem]).
+	Callbacks map[string]http.Handler
+}
+
+// CallbackPathProblem says why path cannot be an [HTTPOptions] Callbacks
+// path: not absolute, or one the handler serves itself (/mcp, the
+// metadata, the health endpoints, the approval pages). nil when it can.
+func CallbackPathProblem(path string) error {
+	switch {
+	case !strings.HasPrefix(path, "/") || strings.ContainsAny(path, " {}"):
+		return fmt.Errorf("callback path %q: want an absolute path", path)
+	case path == "/" || path == "/mcp" || path == MetadataPath || path == LivenessPath || path == ReadinessPath || strings.HasPrefix(path, ApprovalPath) || strings.HasPrefix(path, "/mcp/"):
+		return fmt.Errorf("callback path %q is one the gateway serves itself", path)
+	}
+	return nil
 }
 
 // MetadataPath is where the protected-resource metadata is served.
@@ -73,7 +96,8 @@ const MetadataPath = "/.well-known/oauth-protected-resource"
 
 // Handler returns the gateway as a Streamable HTTP handler for the path
 // /mcp, plus the protected-resource metadata at [MetadataPath] and the
-// health endpoints [LivenessPath] and [ReadinessPath]. Requests to /mcp
+// health endpoints [LivenessPath] and [ReadinessPath], and opts.Callbacks
+// at their paths (outside authentication). Requests to /mcp
 // pass, in order: the Origin check, the plain-HTTP bearer check, token
 // verification, the session binding (a request naming a session must show
 // the credential that opened it), the dispatcher, the limits and one of
@@ -156,6 +180,12 @@ func (g *Gateway) Handler(opts HTTPOptions) *Handler {
 		}))
 	}
 	mux.Handle("/mcp", checkOrigin(opts.AllowedOrigins, h))
+	for path, cb := range opts.Callbacks {
+		if err := CallbackPathProblem(path); err != nil {
+			panic("gateway: HTTPOptions.Callbacks: " + err.Error())
+		}
+		mux.Handle(path, cb)
+	}
 	return &Handler{mux: mux, servers: byRole, tracker: tr, verifier: verifier}
 }
 

@@ -414,7 +414,7 @@ func (v *jwtVerifier) verify(ctx context.Context, token string, _ *http.Request)
 		UserID:     claims.Subject,
 		Expiration: claims.Expiry.Time(),
 		Scopes:     scopes,
-		Extra:      map[string]any{roleKey: role},
+		Extra:      map[string]any{roleKey: role, IssuerKey: v.issuer},
 	}
 	// A JWT that names the client it was issued to (RFC 9068's client_id,
 	// or OIDC's azp) is, with its subject, the credential a session is bound

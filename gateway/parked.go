@@ -141,7 +141,7 @@ func (g *Gateway) startParked(ctx context.Context, req *mcp.CallToolRequest, nam
 	callCtx = tool.WithCaller(withDownstream(callCtx, c), relay{c})
 	args := req.Params.Arguments
 	go func() {
-		res := g.ex.Call(callCtx, name, args)
+		res := g.run(callCtx, name, args)
 		// The slot is free before the client hears of the result, so that
 		// the call it makes next is not refused for this one.
 		cancel(nil)
@@ -232,10 +232,14 @@ func (g *Gateway) refuseRetry(ctx context.Context, req *mcp.CallToolRequest, why
 	return nil, &jsonrpc.Error{Code: jsonrpc.CodeInvalidParams, Message: msg}
 }
 
-// carryCaller returns to with the caller's identity and client from from.
+// carryCaller returns to with the caller's identity, principal and
+// client from from.
 func carryCaller(to, from context.Context) context.Context {
 	if who := tool.IdentityFrom(from); who != "" {
 		to = tool.WithIdentity(to, who)
+	}
+	if p, ok := tool.PrincipalFrom(from); ok {
+		to = tool.WithPrincipal(to, p)
 	}
 	if c := tool.ClientFrom(from); c != (tool.Client{}) {
 		to = tool.WithClient(to, c)

@@ -31,10 +31,12 @@ func (g *Gateway) refuse(ctx context.Context, name string, args json.RawMessage,
 }
 
 // withCaller returns ctx carrying the authenticated subject of req, when
-// it has one, as the identity its calls and refusals are audited with.
+// it has one, as the identity its calls and refusals are audited with,
+// and as the principal an upstream reached with each caller's own
+// identity is reached as (see [IssuerKey]).
 func withCaller(ctx context.Context, req mcp.Request) context.Context {
 	if extra := req.GetExtra(); extra != nil && extra.TokenInfo != nil && extra.TokenInfo.UserID != "" {
-		return tool.WithIdentity(ctx, extra.TokenInfo.UserID)
+		return withPrincipal(tool.WithIdentity(ctx, extra.TokenInfo.UserID), req)
 	}
 	return ctx
 }

@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
+	"github.com/toolwire/toolwire/tool"
 	"github.com/yosida95/uritemplate/v3"
 )
 
@@ -325,9 +326,9 @@ func (s *served) readResource(ctx context.Context, req *mcp.ReadResourceRequest)
 	if !ok {
 		return nil, mcp.ResourceNotFoundError(req.Params.URI)
 	}
-	res, err := up.ReadResource(ctx, uri)
+	res, err := up.ReadResource(withCaller(ctx, req), uri)
 	if err != nil {
-		return nil, err
+		return nil, authorizationError(req, err)
 	}
 	stripServerInfo(res.Meta)
 	// The upstream may have read another spelling of the URI as a hidden
@@ -356,9 +357,9 @@ func (s *served) getPrompt(ctx context.Context, req *mcp.GetPromptRequest) (*mcp
 	if !ok {
 		return nil, fmt.Errorf("unknown prompt %q", req.Params.Name)
 	}
-	res, err := o.up.GetPrompt(ctx, o.orig, req.Params.Arguments)
+	res, err := o.up.GetPrompt(withCaller(ctx, req), o.orig, req.Params.Arguments)
 	if err != nil {
-		return nil, err
+		return nil, authorizationError(req, err)
 	}
 	stripServerInfo(res.Meta)
 	mask := s.g.ex.Mask()
@@ -404,9 +405,9 @@ func (s *served) complete(ctx context.Context, req *mcp.CompleteRequest) (*mcp.C
 		upRef.URI = o.orig
 	}
 	up.Ref = &upRef
-	res, err := o.up.Complete(ctx, &up)
+	res, err := o.up.Complete(withCaller(ctx, req), &up)
 	if err != nil {
-		return nil, err
+		return nil, authorizationError(req, err)
 	}
 	stripServerInfo(res.Meta)
 	if mask := s.g.ex.Mask(); mask != nil {
@@ -427,7 +428,7 @@ func (s *served) subscribe(ctx context.Context, req *mcp.SubscribeRequest) error
 	if !ok {
 		return mcp.ResourceNotFoundError(req.Params.URI)
 	}
-	return s.g.subs.add(ctx, req.Session, req.Params.URI, up, uri)
+	return s.g.subs.add(withCaller(ctx, req), req.Session, req.Params.URI, up, uri)
 }
 
 // unsubscribe withdraws a client's subscription; the upstream's goes with
@@ -451,10 +452,43 @@ type subscriptions struct {
 	by     map[*mcp.ServerSession]map[string]subscribed // each session's, by served URI
 }
 
-// subscribed is one upstream resource.
+// subscribed is one upstream resource, and for an upstream reached with
+// each caller's own identity (see [perCaller]) the caller whose
+// subscription it is: there each caller's is their own, made on their own
+// upstream session.
 type subscribed struct {
-	up  *upstream
-	uri string
+	up     *upstream
+	uri    string
+	caller subscriber // zero for an upstream of one shared identity
+}
+
+// subscriber names a caller in a subscription's key; the token is not
+// needed to withdraw one, and is not kept.
+type subscriber struct{ issuer, subject string }
+
+// perCaller is implemented by an [Upstream] reached with each caller's own
+// identity (mcpclient.Catalog): its reads, prompt gets, completions and
+// subscriptions are the caller's in their context.
+type perCaller interface{ PerCaller() bool }
+
+// keyFor returns the key of the subscription to up's uri made with ctx.
+func keyFor(ctx context.Context, up *upstream, uri string) subscribed {
+	k := subscribed{up: up, uri: uri}
+	if pc, ok := up.Upstream.(perCaller); ok && pc.PerCaller() {
+		if p, ok := tool.PrincipalFrom(ctx); ok {
+			k.caller = subscriber{issuer: p.Issuer, subject: p.Subject}
+		}
+	}
+	return k
+}
+
+// context returns ctx carrying the caller k names, if any, to withdraw
+// the subscription with.
+func (k subscribed) context(ctx context.Context) context.Context {
+	if k.caller.subject == "" {
+		return ctx
+	}
+	return tool.WithPrincipal(ctx, tool.Principal{Issuer: k.caller.issuer, Subject: k.caller.subject})
 }
 
 func newSubscriptions(logger func() *slog.Logger) *subscriptions {
@@ -465,7 +499,7 @@ func newSubscriptions(logger func() *slog.Logger) *subscriptions {
 // subscribing upstream when it is the first. A failed upstream
 // subscription is not recorded.
 func (b *subscriptions) add(ctx context.Context, ss *mcp.ServerSession, served string, up *upstream, uri string) error {
-	k := subscribed{up: up, uri: uri}
+	k := keyFor(ctx, up, uri)
 	b.mu.Lock()
 	mine := b.by[ss]
 	if _, dup := mine[served]; dup {
@@ -546,16 +580,23 @@ func (b *subscriptions) unsubscribe(k subscribed) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), updateTimeout)
 	defer cancel()
-	if err := k.up.Unsubscribe(ctx, k.uri); err != nil {
+	if err := k.up.Unsubscribe(k.context(ctx), k.uri); err != nil {
 		b.logger().Warn("could not unsubscribe from an upstream resource", "server", k.up.Name(), "uri", k.uri, "error", err)
 	}
 }
 
-// active reports how many clients' subscriptions to up's uri are counted.
+// active reports how many clients' subscriptions to up's uri are counted,
+// every caller's.
 func (b *subscriptions) active(up *upstream, uri string) int {
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	return b.counts[subscribed{up: up, uri: uri}]
+	n := 0
+	for k, c := range b.counts {
+		if k.up == up && k.uri == uri {
+			n += c
+		}
+	}
+	return n
 }
 
 // stripServerInfo removes an upstream's serverInfo from a result the

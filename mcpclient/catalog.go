@@ -30,9 +30,16 @@ import (
 // applied again to every new session after a reconnect. A Catalog is safe
 // for concurrent use.
 type Catalog struct {
-	set      *settings
-	sup      *supervisor // for the live session
-	relay    *router     // to count requests in flight
+	set *settings
+	sup *supervisor // for the live shared session, which lists
+	// reach is the server's (Server.reach): the connection every request
+	// but a listing goes through, and the end of its use.
+	reach func(context.Context) (*conn, func(), error)
+	// sessions returns the callers' sessions of a per-caller server, and
+	// existing the session of the caller in a context, if they have one
+	// (with the end of its use); nil for another server.
+	sessions func() []*conn
+	existing func(context.Context) (*conn, func())
 	watchers watchers
 
 	mu         sync.Mutex
@@ -43,23 +50,48 @@ type Catalog struct {
 // Name returns the server's configured name (its tools' Origin.Source).
 func (c *Catalog) Name() string { return c.set.cfg.Name }
 
+// PerCaller reports whether the server is reached with each caller's own
+// identity (oauth.identity: caller): then its reads, prompt gets,
+// completions and subscriptions are the caller's in their context, and a
+// request without a caller fails ([ErrNoCaller]); its listing is the
+// operator's, the same for every caller.
+func (c *Catalog) PerCaller() bool { return c.set.cfg.OAuth.PerCaller() }
+
 // Prefix returns the prefix of the server's registered tool names, under
 // which a gateway serves its resources and prompts too.
 func (c *Catalog) Prefix() string { return sanitize(prefixOf(c.set.cfg)) }
 
-// begin returns the live session for one request, with ctx bounded by the
-// server's timeout and the request counted in flight until end is called;
-// with no live session, an error wrapping [tool.ErrUnavailable].
+// begin returns the session for one request other than a listing (see
+// Server.reach: for a server reached with each caller's identity, the
+// session of the caller ctx carries), with ctx bounded by the server's
+// timeout and the request counted in flight on that session until end is
+// called; with no live session, an error wrapping [tool.ErrUnavailable].
 func (c *Catalog) begin(ctx context.Context) (_ *mcp.ClientSession, _ context.Context, end func(), _ error) {
+	conn, release, err := c.reach(ctx)
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	return c.track(ctx, conn, release)
+}
+
+// beginListing is begin for a listing, which goes through the shared
+// session whatever the server (a per-caller server's lists with the
+// operator's identity, and only lists).
+func (c *Catalog) beginListing(ctx context.Context) (_ *mcp.ClientSession, _ context.Context, end func(), _ error) {
 	conn := c.sup.current()
 	if conn == nil {
 		return nil, nil, nil, &maskedError{msg: fmt.Sprintf("server %q is not connected; retry shortly", c.set.cfg.Name), err: tool.ErrUnavailable}
 	}
-	ctx, done := c.relay.track(ctx)
+	return c.track(ctx, conn, func() {})
+}
+
+func (c *Catalog) track(ctx context.Context, conn *conn, release func()) (_ *mcp.ClientSession, _ context.Context, end func(), _ error) {
+	ctx, done := conn.relay.track(ctx)
 	ctx, cancel := context.WithTimeout(ctx, c.set.timeout)
 	return conn.session, ctx, func() {
 		cancel()
 		done()
+		release()
 	}, nil
 }
 
@@ -69,7 +101,7 @@ func (c *Catalog) begin(ctx context.Context) (_ *mcp.ClientSession, _ context.Co
 // none), prompts when it has the prompts capability. With no live session
 // it returns nothing and no error. The listing is the caller's to change.
 func (c *Catalog) List(ctx context.Context) (resources []*mcp.Resource, templates []*mcp.ResourceTemplate, prompts []*mcp.Prompt, err error) {
-	session, rctx, end, err := c.begin(ctx)
+	session, rctx, end, err := c.beginListing(ctx)
 	if err != nil {
 		return nil, nil, nil, nil
 	}
@@ -122,7 +154,7 @@ func (c *Catalog) ReadResource(ctx context.Context, uri string) (*mcp.ReadResour
 	defer end()
 	res, err := session.ReadResource(rctx, &mcp.ReadResourceParams{URI: uri})
 	if err != nil {
-		return nil, c.set.masked(err)
+		return nil, c.set.masked(authorizationOf(err))
 	}
 	return res, nil
 }
@@ -136,7 +168,7 @@ func (c *Catalog) GetPrompt(ctx context.Context, name string, args map[string]st
 	defer end()
 	res, err := session.GetPrompt(rctx, &mcp.GetPromptParams{Name: name, Arguments: args})
 	if err != nil {
-		return nil, c.set.masked(err)
+		return nil, c.set.masked(authorizationOf(err))
 	}
 	return res, nil
 }
@@ -152,7 +184,7 @@ func (c *Catalog) Complete(ctx context.Context, params *mcp.CompleteParams) (*mc
 	defer end()
 	res, err := session.Complete(rctx, params)
 	if err != nil {
-		return nil, c.set.masked(err)
+		return nil, c.set.masked(authorizationOf(err))
 	}
 	return res, nil
 }
@@ -160,7 +192,20 @@ func (c *Catalog) Complete(ctx context.Context, params *mcp.CompleteParams) (*mc
 // Subscribe asks the server for notifications/resources/updated about uri,
 // now and after every reconnect (see [Catalog.Watch]). Subscriptions are
 // kept for the server's life. With no live session it only remembers uri.
+//
+// On a server reached with each caller's identity, the subscription is
+// the caller's in ctx, made on their own session, and lasts as long as
+// that session (which closes when idle: see [CallerSessionPolicy]); a
+// request without a caller fails.
 func (c *Catalog) Subscribe(ctx context.Context, uri string) error {
+	if c.set.cfg.OAuth.PerCaller() {
+		session, rctx, end, err := c.begin(ctx)
+		if err != nil {
+			return err
+		}
+		defer end()
+		return c.subscribeOn(session, rctx, uri)
+	}
 	c.mu.Lock()
 	if c.subscribed == nil {
 		c.subscribed = map[string]bool{}
@@ -176,6 +221,11 @@ func (c *Catalog) subscribe(ctx context.Context, uri string) error {
 		return nil // applied when the session is back
 	}
 	defer end()
+	return c.subscribeOn(session, rctx, uri)
+}
+
+// subscribeOn subscribes to uri on session.
+func (c *Catalog) subscribeOn(session *mcp.ClientSession, rctx context.Context, uri string) error {
 	if caps := session.InitializeResult().Capabilities; stateless(session.InitializeResult().ProtocolVersion) && (caps == nil || caps.Resources == nil || !caps.Resources.Subscribe) {
 		// From 2026-07-28 on, a subscription is a stream the SDK opens
 		// without waiting for the answer, which would grant nothing: say
@@ -191,10 +241,27 @@ func (c *Catalog) subscribe(ctx context.Context, uri string) error {
 // Unsubscribe withdraws [Catalog.Subscribe]: the server is asked to stop
 // reporting updates of uri (resources/unsubscribe), and a reconnect no
 // longer subscribes again. With no live session it only forgets uri.
+//
+// On a server reached with each caller's identity it withdraws the
+// subscription of the caller in ctx (who needs no token for it) on their
+// session, if they still have one: a closed session took its
+// subscriptions with it, and none is made to withdraw one.
 func (c *Catalog) Unsubscribe(ctx context.Context, uri string) error {
 	c.mu.Lock()
 	delete(c.subscribed, uri)
 	c.mu.Unlock()
+	if c.existing != nil {
+		conn, release := c.existing(ctx)
+		if conn == nil {
+			return nil
+		}
+		session, rctx, end, _ := c.track(ctx, conn, release)
+		defer end()
+		if err := session.Unsubscribe(rctx, &mcp.UnsubscribeParams{URI: uri}); err != nil {
+			return c.set.masked(err)
+		}
+		return nil
+	}
 	session, rctx, end, err := c.begin(ctx)
 	if err != nil {
 		return nil // the next session is not subscribed
@@ -214,7 +281,23 @@ func (c *Catalog) SetLogLevel(ctx context.Context, level mcp.LoggingLevel) error
 	c.mu.Lock()
 	c.logLevel = level
 	c.mu.Unlock()
-	return c.applyLogLevel(ctx)
+	err := c.applyLogLevel(ctx)
+	if c.sessions == nil {
+		return err
+	}
+	// The callers' sessions of a per-caller server hear it too; the ones
+	// made later are told as they are made.
+	for _, conn := range c.sessions() {
+		if stateless(conn.protocol) {
+			continue
+		}
+		rctx, cancel := context.WithTimeout(ctx, c.set.timeout)
+		if e := conn.session.SetLoggingLevel(rctx, &mcp.SetLoggingLevelParams{Level: level}); e != nil {
+			c.set.logger.Warn("could not set the log level of a caller's session", "server", c.set.cfg.Name, "error", c.set.secrets.String(e.Error()))
+		}
+		cancel()
+	}
+	return err
 }
 
 func (c *Catalog) applyLogLevel(ctx context.Context) error {
@@ -224,7 +307,7 @@ func (c *Catalog) applyLogLevel(ctx context.Context) error {
 	if level == "" {
 		return nil
 	}
-	session, rctx, end, err := c.begin(ctx)
+	session, rctx, end, err := c.beginListing(ctx)
 	if err != nil {
 		return nil // applied when the session is back
 	}

@@ -21,6 +21,7 @@ import (
 	"github.com/toolwire/toolwire/internal/stdioconn"
 	"github.com/toolwire/toolwire/internal/version"
 	"github.com/toolwire/toolwire/netpolicy"
+	"github.com/toolwire/toolwire/oauth"
 )
 
 // conn is one connection to a server: an MCP session and, over stdio, the
@@ -47,6 +48,19 @@ type conn struct {
 	end      context.CancelFunc
 	failures atomic.Int32 // consecutive transport failures of calls
 	cancels  cancellations
+
+	// relay routes what arrives on this connection to the calls made on
+	// it: the server's router for its shared connection, a router of its
+	// own for each caller's session (see callerSessions).
+	relay *router
+	// listOnly marks the shared connection of a server reached with each
+	// caller's identity: its credential is the operator's, so it carries
+	// listings and notifications only, and every other request on it is
+	// refused, in the SDK's session and on the raw path alike.
+	listOnly bool
+	// caller is the handler of the caller whose session this is; nil for
+	// a shared connection.
+	caller *oauth.CallerHandler
 }
 
 // Protocol revisions toolwire's client tells apart.
@@ -69,9 +83,8 @@ func stateless(version string) bool { return version >= protocol2026 }
 // OAuth handler that every connection of the server shares), and performs
 // the MCP handshake with the handlers of the server's other parts.
 type dialer struct {
-	set      *settings
-	handlers mcp.ClientOptions // the other parts' handlers, for every client
-	arrivals *arrivals         // the router's count of reports read
+	set    *settings
+	shared endpoint // the server's own connection (the supervisor's)
 
 	expandMu sync.Mutex     // held while placeholders resolve
 	expanded *config.Server // cfg with placeholders resolved, once
@@ -145,20 +158,45 @@ func (d *dialer) expand() (config.Server, error) {
 	return expanded, nil
 }
 
-// dial starts the server's transport and performs the MCP handshake, bounded
-// by the server's timeout within ctx. The connection lives until life ends
-// or it is closed. connected is called once the transport is up (for
-// stdio: once the child exists), before the handshake.
+// endpoint is what sets one kind of a server's connections apart from
+// another: the client's handlers, the router that counts and routes what
+// arrives on it, the OAuth handler its requests carry, and whether it may
+// only list. The supervisor's connection is the server's shared endpoint;
+// each caller's session of a server reached with the callers' own
+// identities is an endpoint of its own (callers.go).
+type endpoint struct {
+	handlers mcp.ClientOptions
+	relay    *router
+	// caller, if set, is the OAuth handler of the one caller the
+	// connection serves, in place of the server's shared handler.
+	caller *oauth.CallerHandler
+	// listOnly refuses every request but listings and notifications (see
+	// conn.listOnly).
+	listOnly bool
+}
+
+// dial starts the server's transport and performs the MCP handshake for
+// the server's shared connection (see dialAs).
 func (d *dialer) dial(ctx, life context.Context, cfg config.Server, connected func()) (*conn, error) {
-	c := &conn{lost: make(chan struct{})}
+	return d.dialAs(ctx, life, cfg, &d.shared, connected)
+}
+
+// dialAs starts the server's transport and performs the MCP handshake for
+// a connection of endpoint ep, bounded by the server's timeout within ctx.
+// The connection lives until life ends or it is closed. connected is
+// called once the transport is up (for stdio: once the child exists),
+// before the handshake. Every connection of the server offers the revision
+// the server was last found to speak (see offer).
+func (d *dialer) dialAs(ctx, life context.Context, cfg config.Server, ep *endpoint, connected func()) (*conn, error) {
+	c := &conn{lost: make(chan struct{}), relay: ep.relay, listOnly: ep.listOnly, caller: ep.caller}
 	connCtx, end := context.WithCancel(life)
 	c.end = end
-	transport, err := d.transport(connCtx, c, cfg, connected)
+	transport, err := d.transport(connCtx, c, cfg, ep, connected)
 	if err != nil {
 		end()
 		return nil, err
 	}
-	opts := d.handlers
+	opts := ep.handlers
 	// Roots only for a server configured with some (see roots.go); none
 	// otherwise, as go-sdk would declare them by default.
 	opts.Capabilities = &mcp.ClientCapabilities{}
@@ -171,6 +209,10 @@ func (d *dialer) dial(ctx, life context.Context, cfg config.Server, connected fu
 	if err := registerTaskMethods(client); err != nil {
 		end()
 		return nil, fmt.Errorf("server %q: %w", cfg.Name, err)
+	}
+	if ep.listOnly {
+		// First, so that nothing else sees a request it refuses.
+		client.AddSendingMiddleware(listingOnly(cfg.Name))
 	}
 	if d.set.opts.Middleware != nil {
 		client.AddSendingMiddleware(d.set.opts.Middleware(cfg.Name)...)
@@ -215,8 +257,13 @@ func (d *dialer) dial(ctx, life context.Context, cfg config.Server, connected fu
 	return c, nil
 }
 
-// transport builds the SDK transport for one connection.
-func (d *dialer) transport(ctx context.Context, c *conn, cfg config.Server, connected func()) (mcp.Transport, error) {
+// transport builds the SDK transport for one connection of endpoint ep.
+func (d *dialer) transport(ctx context.Context, c *conn, cfg config.Server, ep *endpoint, connected func()) (mcp.Transport, error) {
+	arrivals := &ep.relay.arrivals
+	if ep.caller != nil && cfg.Transport != "http" {
+		// Only go-sdk's Streamable HTTP transport takes an OAuth handler.
+		return nil, fmt.Errorf("server %q: a caller's own session needs the http transport, not %s", cfg.Name, cfg.Transport)
+	}
 	switch cfg.Transport {
 	case "stdio":
 		cmd := exec.Command(cfg.Command, cfg.Args...)
@@ -227,7 +274,7 @@ func (d *dialer) transport(ctx context.Context, c *conn, cfg config.Server, conn
 		isolate(cmd)
 		// A server that ignores server/discover is answered for after a
 		// short wait (see stdioconn.CommandTransport.DiscoverTimeout).
-		return &startedTransport{ctx: ctx, arrivals: d.arrivals, inner: &stdioconn.CommandTransport{Command: cmd, TerminateDuration: terminateGrace}, started: func(conn mcp.Connection) {
+		return &startedTransport{ctx: ctx, arrivals: arrivals, inner: &stdioconn.CommandTransport{Command: cmd, TerminateDuration: terminateGrace}, started: func(conn mcp.Connection) {
 			c.pid.Store(int64(cmd.Process.Pid))
 			c.stdio, _ = conn.(*stdioconn.Conn)
 			connected()
@@ -238,7 +285,7 @@ func (d *dialer) transport(ctx context.Context, c *conn, cfg config.Server, conn
 			return nil, fmt.Errorf("server %q: %w", cfg.Name, err)
 		}
 		if cfg.Transport == "sse" {
-			return &startedTransport{ctx: ctx, arrivals: d.arrivals, started: func(mcp.Connection) { connected() },
+			return &startedTransport{ctx: ctx, arrivals: arrivals, started: func(mcp.Connection) { connected() },
 				inner: &mcp.SSEClientTransport{Endpoint: cfg.URL, HTTPClient: httpClient}}, nil
 		}
 		// Not the Streamable HTTP connection: the SDK updates it through an
@@ -247,7 +294,7 @@ func (d *dialer) transport(ctx context.Context, c *conn, cfg config.Server, conn
 		// A subscriptions/listen stream that ends is never reopened by the
 		// SDK, and list_changed would go unheard: the connection counts as
 		// lost, and reconnecting lists again and listens anew.
-		httpClient.Transport = &httpWatch{next: httpClient.Transport, arrivals: d.arrivals, listenEnded: func(granted bool) {
+		httpClient.Transport = &httpWatch{next: httpClient.Transport, arrivals: arrivals, listenEnded: func(granted bool) {
 			if granted {
 				c.markLost(errListenEnded)
 				return
@@ -255,7 +302,12 @@ func (d *dialer) transport(ctx context.Context, c *conn, cfg config.Server, conn
 			d.set.logger.Warn("the server granted none of the notifications asked for (subscriptions/listen)", "server", cfg.Name)
 		}}
 		st := &mcp.StreamableClientTransport{Endpoint: cfg.URL, HTTPClient: httpClient, MaxRetries: 2}
-		if d.set.opts.OAuth != nil {
+		switch {
+		case ep.caller != nil:
+			// The caller's session carries the caller's upstream token
+			// and nothing of the operator's.
+			st.OAuthHandler = ep.caller
+		case d.set.opts.OAuth != nil:
 			h, err := d.oauthHandler(cfg)
 			if err != nil {
 				return nil, fmt.Errorf("server %q: oauth: %w", cfg.Name, err)
@@ -335,6 +387,9 @@ func (c *conn) noteFailure(err error, threshold int) {
 	case errors.Is(err, mcp.ErrConnectionClosed), errors.Is(err, mcp.ErrSessionMissing):
 		c.markLost(err)
 	case errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded), isWireError(err):
+	case c.caller != nil && needsLogin(err):
+		// The caller must authorize (again): their session is sound, and
+		// their next call after authorizing goes through it.
 	default:
 		if n := int(c.failures.Add(1)); n >= threshold {
 			c.markLost(fmt.Errorf("%d calls in a row failed in the transport, the last with: %w", n, err))

@@ -46,6 +46,9 @@ type rawHTTP struct {
 // the notifications the server sends on the request's own stream go to
 // note.
 func (c *conn) rawCall(ctx context.Context, method, name string, params map[string]any, note func(*jsonrpc.Request)) (json.RawMessage, error) {
+	if c.listOnly && method != "tools/list" {
+		return nil, listOnlyError(method)
+	}
 	raw, err := json.Marshal(params)
 	if err != nil {
 		return nil, err
@@ -218,10 +221,10 @@ func (d *dialer) requestMeta(c *conn, extensions ...string) map[string]any {
 		return map[string]any{}
 	}
 	caps := map[string]any{}
-	if d.handlers.ElicitationHandler != nil {
+	if d.shared.handlers.ElicitationHandler != nil {
 		caps["elicitation"] = map[string]any{"form": map[string]any{}}
 	}
-	if d.handlers.CreateMessageHandler != nil {
+	if d.shared.handlers.CreateMessageHandler != nil {
 		caps["sampling"] = map[string]any{}
 	}
 	if len(d.set.cfg.Roots) > 0 {

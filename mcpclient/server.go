@@ -75,6 +75,16 @@ type Options struct {
 	// handler that defers to the application) and is not retried; other
 	// servers are unaffected.
 	OAuth OAuthFunc
+	// Callers makes the per-caller upstream credentials of each server
+	// whose oauth settings say identity: caller (see [oauth.Callers]).
+	// Such a server is reached by each caller's own session for every
+	// call, read, prompt, completion and subscription, with the caller the
+	// call's context carries ([tool.WithPrincipal]); its shared connection,
+	// with the handler OAuth makes, lists and hears notifications only.
+	// Without Callers such a server fails to start.
+	Callers CallersFunc
+	// CallerSessions bounds the callers' sessions each such server keeps.
+	CallerSessions CallerSessionPolicy
 	// Relay says which requests a server may make of the calls' callers.
 	// The zero value advertises none.
 	Relay RelayCapabilities
@@ -177,13 +187,19 @@ func newSettings(cfg config.Server, opts *Options) *settings {
 // A Server composes four parts, each with its own state and lock: the
 // supervisor (the session and the lifecycle), the tool set (naming,
 // pinning and registering the tools), the router (what the server sends
-// during a call) and the [Catalog] (its resources and prompts).
+// during a call) and the [Catalog] (its resources and prompts); a server
+// reached with each caller's own identity (oauth.identity: caller) has a
+// fifth, the pool of its callers' sessions (see [Options].Callers), and
+// its supervisor's session only lists.
 type Server struct {
 	set   *settings
 	sup   *supervisor
 	tools *toolSet
 	relay *router
 	cat   *Catalog
+	// pool holds the callers' sessions of a server reached with each
+	// caller's identity (oauth.identity: caller); nil otherwise.
+	pool *callerSessions
 }
 
 // newServer returns a server in the Configured state.
@@ -191,27 +207,42 @@ func newServer(cfg config.Server, reg *tool.Registry, opts *Options) *Server {
 	set := newSettings(cfg, opts)
 	s := &Server{set: set, relay: &router{set: set}}
 	s.tools = &toolSet{set: set, reg: reg, src: reg.NewSource(), call: s.call}
-	s.cat = &Catalog{set: set, relay: s.relay}
+	s.cat = &Catalog{set: set, reach: s.reach}
 	s.sup = newSupervisor(set, s.tools, s.cat)
 	s.cat.sup = s.sup
-	handlers := mcp.ClientOptions{
-		ProgressNotificationHandler: s.relay.onProgress,
-		LoggingMessageHandler:       s.relay.onLog,
-		ToolListChangedHandler:      s.sup.onToolsChanged,
-		ResourceListChangedHandler:  s.cat.onListChanged,
-		PromptListChangedHandler:    s.cat.onPromptsChanged,
+	handlers := s.handlersFor(s.relay)
+	handlers.ToolListChangedHandler = s.sup.onToolsChanged
+	handlers.ResourceListChangedHandler = s.cat.onListChanged
+	handlers.PromptListChangedHandler = s.cat.onPromptsChanged
+	s.sup.dial = &dialer{set: set, logLevel: s.cat.level,
+		shared: endpoint{handlers: handlers, relay: s.relay, listOnly: cfg.OAuth.PerCaller()}}
+	if cfg.OAuth.PerCaller() {
+		s.pool = newCallerSessions(set, s.sup.dial, s.handlersFor, s.cat.level)
+		s.cat.sessions, s.cat.existing = s.pool.each, s.pool.existing
+	}
+	return s
+}
+
+// handlersFor returns the client handlers of a connection whose arrivals
+// r routes: progress, log lines, and the requests the callers can answer,
+// and resource updates. A caller's session has these alone; the shared
+// connection also hears the list changes (see newServer), which a
+// caller's session leaves to it.
+func (s *Server) handlersFor(r *router) mcp.ClientOptions {
+	h := mcp.ClientOptions{
+		ProgressNotificationHandler: r.onProgress,
+		LoggingMessageHandler:       r.onLog,
 		ResourceUpdatedHandler:      s.cat.onResourceUpdated,
 	}
 	// Sampling and elicitation only when the callers can answer them: a
 	// server must not be led to ask for what toolwire would refuse.
-	if set.opts.Relay.Elicitation {
-		handlers.ElicitationHandler = s.relay.onElicit
+	if s.set.opts.Relay.Elicitation {
+		h.ElicitationHandler = r.onElicit
 	}
-	if set.opts.Relay.Sampling {
-		handlers.CreateMessageHandler = s.relay.onSample
+	if s.set.opts.Relay.Sampling {
+		h.CreateMessageHandler = r.onSample
 	}
-	s.sup.dial = &dialer{set: set, handlers: handlers, arrivals: &s.relay.arrivals, logLevel: s.cat.level}
-	return s
+	return h
 }
 
 // Connect connects the server described by cfg, lists its tools (following
@@ -237,19 +268,54 @@ func Connect(ctx context.Context, cfg config.Server, reg *tool.Registry, opts *O
 	return s, nil
 }
 
-// start makes the first connection and, on success, starts supervising.
-func (s *Server) start(ctx context.Context) error { return s.sup.start(ctx) }
+// start makes the first connection and, on success, starts supervising. A
+// server reached with each caller's identity makes its per-caller
+// credentials first.
+func (s *Server) start(ctx context.Context) error {
+	if s.pool != nil {
+		if err := s.pool.prepare(); err != nil {
+			s.sup.fail("configure", err)
+			return err
+		}
+	}
+	return s.sup.start(ctx)
+}
 
-// call sends tools/call under the server's timeout. With no live session it
-// fails at once with an error wrapping [tool.ErrUnavailable]. When the caller
-// supplied a [tool.Caller], the request carries a progress token and the
-// server's progress reports for it are forwarded (see [router]). A tool
-// that needs to run as a task is called as one (see tasks.go).
-func (s *Server) call(ctx context.Context, name string, args json.RawMessage) (*tool.Result, error) {
+// reach returns the connection a request made with ctx goes through, and
+// the function that ends its use: for a server reached with each caller's
+// identity, the session of the caller ctx carries (none without one: see
+// callerSessions.acquire); otherwise the live shared connection. It notes
+// for the call's audit with whose identity the request reaches the
+// server. Every request but a listing goes through reach: the shared
+// connection of a per-caller server is never returned by it.
+func (s *Server) reach(ctx context.Context) (*conn, func(), error) {
+	if s.pool != nil {
+		c, release, err := s.pool.acquire(ctx)
+		if err != nil {
+			return nil, nil, s.set.masked(authorizationOf(err))
+		}
+		return c, release, nil
+	}
 	c, err := s.sup.live()
+	if err != nil {
+		return nil, nil, err
+	}
+	tool.NoteUpstreamIdentity(ctx, tool.UpstreamShared)
+	return c, func() {}, nil
+}
+
+// call sends tools/call under the server's timeout, through the
+// connection reach gives. With no live session it fails at once with an
+// error wrapping [tool.ErrUnavailable]. When the caller supplied a
+// [tool.Caller], the request carries a progress token and the server's
+// progress reports for it are forwarded (see [router]). A tool that needs
+// to run as a task is called as one (see tasks.go).
+func (s *Server) call(ctx context.Context, name string, args json.RawMessage) (*tool.Result, error) {
+	c, release, err := s.reach(ctx)
 	if err != nil {
 		return nil, err
 	}
+	defer release()
 	if era := c.tasks.needs(name); era != noTask {
 		return s.callTask(ctx, c, name, args, era)
 	}
@@ -269,7 +335,7 @@ func (s *Server) call(ctx context.Context, name string, args json.RawMessage) (*
 // callOnce sends one tools/call. Its error still wraps the SDK's.
 func (s *Server) callOnce(ctx context.Context, c *conn, name string, args json.RawMessage) (*mcp.CallToolResult, error) {
 	params := &mcp.CallToolParams{Name: name, Arguments: args}
-	callCtx, end := s.relay.beginCall(ctx, params)
+	callCtx, end := c.relay.beginCall(ctx, params)
 	defer end()
 	cctx, cancel := context.WithTimeout(callCtx, s.set.timeout)
 	defer cancel()
@@ -280,10 +346,10 @@ func (s *Server) callOnce(ctx context.Context, c *conn, name string, args json.R
 		// for it (see cancellations).
 		c.cancels.expect(probe)
 	}
-	s.relay.catchUp(cctx)
+	c.relay.catchUp(cctx)
 	if err != nil {
 		c.noteFailure(err, s.set.policy.FailureThreshold)
-		return nil, s.set.requestError(ctx, cctx, fmt.Sprintf("call %q", name), err)
+		return nil, s.set.requestError(ctx, cctx, fmt.Sprintf("call %q", name), authorizationOf(err))
 	}
 	c.noteSuccess()
 	return r, nil
@@ -388,10 +454,19 @@ type Status struct {
 	// negotiated ("2026-07-28", "2025-11-25", ...), kept while it
 	// reconnects; "" before the first.
 	Protocol string `json:"protocol,omitempty"`
+	// CallerSessions is how many callers' own sessions a server reached
+	// with each caller's identity holds.
+	CallerSessions int `json:"callerSessions,omitempty"`
 }
 
 // Status returns a snapshot of the server.
-func (s *Server) Status() Status { return s.sup.status() }
+func (s *Server) Status() Status {
+	st := s.sup.status()
+	if s.pool != nil {
+		st.CallerSessions = s.pool.size()
+	}
+	return st
+}
 
 // PID returns the stdio child's process id while connected, or 0.
 func (s *Server) PID() int { return s.Status().PID }
@@ -403,6 +478,13 @@ func (s *Server) PID() int { return s.Status().PID }
 // have returned. For a stdio server it then closes the child's stdin,
 // waits for it to exit (then signals it, as the MCP spec describes), and
 // ends anything left in its process group: once Close returns, no process
-// of the server's is running. Close is safe to call more than once; later
-// calls return the first call's result.
-func (s *Server) Close() error { return s.sup.close() }
+// of the server's is running. The callers' own sessions of a server
+// reached with each caller's identity are closed last. Close is safe to
+// call more than once; later calls return the first call's result.
+func (s *Server) Close() error {
+	err := s.sup.close()
+	if s.pool != nil {
+		s.pool.close()
+	}
+	return err
+}

@@ -183,6 +183,13 @@ func resultText(r *mcp.CallToolResult) string {
 // name requires a task (execution.taskSupport), reading the listing on the
 // raw path the first time it is needed.
 func (s *Server) listedAsRequired(ctx context.Context, c *conn, name string) bool {
+	if c.caller != nil {
+		// A listing goes with the operator's identity, on the shared
+		// connection, never a caller's.
+		if c = s.sup.current(); c == nil {
+			return false
+		}
+	}
 	tt := &c.tasks
 	tt.listMu.Lock()
 	defer tt.listMu.Unlock()
@@ -247,7 +254,7 @@ func (s *Server) rawListing(ctx context.Context, c *conn) (map[string]bool, erro
 // cancelled (tasks/cancel) and the call ends with ctx's error.
 func (s *Server) callTask(ctx context.Context, c *conn, name string, args json.RawMessage, era taskEra) (*tool.Result, error) {
 	pt := &mcp.CallToolParams{Name: name}
-	callCtx, end := s.relay.beginCall(ctx, pt)
+	callCtx, end := c.relay.beginCall(ctx, pt)
 	defer end()
 	cctx, cancel := context.WithTimeout(callCtx, s.set.timeout)
 	defer cancel()
@@ -270,9 +277,9 @@ func (s *Server) callTask(ctx context.Context, c *conn, name string, args json.R
 	if era == tasks2025 {
 		params["task"] = map[string]any{"ttl": s.set.timeout.Milliseconds()}
 	}
-	raw, err := c.rawCall(cctx, "tools/call", name, params, s.relay.onRawNotification)
+	raw, err := c.rawCall(cctx, "tools/call", name, params, c.relay.onRawNotification)
 	if err != nil {
-		return nil, s.set.requestError(ctx, cctx, what, err)
+		return nil, s.set.requestError(ctx, cctx, what, authorizationOf(err))
 	}
 	task, done, err := createdTask(raw, era)
 	if err != nil {
@@ -281,14 +288,14 @@ func (s *Server) callTask(ctx context.Context, c *conn, name string, args json.R
 	if done != nil {
 		return convertResult(done), nil // the server chose to answer at once
 	}
-	defer s.relay.followTask(task.TaskID, callCtx)()
+	defer c.relay.followTask(task.TaskID, callCtx)()
 	r, err := s.driveTask(cctx, c, task, era)
 	if err != nil && cctx.Err() != nil {
 		s.cancelTask(c, task, era)
 	}
-	s.relay.catchUp(cctx)
+	c.relay.catchUp(cctx)
 	if err != nil {
-		return nil, s.set.requestError(ctx, cctx, what, err)
+		return nil, s.set.requestError(ctx, cctx, what, authorizationOf(err))
 	}
 	return convertResult(r), nil
 }
@@ -352,7 +359,7 @@ func (s *Server) driveTask(ctx context.Context, c *conn, task *taskState, era ta
 		}
 		lastMessage = t.StatusMessage
 		reports++
-		s.relay.taskProgress(ctx, tool.Progress{Progress: float64(reports), Message: t.StatusMessage})
+		c.relay.taskProgress(ctx, tool.Progress{Progress: float64(reports), Message: t.StatusMessage})
 	}
 	state := task
 	for {
@@ -399,7 +406,7 @@ func (s *Server) getTask(ctx context.Context, c *conn, task *taskState, era task
 	if era == tasks2025 {
 		return mcp.CallCustomMethod[*taskParams, *taskState](ctx, c.session, "tasks/get", &taskParams{TaskID: task.TaskID})
 	}
-	raw, err := c.rawCall(ctx, "tasks/get", task.TaskID, s.taskRequest(c, task, nil), s.relay.onRawNotification)
+	raw, err := c.rawCall(ctx, "tasks/get", task.TaskID, s.taskRequest(c, task, nil), c.relay.onRawNotification)
 	if err != nil {
 		return nil, err
 	}
@@ -434,7 +441,7 @@ func (s *Server) answerTask(ctx context.Context, c *conn, task *taskState, answe
 		if answered[key] {
 			continue
 		}
-		answer, err := s.fulfil(ctx, task.InputRequests[key])
+		answer, err := s.fulfil(ctx, c, task.InputRequests[key])
 		if err != nil {
 			return fmt.Errorf("input request %q of task %s: %w", key, task.TaskID, err)
 		}
@@ -444,22 +451,22 @@ func (s *Server) answerTask(ctx context.Context, c *conn, task *taskState, answe
 	if len(responses) == 0 {
 		return nil
 	}
-	_, err := c.rawCall(ctx, "tasks/update", task.TaskID, s.taskRequest(c, task, responses), s.relay.onRawNotification)
+	_, err := c.rawCall(ctx, "tasks/update", task.TaskID, s.taskRequest(c, task, responses), c.relay.onRawNotification)
 	return err
 }
 
 // fulfil answers one input request of a task: elicitation and sampling
 // through the call's caller (ctx names the call), roots from the server's
 // configuration.
-func (s *Server) fulfil(ctx context.Context, req mcp.InputRequest) (any, error) {
+func (s *Server) fulfil(ctx context.Context, c *conn, req mcp.InputRequest) (any, error) {
 	switch p := req.(type) {
 	case *mcp.ElicitParams:
 		var res mcp.ElicitResult
-		err := s.relay.ask(ctx, tool.Elicitation, p, &res)
+		err := c.relay.ask(ctx, tool.Elicitation, p, &res)
 		return &res, err
 	case *mcp.CreateMessageWithToolsParams, *mcp.CreateMessageParams:
 		var res json.RawMessage
-		err := s.relay.ask(ctx, tool.Sampling, p, &res)
+		err := c.relay.ask(ctx, tool.Sampling, p, &res)
 		return res, err
 	case *mcp.ListRootsParams:
 		roots, err := s.sup.dial.expand()

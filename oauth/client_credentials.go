@@ -50,6 +50,14 @@ type ClientCredentialsConfig struct {
 	HTTPClient *http.Client
 	// Timeout bounds one token request; zero means DefaultRefreshTimeout.
 	Timeout time.Duration
+	// Issuer, if set, pins the authorization server: one the server's
+	// metadata names that is not this issuer is refused before anything
+	// is sent to it (ErrIssuerMismatch). A gateway's listing with the
+	// client that also exchanges its callers' tokens is held to the
+	// issuer those go to.
+	Issuer string
+	// LookupEnv reads SecretEnv; nil means os.LookupEnv.
+	LookupEnv func(string) (string, bool)
 }
 
 // ClientCredentialsHandler is an [auth.OAuthHandler] for machine-to-machine
@@ -113,6 +121,12 @@ func NewClientCredentialsHandler(cfg *ClientCredentialsConfig) (*ClientCredentia
 	if c.Timeout <= 0 {
 		c.Timeout = DefaultRefreshTimeout
 	}
+	if c.Issuer != "" && canonicalResource(c.Issuer) == "" {
+		return nil, fmt.Errorf("oauth: server %q: issuer %q is not an absolute URL", c.Server, c.Issuer)
+	}
+	if c.LookupEnv == nil {
+		c.LookupEnv = os.LookupEnv
+	}
 	return &ClientCredentialsHandler{cfg: c}, nil
 }
 
@@ -143,6 +157,9 @@ func (h *ClientCredentialsHandler) Authorize(ctx context.Context, req *http.Requ
 	if err != nil {
 		return err
 	}
+	if h.cfg.Issuer != "" && !sameIssuer(d.asm.Issuer, h.cfg.Issuer) {
+		return fmt.Errorf("discovery: %w: the server's authorization server is %q, the configuration names %q", ErrIssuerMismatch, d.asm.Issuer, h.cfg.Issuer)
+	}
 	grant := "client_credentials"
 	if h.cfg.IdP != nil {
 		grant = GrantJWTBearer
@@ -165,6 +182,7 @@ func (h *ClientCredentialsHandler) Authorize(ctx context.Context, req *http.Requ
 		server:   h.cfg.Server,
 		clientID: h.cfg.ClientID,
 		env:      h.cfg.SecretEnv,
+		lookup:   h.cfg.LookupEnv,
 		key:      h.cfg.Key,
 		issuer:   d.asm.Issuer,
 		algs:     slices.Clone(d.asm.TokenEndpointAuthSigningAlgValuesSupported),
@@ -192,8 +210,9 @@ func (h *ClientCredentialsHandler) Authorize(ctx context.Context, req *http.Requ
 type ccSource struct {
 	server, clientID, env, tokenURL, resource string
 	key                                       *ClientKey // private_key_jwt, else the secret in env
-	issuer                                    string     // the assertion's audience
-	algs                                      []string   // the signing algorithms the server accepts
+	lookup                                    func(string) (string, bool)
+	issuer                                    string   // the assertion's audience
+	algs                                      []string // the signing algorithms the server accepts
 	// grant, if set, returns the grant's parameters (grant_type and its
 	// own), replacing client_credentials, and the values in them to keep
 	// out of errors.
@@ -252,7 +271,7 @@ func (s *ccSource) fetch(ctx context.Context) (*oauth2.Token, error) {
 		}
 		secret = a // scrubbed from errors like a secret
 	} else {
-		v, ok := os.LookupEnv(s.env)
+		v, ok := s.lookup(s.env)
 		if !ok || v == "" {
 			return nil, fmt.Errorf("environment variable %s (the client secret) is not set", s.env)
 		}

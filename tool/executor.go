@@ -184,6 +184,9 @@ type pending struct {
 	index int
 	tool  *Tool
 	args  json.RawMessage // validated, re-encoded
+	// upstream is where the handler notes the identity it reached its
+	// upstream with (NoteUpstreamIdentity); nil until the handler runs.
+	upstream *upstreamNote
 }
 
 // newBatch returns the batch of calls made under ctx.
@@ -307,6 +310,8 @@ func (b *batch) execute(ctx context.Context, p *pending) *Result {
 			return res
 		}
 	}
+	p.upstream = &upstreamNote{}
+	ctx = context.WithValue(ctx, upstreamKey{}, p.upstream)
 	start := time.Now()
 	res, err := b.runHandler(ctx, p)
 	d := time.Since(start)
@@ -321,6 +326,7 @@ func (b *batch) execute(ctx context.Context, p *pending) *Result {
 	}
 	ev := b.event(p.index, audit.CallExecuted, t)
 	ev.Duration = d
+	ev.UpstreamIdentity = p.upstream.get()
 	b.sizeResult(&ev, res)
 	_ = b.record(ev) // the call has run; only the log can report this
 	return res
@@ -395,6 +401,7 @@ func (b *batch) runHandler(ctx context.Context, p *pending) (res *Result, err er
 func (b *batch) errored(p *pending, res *Result, d time.Duration) *Result {
 	ev := b.event(p.index, audit.CallErrored, p.tool)
 	ev.Duration = d
+	ev.UpstreamIdentity = p.upstream.get()
 	ev.Reason = string(res.Reason)
 	ev.Error = res.Message
 	b.sizeResult(&ev, res)
@@ -421,7 +428,15 @@ func (b *batch) sizeResult(ev *audit.Event, res *Result) {
 // failure turns a handler error into an error result, telling a caller's
 // cancellation and a timeout apart from other failures.
 func failure(ctx context.Context, name string, err error) *Result {
+	var ae *AuthorizationError
 	switch {
+	case errors.As(err, &ae):
+		// The message names no URL (see AuthorizationError); the URL goes
+		// to the caller alone, beside it.
+		res := ErrorResult(ReasonAuthorization, fmt.Sprintf("tool %q needs the caller's own authorization first: %v", name, err))
+		a := ae.Authorization
+		res.Authorization = &a
+		return res
 	case errors.Is(err, ErrUnavailable):
 		return ErrorResult(ReasonUnavailable, fmt.Sprintf("tool %q is unavailable: %v", name, err))
 	case errors.Is(err, context.DeadlineExceeded) || errors.Is(ctx.Err(), context.DeadlineExceeded):

@@ -23,6 +23,13 @@ type Result struct {
 	// Violations lists each argument that failed validation, when Reason is
 	// [ReasonInvalidArgs].
 	Violations []Violation
+	// Authorization, when Reason is [ReasonAuthorization], says where the
+	// caller must authorize before calling again (see
+	// [AuthorizationError]). It is the caller's alone: it is left out of
+	// the result's JSON, hence out of the audit log, and the party that
+	// serves the caller decides how to show it (a URL-mode elicitation, a
+	// message naming it).
+	Authorization *Authorization
 }
 
 // Reason says why a call ended in an error result.
@@ -57,6 +64,9 @@ const (
 	// ReasonAuditFailed means the audit log is required and could not
 	// record the call, so it was refused before it ran.
 	ReasonAuditFailed Reason = "audit_failed"
+	// ReasonAuthorization means the caller must first authorize at the
+	// upstream (Result.Authorization says where), then call again.
+	ReasonAuthorization Reason = "authorization_required"
 )
 
 // Violation is one way the arguments failed the input schema.

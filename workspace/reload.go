@@ -101,6 +101,17 @@ func (w *Workspace) reload(ctx context.Context, file *config.File, o *ReloadOpti
 			return nil, fmt.Errorf("gateway: caller authentication turned %s: %w", onOff(auth.Verifier != nil), ErrNeedsRestart)
 		}
 	}
+	if len(handlers) > 0 {
+		// The callbacks of callers' logins are mounted with the handlers.
+		w.mu.Lock()
+		mounted := w.callbackPaths
+		w.mu.Unlock()
+		for _, path := range loginCallbackPaths(file) {
+			if !mounted[path] {
+				return nil, fmt.Errorf("oauth.redirectUrl: a new callback path %s: %w", path, ErrNeedsRestart)
+			}
+		}
+	}
 	policy, err := ApprovalPolicy(file.Gateway)
 	if err != nil {
 		return nil, err

@@ -83,6 +83,14 @@ type Options struct {
 	// PostgreSQL store needs TOOLWIRE_PASSPHRASE or a key file given to
 	// it). Unused when OAuth is set.
 	OAuthFetcher oauth.Fetcher
+	// Callers makes the per-caller upstream credentials of each server
+	// reached with each gateway caller's own identity (oauth.identity:
+	// caller). Nil means [CallerCredentials] over the store's tokens.
+	Callers mcpclient.CallersFunc
+	// CallerSessions bounds the callers' own sessions each such server
+	// keeps ([mcpclient.CallerSessionPolicy]); zero fields take the
+	// defaults.
+	CallerSessions mcpclient.CallerSessionPolicy
 	// Telemetry lets traces and metrics watch the workspace.
 	Telemetry Telemetry
 }
@@ -131,6 +139,7 @@ type Workspace struct {
 	store    *store.Store // closed last
 	audit    *audit.Log   // nil without an audit sink (files without an audit file)
 	secrets  *audit.Secrets
+	logger   *slog.Logger      // masks the secrets
 	approver *gateway.Approver // Options.Confirmer when it is one, for a reload's approvals
 
 	// reloading serializes Reload; mu guards what it changes and the
@@ -141,6 +150,9 @@ type Workspace struct {
 	required  map[string]bool    // the servers the configuration marks required
 	gateways  []madeGateway      // made by Gateway, whose upstreams follow a reload
 	handlers  []*gateway.Handler // closed first by Close
+	// callbackPaths are where Handler mounted the callbacks of callers'
+	// logins, which a reload cannot add to.
+	callbackPaths map[string]bool
 
 	closeOnce sync.Once
 	closeErr  error
@@ -171,6 +183,7 @@ func Open(ctx context.Context, file *config.File, opts *Options) (*Workspace, er
 	}
 	w := &Workspace{file: file, security: file.Security, secrets: audit.NewSecrets(), required: map[string]bool{}}
 	logger := slog.New(w.secrets.Handler(base.Handler()))
+	w.logger = logger
 	for _, warning := range file.Warnings {
 		logger.Warn(warning)
 	}
@@ -233,8 +246,12 @@ func Open(ctx context.Context, file *config.File, opts *Options) (*Workspace, er
 	if oauthFunc == nil {
 		oauthFunc = OAuthHandlers(w.store.Tokens(), &OAuthOptions{LookupEnv: lookupEnv, Fetcher: o.OAuthFetcher})
 	}
+	callers := o.Callers
+	if callers == nil {
+		callers = CallerCredentials(w.store.Tokens(), &OAuthOptions{LookupEnv: lookupEnv})
+	}
 	w.manager = mcpclient.NewManager(file.Servers, w.registry, &mcpclient.Options{
-		Egress: egress, OAuth: oauthFunc,
+		Egress: egress, OAuth: oauthFunc, Callers: callers, CallerSessions: o.CallerSessions,
 		Pins: pinStore, PinMode: pinMode, MaxDescription: w.security.DescriptionLimit(), MaxTools: w.security.ToolLimit(),
 		Logger: logger, LookupEnv: lookupEnv, Input: o.Input, Secrets: w.secrets, Audit: w.audit, StateChanges: o.StateChanges,
 		Relay: o.Relay, Middleware: o.Telemetry.Middleware, WrapTransport: o.Telemetry.WrapTransport,
@@ -355,8 +372,13 @@ func upstreams(extra []gateway.Upstream, m *mcpclient.Manager) []gateway.Upstrea
 
 // Handler returns gw's Streamable HTTP handler ([gateway.Gateway.Handler])
 // with, where opts leaves them unset, the workspace's audit log (for the
-// refusals of the limits) and [Workspace.Ready] as its readiness. Close
-// closes it before the servers.
+// refusals of the limits), [Workspace.Ready] as its readiness and, for the
+// servers with a login per caller, the callback of their callers'
+// authorizations at each of its paths ([Workspace.CallerCallback]), which
+// tells gw of each authorization completed ([gateway.Gateway.Authorized]).
+// Close closes it before the servers. It panics when a callback path is
+// one the gateway serves itself; [Workspace.CallerCallbackPaths] and
+// [gateway.CallbackPathProblem] tell beforehand.
 func (w *Workspace) Handler(gw *gateway.Gateway, opts gateway.HTTPOptions) *gateway.Handler {
 	if opts.Audit == nil {
 		opts.Audit = w.audit
@@ -364,6 +386,23 @@ func (w *Workspace) Handler(gw *gateway.Gateway, opts gateway.HTTPOptions) *gate
 	if opts.Ready == nil {
 		opts.Ready = w.Ready
 	}
+	if opts.Callbacks == nil {
+		cbo := &oauth.CallbackOptions{Log: w.logger, Done: func(_ string, _ oauth.Caller, id string) { gw.Authorized(id) }}
+		for _, path := range w.CallerCallbackPaths() {
+			if opts.Callbacks == nil {
+				opts.Callbacks = map[string]http.Handler{}
+			}
+			opts.Callbacks[path] = w.CallerCallback(path, cbo)
+		}
+	}
+	w.mu.Lock()
+	if w.callbackPaths == nil {
+		w.callbackPaths = map[string]bool{}
+	}
+	for path := range opts.Callbacks {
+		w.callbackPaths[path] = true
+	}
+	w.mu.Unlock()
 	h := gw.Handler(opts)
 	w.mu.Lock()
 	w.handlers = append(w.handlers, h)

@@ -219,6 +219,11 @@ docs/operations.md lists the metrics and spans.`,
 				}
 				return nil
 			}
+			for _, path := range w.CallerCallbackPaths() {
+				if err := gateway.CallbackPathProblem(path); err != nil {
+					return &exitError{exitUsage, fmt.Errorf("oauth.redirectUrl: %w", err)}
+				}
+			}
 			opts.Observe = tel.Metrics().GatewayEvents()
 			return serveHTTP(cmd.Context(), e, ln, w.Handler(gw, opts), ops)
 		},

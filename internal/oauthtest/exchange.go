@@ -3,12 +3,14 @@ package oauthtest
 import (
 	"context"
 	"errors"
+	"net/http"
 	"net/url"
 	"slices"
 	"time"
 
 	jose "github.com/go-jose/go-jose/v4"
 	"github.com/go-jose/go-jose/v4/jwt"
+	"github.com/modelcontextprotocol/go-sdk/auth"
 	"github.com/zitadel/oidc/v3/pkg/oidc"
 	"github.com/zitadel/oidc/v3/pkg/op"
 )
@@ -37,6 +39,29 @@ func (o *OP) AddExchangeClient(id, secret string, redirects ...string) {
 	o.st.add(&client{id: id, secret: secret, method: oidc.AuthMethodBasic, redirects: redirects,
 		grants:  []oidc.GrantType{grantTokenExchangeType, oidc.GrantTypeCode, oidc.GrantTypeRefreshToken},
 		appType: op.ApplicationTypeWeb})
+}
+
+// AddGatewayClient registers a gateway's confidential client that
+// authenticates with secret and may exchange its callers' tokens, obtain
+// tokens of its own with client_credentials (what the gateway lists an
+// upstream with) and use the code flow with the redirect URIs given.
+// Its own tokens name the client as their subject, and the OP's
+// introspection (Introspect) accepts them.
+func (o *OP) AddGatewayClient(id, secret string, redirects ...string) {
+	o.st.add(&client{id: id, secret: secret, method: oidc.AuthMethodBasic, redirects: redirects,
+		grants:  []oidc.GrantType{grantTokenExchangeType, oidc.GrantTypeClientCredentials, oidc.GrantTypeCode, oidc.GrantTypeRefreshToken},
+		appType: op.ApplicationTypeWeb})
+}
+
+// UserOrClient is an auth.TokenVerifier for the tokens of users (Userinfo)
+// and of clients' client_credentials grants (Introspect): a resource
+// server that a gateway lists with its own client and calls with its
+// callers' tokens.
+func (o *OP) UserOrClient(ctx context.Context, token string, r *http.Request) (*auth.TokenInfo, error) {
+	if ti, err := o.Userinfo(ctx, token, r); err == nil {
+		return ti, nil
+	}
+	return o.Introspect(ctx, token, r)
 }
 
 // AddLoginClient registers a confidential client of the code flow (and

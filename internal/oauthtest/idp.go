@@ -95,6 +95,25 @@ func (p *IdP) AccessToken(t testing.TB, sub, audience string, ttl time.Duration)
 	return s
 }
 
+// CallerToken is AccessToken with a "role" claim: the JWT a gateway's
+// caller of that role presents to a gateway whose JWT verifier takes
+// p's keys (JWKSURL).
+func (p *IdP) CallerToken(t testing.TB, sub, audience, role string, ttl time.Duration) string {
+	t.Helper()
+	now := time.Now()
+	s, err := p.sign("at+jwt", jwt.Claims{Issuer: p.Issuer, Subject: sub, Audience: jwt.Audience{audience},
+		IssuedAt: jwt.NewNumericDate(now), Expiry: jwt.NewNumericDate(now.Add(ttl)), ID: rand.Text()},
+		map[string]any{"client_id": "gateway-client", "role": role})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
+
+// JWKSURL is where p publishes its public key (a JWK set), which verifies
+// every JWT it signs.
+func (p *IdP) JWKSURL() string { return p.Issuer + "/jwks" }
+
 func (p *IdP) sign(typ string, claims jwt.Claims, extra map[string]any) (string, error) {
 	sig, err := jose.NewSigner(jose.SigningKey{Algorithm: jose.ES256, Key: p.key}, (&jose.SignerOptions{}).WithType(jose.ContentType(typ)))
 	if err != nil {
@@ -117,6 +136,8 @@ func (p *IdP) serve(w http.ResponseWriter, r *http.Request) {
 		})
 	case r.Method == http.MethodPost && r.URL.Path == "/token":
 		p.exchange(w, r)
+	case r.Method == http.MethodGet && r.URL.Path == "/jwks":
+		writeJSON(w, http.StatusOK, jose.JSONWebKeySet{Keys: []jose.JSONWebKey{{Key: &p.key.PublicKey, Algorithm: string(jose.ES256), Use: "sig"}}})
 	default:
 		http.NotFound(w, r)
 	}

@@ -1,0 +1,54 @@
+package gateway
+
+import (
+	"context"
+	"strings"
+
+	"github.com/modelcontextprotocol/go-sdk/auth"
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+	"github.com/toolwire/toolwire/tool"
+)
+
+// IssuerKey is where a token verifier puts, in TokenInfo.Extra, the issuer
+// of a JWT it verified ([JWTVerifier] does). The gateway then gives the
+// caller's calls a [tool.Principal] with that issuer and the caller's
+// token, which an upstream reached with each caller's own identity by
+// token exchange (RFC 8693) presents at its authorization server; a caller
+// without one (a static token of the gateway's) is known by subject
+// alone, and its token never leaves the gateway.
+const IssuerKey = "toolwire.issuer"
+
+// callerPrincipal returns the caller of req as a tool's source sees it: the
+// authenticated subject, the issuer the verifier names, and, for a JWT
+// caller, the bearer token the request carried (the one verified) and its
+// expiry. ok is false without an authenticated subject.
+func callerPrincipal(req mcp.Request) (p tool.Principal, ok bool) {
+	extra := req.GetExtra()
+	if extra == nil || extra.TokenInfo == nil || extra.TokenInfo.UserID == "" {
+		return p, false
+	}
+	return principalFrom(extra.TokenInfo, extra.Header.Get("Authorization")), true
+}
+
+// principalFrom is the principal of a verified token ti that came in the
+// Authorization header authz.
+func principalFrom(ti *auth.TokenInfo, authz string) tool.Principal {
+	p := tool.Principal{Subject: ti.UserID}
+	iss, _ := ti.Extra[IssuerKey].(string)
+	if iss == "" {
+		return p
+	}
+	p.Issuer, p.Expiry = iss, ti.Expiration
+	if scheme, token, ok := strings.Cut(authz, " "); ok && strings.EqualFold(scheme, "Bearer") {
+		p.Token = tool.NewBearerToken(strings.TrimSpace(token))
+	}
+	return p
+}
+
+// withPrincipal returns ctx carrying the caller of req, when it has one.
+func withPrincipal(ctx context.Context, req mcp.Request) context.Context {
+	if p, ok := callerPrincipal(req); ok {
+		return tool.WithPrincipal(ctx, p)
+	}
+	return ctx
+}

@@ -10,7 +10,6 @@ import (
 	"html"
 	"log/slog"
 	"net/http"
-	"slices"
 
 	"github.com/modelcontextprotocol/go-sdk/auth"
 	"golang.org/x/oauth2"
@@ -113,32 +112,10 @@ func (c *Callers) beginWith(ctx context.Context, caller Caller, d *discovery, as
 		// A new grant would otherwise narrow the one the caller has.
 		scopes = union(cur.Token.Scopes, scopes)
 	}
-	if slices.Contains(d.asm.ScopesSupported, "offline_access") && !slices.Contains(scopes, "offline_access") {
-		scopes = append(scopes, "offline_access")
-	}
-	cfg := cl.config(redirect)
-	cfg.Scopes = scopes
-	verifier, state := oauth2.GenerateVerifier(), callerState(c.cfg.Server, caller)
-	p := &Pending{
-		State:       state,
-		Verifier:    verifier,
-		URL:         cfg.AuthCodeURL(state, oauth2.S256ChallengeOption(verifier), oauth2.SetAuthURLParam("resource", d.resource)),
-		RedirectURL: redirect,
-		Resource:    d.resource,
-		Issuer:      d.asm.Issuer,
-		IssRequired: d.asm.AuthorizationResponseIssParameterSupported,
-		Scopes:      scopes,
-		Created:     now.UTC(),
-		Expires:     now.Add(c.cfg.LoginTTL).UTC(),
-	}
-	stored := *cl
-	if !stored.Dynamic {
-		stored.Secret = "" // configuration secrets never reach the store
-	}
-	stored.Scopes = scopes
+	p, stored := newPending(cl, d, redirect, scopes, callerState(c.cfg.Server, caller), now, c.cfg.LoginTTL)
 	err = c.cfg.Store.Update(ctx, key, func(e *Entry) error {
 		b.rebind(e)
-		e.Client, e.Pending = &stored, p
+		e.Client, e.Pending = stored, p
 		return nil
 	})
 	if err != nil {

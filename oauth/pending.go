@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"net/url"
 	"slices"
+	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/auth"
 	"github.com/modelcontextprotocol/go-sdk/oauthex"
@@ -66,15 +67,33 @@ func (h *Handler) startPending(ctx context.Context, req *http.Request, challenge
 			return err
 		}
 	}
-	scopes := h.scopes(d.scopes, e, d)
-	// As go-sdk does with RequestRefreshToken (SEP-2207).
+	p, stored := newPending(c, d, redirect, h.scopes(d.scopes, e, d), randomState(), now, h.cfg.PendingTTL)
+	err = h.cfg.Store.Update(ctx, h.cfg.Server, func(e *Entry) error {
+		h.src.bind.rebind(e)
+		e.Client, e.Pending = stored, p
+		return nil
+	})
+	if err != nil {
+		return err
+	}
+	return h.pendingError(p)
+}
+
+// newPending builds the authorization request of client c at the
+// authorization server d found, with its redirect, the scopes (plus
+// offline_access where the server offers it, as go-sdk does with
+// RequestRefreshToken, SEP-2207) and state, valid for ttl from now: a
+// fresh PKCE verifier, the RFC 8707 resource, the issuer the response
+// must name (RFC 9207). It returns the request and the client as it is
+// kept beside it: with those scopes, and without a configured secret,
+// which never reaches the store.
+func newPending(c *Client, d *discovery, redirect string, scopes []string, state string, now time.Time, ttl time.Duration) (*Pending, *Client) {
 	if slices.Contains(d.asm.ScopesSupported, "offline_access") && !slices.Contains(scopes, "offline_access") {
 		scopes = append(scopes, "offline_access")
 	}
 	cfg := c.config(redirect)
 	cfg.Scopes = scopes
 	verifier := oauth2.GenerateVerifier()
-	state := randomState()
 	p := &Pending{
 		State:       state,
 		Verifier:    verifier,
@@ -85,22 +104,14 @@ func (h *Handler) startPending(ctx context.Context, req *http.Request, challenge
 		IssRequired: d.asm.AuthorizationResponseIssParameterSupported,
 		Scopes:      scopes,
 		Created:     now.UTC(),
-		Expires:     now.Add(h.cfg.PendingTTL).UTC(),
+		Expires:     now.Add(ttl).UTC(),
 	}
 	stored := *c
 	if !stored.Dynamic {
 		stored.Secret = ""
 	}
 	stored.Scopes = scopes
-	err = h.cfg.Store.Update(ctx, h.cfg.Server, func(e *Entry) error {
-		h.src.bind.rebind(e)
-		e.Client, e.Pending = &stored, p
-		return nil
-	})
-	if err != nil {
-		return err
-	}
-	return h.pendingError(p)
+	return p, &stored
 }
 
 func (h *Handler) pendingError(p *Pending) *PendingError {

@@ -37,8 +37,9 @@ const auditWriteTimeout = 30 * time.Second
 // sink then reads the head and builds its line again. A sink that is the
 // only writer reads nothing back: one round trip per event.
 type auditTable struct {
-	pool *pgxpool.Pool
-	key  ed25519.PrivateKey
+	pool     *pgxpool.Pool
+	key      ed25519.PrivateKey
+	instance int32 // written with each row, for the recovery of a lost instance's calls
 
 	mu    sync.Mutex
 	known bool // seq and prev are the head as last seen
@@ -46,22 +47,28 @@ type auditTable struct {
 	prev  [sha256.Size]byte
 }
 
-func newAuditTable(pool *pgxpool.Pool, key ed25519.PrivateKey) *auditTable {
-	return &auditTable{pool: pool, key: key}
+func newAuditTable(pool *pgxpool.Pool, key ed25519.PrivateKey, instance int32) *auditTable {
+	return &auditTable{pool: pool, key: key, instance: instance}
 }
 
 const appendAudit = `
 WITH head AS (
 	UPDATE toolwire.audit_head SET seq = $1 + 1, hash = $3 WHERE seq = $1 RETURNING seq
 )
-INSERT INTO toolwire.audit_events (seq, line, kind, at)
-SELECT seq, $2, $4, $5 FROM head`
+INSERT INTO toolwire.audit_events (seq, line, kind, at, instance, batch, idx)
+SELECT seq, $2, $4, $5, $6, $7, $8 FROM head`
 
 // Write appends ev to the chain. It is safe for concurrent use.
 func (a *auditTable) Write(ev *audit.Event) error {
 	event, err := json.Marshal(ev)
 	if err != nil {
 		return err
+	}
+	// A call's rows name it, so that a lost instance's open calls can be
+	// found (see recoverInstance).
+	var batch, idx any
+	if ev.Batch != "" {
+		batch, idx = ev.Batch, ev.Index
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), auditWriteTimeout)
 	defer cancel()
@@ -82,7 +89,7 @@ func (a *auditTable) Write(ev *audit.Event) error {
 		}
 		line = audit.AppendChain(append(line[:0], event...), a.prev, a.key)
 		sum := sha256.Sum256(line)
-		tag, err := a.pool.Exec(ctx, appendAudit, a.seq, line, sum[:], string(ev.Kind), ev.Time)
+		tag, err := a.pool.Exec(ctx, appendAudit, a.seq, line, sum[:], string(ev.Kind), ev.Time, a.instance, batch, idx)
 		if err != nil {
 			a.known = false // the statement may or may not have committed
 			return fmt.Errorf("audit table: append: %w", err)

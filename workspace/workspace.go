@@ -130,6 +130,7 @@ type Workspace struct {
 	executor *tool.Executor
 	manager  *mcpclient.Manager
 	store    *store.Store // closed last
+	stateKey []byte       // the fleet's requestState key; nil on files
 	audit    *audit.Log   // nil without an audit sink (files without an audit file)
 	secrets  *audit.Secrets
 	required map[string]bool // the servers the configuration marks required
@@ -189,6 +190,10 @@ func Open(ctx context.Context, file *config.File, opts *Options) (*Workspace, er
 		return nil, err
 	}
 	logStore(logger, w.store)
+	if w.stateKey, err = fleetStateKey(ctx, w.store); err != nil {
+		w.store.Close()
+		return nil, err
+	}
 	if w.store.Audit() == nil && file.Audit.Required {
 		w.store.Close()
 		return nil, fmt.Errorf("%w (set audit.file or Options.AuditFile)", ErrNoAuditFile)
@@ -297,25 +302,36 @@ func (w *Workspace) Store() *store.Store { return w.store }
 func (w *Workspace) Secrets() *audit.Secrets { return w.secrets }
 
 // Ready reports whether every server the configuration marks required is
-// ready (the gateway's readiness).
+// ready and the store can be used (on PostgreSQL: the database answers
+// within 2 s), the gateway's readiness.
 func (w *Workspace) Ready() bool {
 	for _, s := range w.manager.Servers() {
 		if w.required[s.Name()] && s.State() != mcpclient.Ready {
 			return false
 		}
 	}
-	return true
+	ctx, cancel := context.WithTimeout(context.Background(), storeReady)
+	defer cancel()
+	return w.store.Ping(ctx) == nil
 }
 
 // Gateway returns a gateway serving the workspace's registry through its
 // executor ([gateway.New]), with the workspace's servers as its upstreams
 // (after any opts lists) and, when opts sets no MaxResultBytes, the
 // configuration's security.maxResultBytes. The registry's confirmer
-// should be a [gateway.Approver].
+// should be a [gateway.Approver]. On a PostgreSQL store, where opts leaves
+// them unset, the gateway is one replica of a fleet: its Relay is the
+// store's and its StateKey the fleet's.
 func (w *Workspace) Gateway(opts *gateway.Options) *gateway.Gateway {
 	var o gateway.Options
 	if opts != nil {
 		o = *opts
+	}
+	if r := w.store.Relay(); r != nil && o.Relay == nil {
+		o.Relay = r
+	}
+	if o.StateKey == nil {
+		o.StateKey = w.stateKey
 	}
 	o.Upstreams = append(o.Upstreams[:len(o.Upstreams):len(o.Upstreams)], upstreams(w.manager)...)
 	if o.MaxResultBytes == 0 {
@@ -335,14 +351,23 @@ func upstreams(m *mcpclient.Manager) []gateway.Upstream {
 
 // Handler returns gw's Streamable HTTP handler ([gateway.Gateway.Handler])
 // with, where opts leaves them unset, the workspace's audit log (for the
-// refusals of the limits) and [Workspace.Ready] as its readiness. Close
-// closes it before the servers.
+// refusals of the limits) and [Workspace.Ready] as its readiness, and on a
+// PostgreSQL store the store's session records and per-caller rate
+// buckets (one replica of a fleet). Close closes it before the servers.
 func (w *Workspace) Handler(gw *gateway.Gateway, opts gateway.HTTPOptions) *gateway.Handler {
 	if opts.Audit == nil {
 		opts.Audit = w.audit
 	}
 	if opts.Ready == nil {
 		opts.Ready = w.Ready
+	}
+	if w.store.Kind() == store.Postgres {
+		if opts.Sessions == nil {
+			opts.Sessions = &gatewaySessions{s: w.store.Sessions()}
+		}
+		if opts.CallLimiter == nil {
+			opts.CallLimiter = gatewayLimiter{w.store.Limits()}
+		}
 	}
 	h := gw.Handler(opts)
 	w.mu.Lock()

@@ -51,12 +51,12 @@ type Relay struct {
 	wake   chan struct{}
 
 	mu       sync.Mutex
-	pending  map[string]*pendingCall         // calls made by this instance, by id
-	serving  map[string]context.CancelFunc   // requests served for others, by sender/id
-	handlers map[string]RelayHandler         // by method
+	pending  map[string]*pendingCall       // calls made by this instance, by id
+	serving  map[string]context.CancelFunc // requests served for others, by sender/id
+	handlers map[string]RelayHandler       // by method
 	closed   bool
-	watches  map[int32]*watch                // instances waited on
-	lost     map[int32]bool                  // instances known lost
+	watches  map[int32]*watch // instances waited on
+	lost     map[int32]bool   // instances known lost
 }
 
 // RelayHandler serves one method for the other instances: it is given the

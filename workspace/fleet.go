@@ -34,6 +34,20 @@ func fleetStateKey(ctx context.Context, st *store.Store) ([]byte, error) {
 	return key, nil
 }
 
+// GatewaySessions returns st's session records as a gateway's
+// [gateway.SessionStore] ([gateway.HTTPOptions].Sessions): what
+// [Workspace.Handler] gives the gateway on a PostgreSQL store. Putting a
+// session also removes the expired ones, once a minute at most.
+func GatewaySessions(st *store.Store) gateway.SessionStore {
+	return &gatewaySessions{s: st.Sessions()}
+}
+
+// GatewayLimiter returns st's per-caller rate buckets as a gateway's
+// [gateway.CallLimiter] ([gateway.HTTPOptions].CallLimiter).
+func GatewayLimiter(st *store.Store) gateway.CallLimiter {
+	return gatewayLimiter{st.Limits()}
+}
+
 // gatewaySessions is the store's session records as the gateway's
 // [gateway.SessionStore].
 type gatewaySessions struct {

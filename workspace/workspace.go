@@ -363,10 +363,10 @@ func (w *Workspace) Handler(gw *gateway.Gateway, opts gateway.HTTPOptions) *gate
 	}
 	if w.store.Kind() == store.Postgres {
 		if opts.Sessions == nil {
-			opts.Sessions = &gatewaySessions{s: w.store.Sessions()}
+			opts.Sessions = GatewaySessions(w.store)
 		}
 		if opts.CallLimiter == nil {
-			opts.CallLimiter = gatewayLimiter{w.store.Limits()}
+			opts.CallLimiter = GatewayLimiter(w.store)
 		}
 	}
 	h := gw.Handler(opts)

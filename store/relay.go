@@ -175,7 +175,8 @@ func (r *Relay) Holder(ctx context.Context, kind, key string) (string, error) {
 	var id int32
 	var alive bool
 	err := r.pool.QueryRow(ctx, `SELECT h.instance, EXISTS (SELECT 1 FROM pg_locks l
-	WHERE l.locktype = 'advisory' AND l.classid::bigint = $3 AND l.objid::bigint = h.instance AND l.objsubid = 2 AND l.granted AND l.mode = 'ExclusiveLock')
+	WHERE l.locktype = 'advisory' AND l.database = (SELECT oid FROM pg_database WHERE datname = current_database())
+		AND l.classid::bigint = $3 AND l.objid::bigint = h.instance AND l.objsubid = 2 AND l.granted AND l.mode = 'ExclusiveLock')
 FROM toolwire.held h WHERE h.kind = $1 AND h.key = $2 AND h.expires_at > now()`, kind, key, int64(instanceLockClass)).Scan(&id, &alive)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return "", nil

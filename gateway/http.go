@@ -113,7 +113,7 @@ func (g *Gateway) Handler(opts HTTPOptions) *Handler {
 	}
 	var sessions *stateful // the 2025 sessions; none when stateless
 	if !opts.Stateless {
-		sessions = newStateful(nil, tr, opts.Sessions, limit, g.logger)
+		sessions = newStateful(nil, tr, opts.Sessions, g.opts.Relay, limit, g.logger)
 		if opts.Verifier != nil {
 			opts.Verifier = sessions.verifier(opts.Verifier) // binds sessions to credentials
 		}

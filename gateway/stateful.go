@@ -54,14 +54,16 @@ import (
 // Without a store, every session lives here alone, as with go-sdk's
 // handler.
 type stateful struct {
-	getServer func(*http.Request) *mcp.Server
-	tr        *tracker
-	store     SessionStore // nil: this process only
-	maxBody   int64        // < 0: no limit
-	logger    func() *slog.Logger
-	syncKey   string // marks the requests the layer serves its own copies
-	stopWatch func()
-	syncs     atomic.Int64
+	getServer   func(*http.Request) *mcp.Server
+	tr          *tracker
+	store       SessionStore // nil: this process only
+	relay       Relay        // nil: one process; else the answers to a copy's requests find it
+	maxBody     int64        // < 0: no limit
+	logger      func() *slog.Logger
+	syncKey     string // marks the requests the layer serves its own copies
+	stopWatch   func()
+	stopReplies func()
+	syncs       atomic.Int64
 
 	mu         sync.Mutex
 	held       map[string]*held
@@ -89,7 +91,7 @@ type held struct {
 // the process's that no client can know.
 const syncHeader = "X-Toolwire-Session-Sync"
 
-func newStateful(getServer func(*http.Request) *mcp.Server, tr *tracker, store SessionStore, maxBody int64, logger func() *slog.Logger) *stateful {
+func newStateful(getServer func(*http.Request) *mcp.Server, tr *tracker, store SessionStore, relay Relay, maxBody int64, logger func() *slog.Logger) *stateful {
 	h := &stateful{
 		getServer: getServer, tr: tr, store: store, maxBody: maxBody, logger: logger,
 		syncKey: rand.Text(), held: map[string]*held{}, rebuilding: map[string]chan struct{}{},
@@ -98,6 +100,10 @@ func newStateful(getServer func(*http.Request) *mcp.Server, tr *tracker, store S
 	if store != nil {
 		tr.expiring = h.expiring
 		h.stopWatch = store.WatchDeleted(func(id string) { go h.deleted(id) })
+		if relay != nil {
+			h.relay = relay
+			h.stopReplies = relay.Handle(relayReply, h.serveReply)
+		}
 	}
 	return h
 }
@@ -106,6 +112,20 @@ func (h *stateful) close() {
 	if h.stopWatch != nil {
 		h.stopWatch()
 	}
+	if h.stopReplies != nil {
+		h.stopReplies()
+	}
+}
+
+// transport returns a new session's transport, and what to connect: in a
+// fleet, the ids of the requests it sends are the fleet's (see
+// fleetTransport).
+func (h *stateful) transport(id string) (*mcp.StreamableServerTransport, mcp.Transport) {
+	t := &mcp.StreamableServerTransport{SessionID: id}
+	if h.relay == nil {
+		return t, t
+	}
+	return t, &fleetTransport{StreamableServerTransport: t, prefix: replyPrefix(h.relay.Instance())}
 }
 
 // isSync reports whether req is one the layer serves its own copy.
@@ -178,6 +198,24 @@ func (h *stateful) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Allow", "GET, POST, DELETE")
 		http.Error(w, "Method Not Allowed", http.StatusMethodNotAllowed)
 		return
+	}
+	if r.Method == http.MethodPost && h.relay != nil {
+		body, err := io.ReadAll(r.Body)
+		if err != nil {
+			if mbe := (*http.MaxBytesError)(nil); errors.As(err, &mbe) {
+				http.Error(w, fmt.Sprintf("request body exceeds %d bytes", mbe.Limit), http.StatusRequestEntityTooLarge)
+				return
+			}
+			http.Error(w, "failed to read body", http.StatusBadRequest)
+			return
+		}
+		r.Body = io.NopCloser(bytes.NewReader(body))
+		if holder := answerFor(body, h.relay.Instance()); holder != "" {
+			if _, ok := h.binding(w, r, sid); ok {
+				h.passReply(w, r, sid, holder, body)
+			}
+			return
+		}
 	}
 	hs := h.find(w, r, sid)
 	if hs == nil {
@@ -279,10 +317,10 @@ func (h *stateful) open(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, "no server available", http.StatusBadRequest)
 		return
 	}
-	t := &mcp.StreamableServerTransport{SessionID: rand.Text()}
+	t, conn := h.transport(rand.Text())
 	// The tracker's state goes into the context of the session: go-sdk
 	// keeps this context's values for every request the session handles.
-	ss, err := server.Connect(context.WithValue(r.Context(), trackedKey{}, s), t, nil)
+	ss, err := server.Connect(context.WithValue(r.Context(), trackedKey{}, s), conn, nil)
 	if err != nil {
 		h.tr.release(s, EndClosed)
 		h.logger().Error("gateway: connect a session", "error", err)
@@ -457,8 +495,10 @@ func (h *stateful) deleted(id string) {
 	}
 }
 
-// delete serves DELETE: the session ends everywhere, its calls cancelled.
-func (h *stateful) delete(w http.ResponseWriter, r *http.Request, sid string) {
+// binding applies session sid's binding to r without rebuilding a copy of
+// the session (from this replica's copy, or the record), answering r when
+// it breaks it; it returns this replica's copy, if any.
+func (h *stateful) binding(w http.ResponseWriter, r *http.Request, sid string) (*held, bool) {
 	cur := credentialOf(auth.TokenInfoFromContext(r.Context()))
 	h.mu.Lock()
 	hs := h.held[sid]
@@ -469,15 +509,21 @@ func (h *stateful) delete(w http.ResponseWriter, r *http.Request, sid string) {
 		bound = hs.cred
 	case h.store == nil:
 		http.Error(w, "session not found", http.StatusNotFound)
-		return
+		return nil, false
 	default:
 		rec, err := h.store.Get(r.Context(), sid)
 		if !h.recordFound(w, err) {
-			return
+			return nil, false
 		}
 		bound = credential{rec.Credential, rec.Role}
 	}
-	if !h.allowed(w, r, sid, cur, bound) {
+	return hs, h.allowed(w, r, sid, cur, bound)
+}
+
+// delete serves DELETE: the session ends everywhere, its calls cancelled.
+func (h *stateful) delete(w http.ResponseWriter, r *http.Request, sid string) {
+	hs, ok := h.binding(w, r, sid)
+	if !ok {
 		return
 	}
 	if h.store != nil {
@@ -546,8 +592,8 @@ func (h *stateful) rebuild(r *http.Request, rec *SessionRecord) (*held, error) {
 		return nil, errors.New("no server available")
 	}
 	s := h.tr.adopt(rec.Caller, rec.Subject)
-	t := &mcp.StreamableServerTransport{SessionID: rec.ID}
-	ss, err := server.Connect(context.WithValue(r.Context(), trackedKey{}, s), t, &mcp.ServerSessionOptions{
+	t, conn := h.transport(rec.ID)
+	ss, err := server.Connect(context.WithValue(r.Context(), trackedKey{}, s), conn, &mcp.ServerSessionOptions{
 		State: &mcp.ServerSessionState{InitializeParams: ip, NegotiatedProtocolVersion: rec.Protocol},
 	})
 	if err != nil {

@@ -334,4 +334,3 @@ func checkOutcomes(t *testing.T, dbURL string, ok int) {
 }
 
 func first(s []string, n int) []string { return s[:min(n, len(s))] }
-

@@ -130,8 +130,9 @@ func (s *Store) recoverInstance(ctx context.Context, id int32) (bool, error) {
 		return false, err
 	}
 	rows, err := conn.Query(ctx, `SELECT line FROM toolwire.audit_events r
-WHERE r.instance = $1 AND r.kind = 'call.requested' AND r.batch IS NOT NULL
-	AND NOT EXISTS (SELECT 1 FROM toolwire.audit_events e WHERE e.batch = r.batch AND e.idx = r.idx AND e.kind = ANY($2))
+WHERE r.instance = $1 AND r.batch IS NOT NULL AND r.kind = 'call.requested'
+	AND NOT EXISTS (SELECT 1 FROM toolwire.audit_events e
+		WHERE e.instance = $1 AND e.batch = r.batch AND e.idx = r.idx AND e.kind = ANY($2))
 ORDER BY r.seq`, id, outcomes)
 	if err != nil {
 		return false, err
@@ -141,6 +142,13 @@ ORDER BY r.seq`, id, outcomes)
 		return false, err
 	}
 	if s.sink != nil {
+		// The outcomes are the lost instance's rows: written in its name
+		// (the column is not part of the chain), so that a later recovery
+		// finds them beside its calls.
+		sink := s.sink
+		if t, ok := sink.(*auditTable); ok {
+			sink = t.as(id)
+		}
 		for _, line := range lines {
 			var req audit.Event
 			if err := json.Unmarshal(line, &req); err != nil {
@@ -152,7 +160,7 @@ ORDER BY r.seq`, id, outcomes)
 				Original: req.Original, Tier: req.Tier, Reason: ReasonInstanceLost,
 				Error: "the toolwire that ran the call was lost (instance " + strconv.Itoa(int(id)) + ") before the call ended; its outcome is not known",
 			}
-			if err := s.sink.Write(&ev); err != nil {
+			if err := sink.Write(&ev); err != nil {
 				return false, err
 			}
 		}

@@ -294,3 +294,59 @@ func TestFleetRateLimitIsOneBucket(t *testing.T) {
 		t.Errorf("the fourth call, on the second replica: %s (isError %v); want refused by %s", text, res.IsError, gateway.LimitCallRate)
 	}
 }
+
+// Issue 17: a replica is ready only while it can use its store: with the
+// database refusing connections, /readyz answers 503 (a load balancer
+// sends its requests to the others); once the database takes them again,
+// 200.
+func TestFleetReadinessNeedsTheStore(t *testing.T) {
+	t.Parallel()
+	dbURL := pgtest.DB(t)
+	reps := openFleet(t, dbURL, 1, gateway.Limits{})
+	ready := func() int {
+		t.Helper()
+		resp, err := http.Get(reps[0].url + gateway.ReadinessPath)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		return resp.StatusCode
+	}
+	if got := ready(); got != http.StatusOK {
+		t.Fatalf("/readyz with the database up: %d", got)
+	}
+	u, err := url.Parse(dbURL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	name := strings.TrimPrefix(u.Path, "/")
+	admin := *u
+	admin.Path = "/postgres"
+	ctx := context.Background()
+	conn, err := pgx.Connect(ctx, admin.String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close(ctx)
+	exec := func(sql string) {
+		t.Helper()
+		if _, err := conn.Exec(ctx, sql); err != nil {
+			t.Fatalf("%s: %v", sql, err)
+		}
+	}
+	ident := pgx.Identifier{name}.Sanitize()
+	exec("ALTER DATABASE " + ident + " ALLOW_CONNECTIONS false")
+	exec("SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = '" + name + "'")
+	if got := ready(); got != http.StatusServiceUnavailable {
+		t.Errorf("/readyz with the database refusing connections: %d, want 503", got)
+	}
+	exec("ALTER DATABASE " + ident + " ALLOW_CONNECTIONS true")
+	// The pool and the listener connect again on their own.
+	deadline := time.Now().Add(fleetWait)
+	for ready() != http.StatusOK {
+		if time.Now().After(deadline) {
+			t.Fatal("/readyz did not come back once the database took connections again")
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}

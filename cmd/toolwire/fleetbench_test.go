@@ -3,6 +3,11 @@ package main
 import (
 	"context"
 	"fmt"
+	"net/url"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -20,10 +25,9 @@ import (
 // BenchmarkFleetThroughput: calls/s of demo__echo at 64 callers (half on
 // 2025-11-25 sessions, half 2026-07-28) through haproxy in front of 1, 2
 // and 3 replicas on one PostgreSQL store, with the CPU each call costs:
-// the replicas' (with their demo servers), haproxy's, the callers' (this
-// process) and the whole machine's (PostgreSQL is the rest), so that the
-// cost of a replica is visible on a machine whose cores every replica
-// shares.
+// the replicas' (with their demo servers), haproxy's, PostgreSQL's and the
+// callers' (this process), so that the cost of a replica is visible on a
+// machine whose cores every replica shares.
 func BenchmarkFleetThroughput(b *testing.B) {
 	for _, n := range []int{1, 2, 3} {
 		b.Run(fmt.Sprintf("replicas=%d", n), func(b *testing.B) {
@@ -89,15 +93,14 @@ func measureFleet(b *testing.B, c *cluster, callers int) {
 	run.waitCalls(b, progress, int64(2*callers), fleetStart)
 	b.ResetTimer()
 	startCalls := run.done.Load()
-	replicas0, self0 := c.cpu(), benchkit.CPU(b)
-	machine0, _ := benchkit.MachineBusy()
+	postmaster := postmasterOf(b, c.dbURL)
+	replicas0, self0, pg0 := c.cpu(), benchkit.CPU(b), treeCPU(postmaster)
 	haproxy0, _ := benchkit.ProcessCPU(c.proxy.Process.Pid)
 	start := time.Now()
 	run.waitCalls(b, progress, startCalls+int64(b.N), 10*time.Minute)
 	elapsed := time.Since(start)
 	calls := run.done.Load() - startCalls
-	total, self := c.cpu()-replicas0, benchkit.CPU(b)-self0
-	machine1, _ := benchkit.MachineBusy()
+	total, self, pg := c.cpu()-replicas0, benchkit.CPU(b)-self0, treeCPU(postmaster)-pg0
 	haproxy1, _ := benchkit.ProcessCPU(c.proxy.Process.Pid)
 	b.StopTimer()
 	run.finish()
@@ -118,7 +121,43 @@ func measureFleet(b *testing.B, c *cluster, callers int) {
 	b.ReportMetric(perCall(total), "fleet-cpu-µs/call") // replicas, their demo servers, haproxy
 	b.ReportMetric(perCall(total-haproxy), "replicas-cpu-µs/call")
 	b.ReportMetric(perCall(haproxy), "haproxy-cpu-µs/call")
+	b.ReportMetric(perCall(pg), "postgres-cpu-µs/call")
 	b.ReportMetric(perCall(self), "callers-cpu-µs/call")
-	b.ReportMetric(perCall(machine1-machine0), "machine-cpu-µs/call")
 	b.ReportMetric(0, "ns/op")
+}
+
+// postmasterOf finds the PID of the PostgreSQL server of dbURL: an
+// internal/pgtest cluster in the temporary directory, by its port.
+func postmasterOf(b *testing.B, dbURL string) int {
+	u, err := url.Parse(dbURL)
+	if err != nil {
+		b.Fatal(err)
+	}
+	files, _ := filepath.Glob(filepath.Join(os.TempDir(), "toolwire-pgtest-*", "data", "postmaster.pid"))
+	for _, f := range files {
+		raw, err := os.ReadFile(f)
+		if err != nil {
+			continue
+		}
+		lines := strings.Split(string(raw), "\n")
+		if len(lines) > 3 && strings.TrimSpace(lines[3]) == u.Port() {
+			if pid, err := strconv.Atoi(strings.TrimSpace(lines[0])); err == nil {
+				return pid
+			}
+		}
+	}
+	b.Fatalf("no postmaster.pid of port %s under %s", u.Port(), os.TempDir())
+	return 0
+}
+
+// treeCPU is the CPU time of pid and its descendants so far (processes
+// that have exited are no longer counted).
+func treeCPU(pid int) time.Duration {
+	total, _ := benchkit.ProcessCPU(pid)
+	kids, _ := benchkit.Descendants(pid)
+	for _, k := range kids {
+		d, _ := benchkit.ProcessCPU(k.PID)
+		total += d
+	}
+	return total
 }

@@ -156,7 +156,7 @@ func startCluster(t testing.TB, o fleetOptions) *cluster {
 	}
 
 	cfg := filepath.Join(c.dir, "haproxy.cfg")
-	if err := os.WriteFile(cfg, []byte(haproxyConfig(proxyPort, c.replicas)), 0o600); err != nil {
+	if err := os.WriteFile(cfg, []byte(haproxyConfig(t, proxyPort, c.replicas)), 0o600); err != nil {
 		t.Fatal(err)
 	}
 	c.proxy = exec.Command(proxyBin, "-db", "-f", cfg)
@@ -177,37 +177,38 @@ func startCluster(t testing.TB, o fleetOptions) *cluster {
 	return c
 }
 
-// haproxyConfig is the load balancer of the tests, and of docs/fleet.md:
-// round-robin over the replicas for every request, no stickiness, a
-// replica out of rotation once /readyz fails twice and back after two
-// successes; X-Served-By names the replica that answered.
-func haproxyConfig(port int, replicas []*replicaProc) string {
+// haproxyExample is the HAProxy configuration docs/fleet.md shows, which
+// the tests run with their own bind address and servers.
+const haproxyExample = "../../examples/fleet/haproxy.cfg"
+
+// haproxyConfig is haproxyExample listening on 127.0.0.1:port, in front
+// of replicas.
+func haproxyConfig(t testing.TB, port int, replicas []*replicaProc) string {
+	t.Helper()
+	raw, err := os.ReadFile(haproxyExample)
+	if err != nil {
+		t.Fatal(err)
+	}
 	var b strings.Builder
-	fmt.Fprintf(&b, `global
-	maxconn 4096
-
-defaults
-	mode http
-	timeout connect 2s
-	timeout client 10m
-	timeout server 10m
-	timeout http-keep-alive 30s
-	retries 3
-	option redispatch 1
-
-frontend mcp
-	bind 127.0.0.1:%d
-	default_backend toolwire
-
-backend toolwire
-	balance roundrobin
-	option httpchk GET /readyz
-	http-check expect status 200
-	default-server inter 250ms fall 2 rise 2
-	http-response set-header X-Served-By %%[srv_name]
-`, port)
-	for _, r := range replicas {
-		fmt.Fprintf(&b, "\tserver %s %s check\n", r.name, r.addr)
+	bound, servers := false, false
+	for line := range strings.Lines(string(raw)) {
+		switch f := strings.Fields(line); {
+		case len(f) > 0 && f[0] == "bind":
+			fmt.Fprintf(&b, "\tbind 127.0.0.1:%d\n", port)
+			bound = true
+		case len(f) > 0 && f[0] == "server":
+			if !servers {
+				for _, r := range replicas {
+					fmt.Fprintf(&b, "\tserver %s %s check\n", r.name, r.addr)
+				}
+				servers = true
+			}
+		default:
+			b.WriteString(line)
+		}
+	}
+	if !bound || !servers {
+		t.Fatalf("%s has no bind line or no server lines to replace", haproxyExample)
 	}
 	return b.String()
 }

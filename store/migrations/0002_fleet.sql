@@ -20,14 +20,38 @@ CREATE TABLE toolwire.instances (
 	recovered_at timestamptz
 );
 
--- Not covered by the chain, as kind and at are not: written with each row
--- for the recovery of a lost instance's open calls.
+-- Not covered by the chain, as kind and at are not: the instance a row
+-- belongs to (the one that wrote it; for an outcome recovery gave a lost
+-- instance's call, the lost one) and the call it is about, for the
+-- recovery of a lost instance's open calls.
 ALTER TABLE toolwire.audit_events
 	ADD COLUMN instance integer,
 	ADD COLUMN batch    text,
 	ADD COLUMN idx      integer;
-CREATE INDEX audit_events_call ON toolwire.audit_events (batch, idx) WHERE batch IS NOT NULL;
-CREATE INDEX audit_events_requested ON toolwire.audit_events (instance) WHERE kind = 'call.requested';
+-- A lost instance's calls: its rows of calls, and the outcomes recovery
+-- gives them (written under the lost instance's id).
+CREATE INDEX audit_events_instance_call ON toolwire.audit_events (instance, batch, idx) WHERE batch IS NOT NULL;
+
+-- Appends one line to the chain when the head is still at expected (the
+-- line names the head's hash as its "prev"), and returns the head as it
+-- is now: a writer that another replica beat learns the new head in the
+-- same round trip, and builds its line again. The head's row lock, taken
+-- first, orders the fleet's appends.
+CREATE FUNCTION toolwire.audit_append(expected bigint, line bytea, line_hash bytea, kind text, at timestamptz,
+	instance integer, batch text, idx integer, OUT appended boolean, OUT head_seq bigint, OUT head_hash bytea)
+LANGUAGE plpgsql AS $$
+BEGIN
+	SELECT h.seq, h.hash INTO head_seq, head_hash FROM toolwire.audit_head h FOR UPDATE;
+	appended := head_seq = expected;
+	IF appended THEN
+		head_seq := expected + 1;
+		head_hash := line_hash;
+		UPDATE toolwire.audit_head SET seq = head_seq, hash = head_hash;
+		INSERT INTO toolwire.audit_events (seq, line, kind, at, instance, batch, idx)
+			VALUES (head_seq, line, kind, at, instance, batch, idx);
+	END IF;
+END
+$$;
 
 -- A session's revision grows with each change of what it is (put, update),
 -- so that a replica holding a copy knows when to read it again.

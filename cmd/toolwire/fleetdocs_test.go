@@ -247,4 +247,3 @@ func equalLabels(a, b map[string]string) bool {
 	}
 	return true
 }
-

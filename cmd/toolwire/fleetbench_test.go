@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/toolwire/toolwire/internal/benchkit"
@@ -50,7 +51,11 @@ func BenchmarkFleetStoreLatency(b *testing.B) {
 				name = "2026-07-28"
 			}
 			b.Run("store="+store+"/rev="+name, func(b *testing.B) {
-				c := startCluster(b, fleetOptions{replicas: 1, callers: 1, security: "  pins: off\n", files: store == "files", direct: true})
+				// One caller's calls one after the other: well past the
+				// default rate, which is still checked (with the store's
+				// bucket on PostgreSQL).
+				c := startCluster(b, fleetOptions{replicas: 1, callers: 1, security: "  pins: off\n", files: store == "files", direct: true,
+					gateway: "  limits:\n    callRate: 1000000\n    callBurst: 1000000\n"})
 				ctx, cancel := context.WithTimeout(context.Background(), fleetStart)
 				defer cancel()
 				cs, err := dialFleet(ctx, c, newServed(c.tokens[0]), rev, nil)
@@ -69,6 +74,7 @@ func BenchmarkFleetStoreLatency(b *testing.B) {
 				for range 200 { // warm: connections, pools, the session's copy
 					call()
 				}
+				xacts0 := dbTransactions(b, c.dbURL)
 				lat := make([]time.Duration, 0, b.N)
 				b.ResetTimer()
 				for b.Loop() {
@@ -77,6 +83,12 @@ func BenchmarkFleetStoreLatency(b *testing.B) {
 				b.StopTimer()
 				b.ReportMetric(benchkit.Micros(benchkit.Percentile(lat, 0.5)), "p50-µs")
 				b.ReportMetric(benchkit.Micros(benchkit.Percentile(lat, 0.99)), "p99-µs")
+				if c.dbURL != "" {
+					// The statistics reach the view once a backend has been
+					// idle a second.
+					time.Sleep(2 * time.Second)
+					b.ReportMetric(float64(dbTransactions(b, c.dbURL)-xacts0)/float64(len(lat)), "db-xacts/call")
+				}
 				b.ReportMetric(0, "ns/op")
 			})
 		}
@@ -160,4 +172,23 @@ func treeCPU(pid int) time.Duration {
 		total += d
 	}
 	return total
+}
+
+// dbTransactions returns the transactions committed in dbURL's database
+// so far (0 without one).
+func dbTransactions(b *testing.B, dbURL string) int64 {
+	if dbURL == "" {
+		return 0
+	}
+	ctx := context.Background()
+	conn, err := pgx.Connect(ctx, dbURL)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer conn.Close(ctx)
+	var n int64
+	if err := conn.QueryRow(ctx, "SELECT xact_commit FROM pg_stat_database WHERE datname = current_database()").Scan(&n); err != nil {
+		b.Fatal(err)
+	}
+	return n
 }

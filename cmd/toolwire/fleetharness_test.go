@@ -59,7 +59,8 @@ type fleetOptions struct {
 	replicas int
 	callers  int    // tokens caller-00 … caller-NN, role ops
 	security string // the security section's lines
-	extra    string // more configuration (servers, gateway keys), as YAML
+	extra    string // more servers, as YAML under servers
+	gateway  string // more keys of the gateway section, as YAML under it
 	env      []string
 	files    bool // the files of one machine instead of PostgreSQL (one replica)
 	direct   bool // no load balancer: clients reach replica r0
@@ -124,7 +125,7 @@ func startCluster(t testing.TB, o fleetOptions) *cluster {
 	var b strings.Builder
 	fmt.Fprintf(&b, "servers:\n  demo:\n    command: %s\n    env:\n      TOOLWIRE_TEST_SERVER: demo\n      GORACE: atexit_sleep_ms=0\n    tierOverrides:\n      write_note: write\n", quoteYAML(os.Args[0]))
 	b.WriteString(o.extra)
-	fmt.Fprintf(&b, "gateway:\n  resourceURL: %s/mcp\n  roles:\n    ops: [\"*\"]\n  tokens:\n", c.proxyURL)
+	fmt.Fprintf(&b, "gateway:\n%s  resourceURL: %s/mcp\n  roles:\n    ops: [\"*\"]\n  tokens:\n", o.gateway, c.proxyURL)
 	for i := range o.callers {
 		c.tokens = append(c.tokens, callerToken(i))
 		fmt.Fprintf(&b, "    - sha256: %s\n      subject: caller-%02d\n      role: ops\n", gateway.HashToken(callerToken(i)), i)

@@ -6,6 +6,7 @@ import (
 	"net/http"
 	"slices"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -23,6 +24,9 @@ type direct struct {
 	c     *cluster
 	token string
 	pick  func(body string) int
+	// streams, when set, is told the replica of each event stream (GET)
+	// that a replica answered with 200.
+	streams chan int
 }
 
 func (d *direct) RoundTrip(req *http.Request) (*http.Response, error) {
@@ -31,17 +35,31 @@ func (d *direct) RoundTrip(req *http.Request) (*http.Response, error) {
 		body, _ = io.ReadAll(req.Body)
 		req.Body.Close()
 	}
-	target := d.c.replicas[d.pick(string(body))].addr
+	i := d.pick(string(body))
+	target := d.c.replicas[i].addr
 	req = req.Clone(req.Context())
 	req.Body = io.NopCloser(strings.NewReader(string(body)))
 	req.URL.Host, req.Host = target, target
 	req.Header.Set("Authorization", "Bearer "+d.token)
-	return http.DefaultTransport.RoundTrip(req)
+	resp, err := http.DefaultTransport.RoundTrip(req)
+	if err == nil && req.Method == http.MethodGet && resp.StatusCode == http.StatusOK && d.streams != nil {
+		select {
+		case d.streams <- i:
+		default:
+		}
+	}
+	return resp, err
 }
 
 // dialDirect connects a go-sdk client to the replicas as pick sends its
 // requests.
 func dialDirect(t *testing.T, c *cluster, token, rev string, pick func(string) int, opts *mcp.ClientOptions) *mcp.ClientSession {
+	return dialDirectStreams(t, c, token, rev, pick, nil, opts)
+}
+
+// dialDirectStreams is dialDirect telling streams of each event stream
+// opened.
+func dialDirectStreams(t *testing.T, c *cluster, token, rev string, pick func(string) int, streams chan int, opts *mcp.ClientOptions) *mcp.ClientSession {
 	t.Helper()
 	var so *mcp.ClientSessionOptions
 	if rev != "" {
@@ -50,7 +68,7 @@ func dialDirect(t *testing.T, c *cluster, token, rev string, pick func(string) i
 	ctx, cancel := context.WithTimeout(context.Background(), fleetWait)
 	defer cancel()
 	cs, err := mcp.NewClient(&mcp.Implementation{Name: "fleet-seen", Version: "1"}, opts).Connect(ctx,
-		&mcp.StreamableClientTransport{Endpoint: "http://" + c.replicas[0].addr + "/mcp", HTTPClient: &http.Client{Transport: &direct{c: c, token: token, pick: pick}}}, so)
+		&mcp.StreamableClientTransport{Endpoint: "http://" + c.replicas[0].addr + "/mcp", HTTPClient: &http.Client{Transport: &direct{c: c, token: token, pick: pick, streams: streams}}}, so)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -84,7 +102,10 @@ func approveIt(context.Context, *mcp.ElicitRequest) (*mcp.ElicitResult, error) {
 //     "toolwire pins approve", run once against the store: every replica
 //     drops the tool and takes it back, and tells its clients;
 //   - a token refresh: the access token expires; a call through r0
-//     refreshes it, and r1 and r2 use the new token without refreshing.
+//     refreshes it, and r1 and r2 use the new token without refreshing;
+//   - a 2025 client's event stream on r2, which is killed: the client
+//     opens it again, on r0, which serves the session from its record, and
+//     the next change of the tools reaches the client on it.
 func TestFleetSeenOnEveryReplica(t *testing.T) {
 	t.Parallel()
 	op := oauthtest.NewOP(t, &oauthtest.OPOptions{AccessTokenLifetime: tokenLifetime})
@@ -211,5 +232,47 @@ func TestFleetSeenOnEveryReplica(t *testing.T) {
 	whoami(2)
 	if got := op.Refreshes(); got != before+1 {
 		t.Errorf("r1 and r2 refreshed again (%d refreshes, want %d): they did not use r0's token", got, before+1)
+	}
+
+	// The event stream of a lost replica, opened again on another.
+	var target atomic.Int32
+	target.Store(2)
+	changed := make(chan struct{}, 1)
+	streams := make(chan int, 4)
+	streamed := dialDirectStreams(t, c, c.tokens[1], "2025-11-25", func(string) int { return int(target.Load()) }, streams, &mcp.ClientOptions{
+		ToolListChangedHandler: func(context.Context, *mcp.ToolListChangedRequest) {
+			select {
+			case changed <- struct{}{}:
+			default:
+			}
+		},
+	})
+	awaitStream := func(want int) {
+		t.Helper()
+		for {
+			select {
+			case i := <-streams:
+				if i == want {
+					return
+				}
+			case <-ctx.Done():
+				t.Fatalf("the client's event stream was not opened on r%d", want)
+			}
+		}
+	}
+	awaitStream(2)
+	c.kill(2)
+	target.Store(0) // where the client's requests, and its stream, go now
+	// Notifications sent before the client opens its stream again are
+	// lost (docs/fleet.md): the change comes once it has.
+	awaitStream(0)
+	runBinary(t, c.bin, c.env, "--config", c.config, "pins", "forget", "demo/echo").expect(t, exitOK)
+	select {
+	case <-changed:
+	case <-ctx.Done():
+		t.Fatal("the tools' change did not reach the client whose event stream was on the killed replica")
+	}
+	if err := streamed.Ping(ctx, nil); err != nil {
+		t.Errorf("the session after its stream moved: %v", err)
 	}
 }

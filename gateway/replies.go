@@ -7,7 +7,6 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
-	"net/http/httptest"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -197,14 +196,17 @@ func (h *stateful) serveReply(ctx context.Context, body []byte, _ func([]byte)) 
 	if hs == nil {
 		return nil, errors.New("this replica holds no copy of the session any more")
 	}
-	req := httptest.NewRequestWithContext(ctx, http.MethodPost, "/mcp", bytes.NewReader(rep.Body))
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, "/mcp", bytes.NewReader(rep.Body))
+	if err != nil {
+		return nil, err
+	}
 	req.Header.Set("Content-Type", "application/json")
 	req.Header.Set("Accept", "application/json, text/event-stream")
 	req.Header.Set(sessionHeader, rep.Session)
-	rec := httptest.NewRecorder()
+	rec := newRecorder()
 	hs.t.ServeHTTP(rec, req)
-	if rec.Code/100 != 2 {
-		return nil, fmt.Errorf("%d %s", rec.Code, strings.TrimSpace(rec.Body.String()))
+	if rec.code/100 != 2 {
+		return nil, fmt.Errorf("%d %s", rec.code, strings.TrimSpace(rec.body.String()))
 	}
 	return nil, nil
 }

@@ -13,7 +13,6 @@ import (
 	"mime"
 	"net"
 	"net/http"
-	"net/http/httptest"
 	"slices"
 	"strings"
 	"sync"
@@ -677,12 +676,12 @@ func (h *stateful) ask(r *http.Request, hs *held, method string, params any) err
 	req.Header.Set("Content-Type", "application/json")
 	req.Header.Set("Accept", "application/json, text/event-stream")
 	req.Header.Set(syncHeader, h.syncKey)
-	rec := httptest.NewRecorder()
+	rec := newRecorder()
 	hs.t.ServeHTTP(rec, req)
-	if rec.Code/100 != 2 {
-		return fmt.Errorf("%s: %d %s", method, rec.Code, strings.TrimSpace(rec.Body.String()))
+	if rec.code/100 != 2 {
+		return fmt.Errorf("%s: %d %s", method, rec.code, strings.TrimSpace(rec.body.String()))
 	}
-	for line := range strings.SplitSeq(rec.Body.String(), "\n") {
+	for line := range strings.SplitSeq(rec.body.String(), "\n") {
 		data, ok := strings.CutPrefix(strings.TrimSpace(line), "data:")
 		if !ok {
 			data = line
@@ -867,3 +866,22 @@ func accepts(values []string) (json, stream bool) {
 	}
 	return json, stream
 }
+
+// recorder is the response to a request the layer serves a copy itself:
+// kept in memory, read when the transport is done with it.
+type recorder struct {
+	header http.Header
+	code   int
+	body   bytes.Buffer
+}
+
+func newRecorder() *recorder { return &recorder{header: http.Header{}, code: http.StatusOK} }
+
+func (r *recorder) Header() http.Header { return r.header }
+
+func (r *recorder) Write(b []byte) (int, error) { return r.body.Write(b) }
+
+func (r *recorder) WriteHeader(code int) { r.code = code }
+
+// Flush is what the transport calls after each event: nothing to send.
+func (r *recorder) Flush() {}

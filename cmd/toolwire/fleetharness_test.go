@@ -161,6 +161,7 @@ func startCluster(t testing.TB, o fleetOptions) *cluster {
 		t.Fatal(err)
 	}
 	c.proxy = exec.Command(proxyBin, "-db", "-f", cfg)
+	c.proxy.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
 	var proxyErr strings.Builder
 	c.proxy.Stdout, c.proxy.Stderr = &proxyErr, &proxyErr
 	if err := c.proxy.Start(); err != nil {
@@ -233,7 +234,9 @@ func (c *cluster) start(i int) error {
 	r := c.replicas[i]
 	cmd := exec.Command(c.bin, "--config", c.config, "serve", "--http", r.addr, "--drain-grace", "2s")
 	cmd.Env = append(e2eEnv(), c.env...)
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	// A process group of its own (a kill takes its demo server too), ended
+	// by the kernel if this test binary dies first.
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
 	pr, pw := io.Pipe()
 	cmd.Stderr = pw
 	if err := cmd.Start(); err != nil {

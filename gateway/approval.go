@@ -136,7 +136,10 @@ func (a *Approver) Confirm(ctx context.Context, call tool.PendingCall) (bool, er
 // so the decision is usually in already). A client that declines, or a
 // user who never decides, does not approve.
 func confirmAtPage(ctx context.Context, d downstream, call tool.PendingCall, links *approvalLinks) (bool, error) {
-	token, page := links.pages.open(call)
+	token, page, err := links.pages.open(ctx, call)
+	if err != nil {
+		return false, fmt.Errorf("%w: %w", ErrApprovalRequired, err)
+	}
 	defer links.pages.closePage(token)
 	params, err := json.Marshal(&mcp.ElicitParams{
 		Mode:          "url",

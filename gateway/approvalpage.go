@@ -3,6 +3,10 @@ package gateway
 import (
 	"context"
 	"crypto/rand"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
 	"html/template"
 	"net/http"
 	"strings"
@@ -23,15 +27,24 @@ import (
 // URL-mode elicitation, one per question: ApprovalPath + a random token.
 const ApprovalPath = "/approvals/"
 
-// approvalPages are the approval pages open now.
+// approvalPages are the approval pages open now, the gateway's. In a
+// fleet, the page is held by the replica whose call asked and its address
+// may be opened on any: a replica that does not hold a page passes the
+// request to the one that does, over the [Relay] (which knows each page by
+// the SHA-256 of its token, never by the token).
 type approvalPages struct {
-	// origin is the gateway's configured origin (of its resource URL),
-	// which a browser behind a TLS proxy names; "" means the request's own.
-	origin string
+	relay Relay         // nil: one process
+	ttl   time.Duration // of a hold: longer than a page stays open
 
 	mu    sync.Mutex
 	pages map[string]*approvalPage
 }
+
+// The relay's methods of the approval pages.
+const (
+	relayPageShow   = "page.show"
+	relayPageDecide = "page.decide"
+)
 
 // approvalPage is one question: the call shown, and the decision once the
 // user took it.
@@ -39,26 +52,51 @@ type approvalPage struct {
 	call    tool.PendingCall
 	decided chan struct{} // closed when the decision is taken
 	allowed bool          // set before decided is closed
+	release func()        // of the page's hold in a fleet; nil in one process
 }
 
-func newApprovalPages(origin string) *approvalPages {
-	return &approvalPages{origin: origin, pages: map[string]*approvalPage{}}
+func newApprovalPages(relay Relay, ttl time.Duration) *approvalPages {
+	a := &approvalPages{relay: relay, ttl: ttl, pages: map[string]*approvalPage{}}
+	if relay != nil {
+		relay.Handle(relayPageShow, a.serveShow)
+		relay.Handle(relayPageDecide, a.serveDecide)
+	}
+	return a
 }
 
-// open makes a page for call and returns its token; close it with closePage.
-func (a *approvalPages) open(call tool.PendingCall) (string, *approvalPage) {
+// pageKey is how the relay knows a page: the SHA-256 of its token.
+func pageKey(token string) string {
+	sum := sha256.Sum256([]byte(token))
+	return hex.EncodeToString(sum[:])
+}
+
+// open makes a page for call and returns its token; close it with
+// closePage. In a fleet the page is recorded as held here first, and open
+// fails when it cannot be.
+func (a *approvalPages) open(ctx context.Context, call tool.PendingCall) (string, *approvalPage, error) {
 	token := rand.Text() + rand.Text() // 52 base32 characters: 260 random bits
 	p := &approvalPage{call: call, decided: make(chan struct{})}
+	if a.relay != nil {
+		release, err := a.relay.Hold(ctx, "page", pageKey(token), a.ttl)
+		if err != nil {
+			return "", nil, fmt.Errorf("the approval page cannot be offered to the fleet: %w", err)
+		}
+		p.release = release
+	}
 	a.mu.Lock()
 	a.pages[token] = p
 	a.mu.Unlock()
-	return token, p
+	return token, p, nil
 }
 
 func (a *approvalPages) closePage(token string) {
 	a.mu.Lock()
+	p := a.pages[token]
 	delete(a.pages, token)
 	a.mu.Unlock()
+	if p != nil && p.release != nil {
+		p.release()
+	}
 }
 
 // decide records the decision on the page of token, once. It reports
@@ -97,28 +135,136 @@ var approvalTemplate = template.Must(template.New("approval").Parse(`<!doctype h
 {{end}}</body></html>
 `))
 
+// pageServer serves the approval pages on one HTTP handler. origin is the
+// handler's configured origin (of its resource URL), which a browser
+// behind a TLS proxy names; "" means the request's own.
+type pageServer struct {
+	pages  *approvalPages
+	origin string
+}
+
+// The outcomes of a decision.
+const (
+	pageDecided  = "decided"
+	pageConflict = "conflict" // decided already
+	pageMissing  = "missing"  // no such page
+)
+
+// pageWire is a request about a page another replica holds, and its reply.
+type pageWire struct {
+	Token  string `json:"token"`
+	Allow  bool   `json:"allow,omitempty"`
+	Call   string `json:"call,omitempty"`   // show: the call rendered, "" for no such page
+	Result string `json:"result,omitempty"` // decide
+}
+
+// show returns the call of the page of token rendered, wherever it is held
+// ("" for no such page).
+func (a *approvalPages) show(ctx context.Context, token string) (string, error) {
+	if p := a.lookup(token); p != nil {
+		return p.call.Render(), nil
+	}
+	rep, err := a.remote(ctx, relayPageShow, pageWire{Token: token})
+	return rep.Call, err
+}
+
+// decideAnywhere takes the decision on the page of token wherever it is
+// held, and says what came of it.
+func (a *approvalPages) decideAnywhere(ctx context.Context, token string, allow bool) (string, error) {
+	if p := a.lookup(token); p != nil {
+		if a.decide(token, allow) {
+			return pageDecided, nil
+		}
+		return pageConflict, nil
+	}
+	rep, err := a.remote(ctx, relayPageDecide, pageWire{Token: token, Allow: allow})
+	if rep.Result == "" {
+		rep.Result = pageMissing
+	}
+	return rep.Result, err
+}
+
+// remote passes a request about a page this replica does not hold to the
+// one that does; with none, the reply is empty.
+func (a *approvalPages) remote(ctx context.Context, method string, req pageWire) (pageWire, error) {
+	if a.relay == nil {
+		return pageWire{}, nil
+	}
+	holder, err := a.relay.Holder(ctx, "page", pageKey(req.Token))
+	if replicaLost(err) || holder == "" || holder == a.relay.Instance() {
+		return pageWire{}, nil // the call it belonged to is gone with its replica
+	}
+	if err != nil {
+		return pageWire{}, err
+	}
+	body, _ := json.Marshal(req)
+	raw, err := a.relay.Call(ctx, holder, method, body, nil)
+	if replicaLost(err) {
+		return pageWire{}, nil
+	}
+	if err != nil {
+		return pageWire{}, err
+	}
+	var rep pageWire
+	err = json.Unmarshal(raw, &rep)
+	return rep, err
+}
+
+func (a *approvalPages) serveShow(_ context.Context, body []byte, _ func([]byte)) ([]byte, error) {
+	var req pageWire
+	if err := json.Unmarshal(body, &req); err != nil {
+		return nil, err
+	}
+	var rep pageWire
+	if p := a.lookup(req.Token); p != nil {
+		rep.Call = p.call.Render()
+	}
+	return json.Marshal(rep)
+}
+
+func (a *approvalPages) serveDecide(_ context.Context, body []byte, _ func([]byte)) ([]byte, error) {
+	var req pageWire
+	if err := json.Unmarshal(body, &req); err != nil {
+		return nil, err
+	}
+	rep := pageWire{Result: pageMissing}
+	if a.lookup(req.Token) != nil {
+		rep.Result = pageConflict
+		if a.decide(req.Token, req.Allow) {
+			rep.Result = pageDecided
+		}
+	}
+	return json.Marshal(rep)
+}
+
+const pageNotFound = "Not Found: no such approval (it was answered, or the call ended)"
+
 // ServeHTTP serves the page of the token in the path: GET shows the call,
 // POST takes the decision. Nothing else is served: no page's address can
 // be guessed, a page says nothing about the gateway, a decision is taken
 // once, and another site can neither frame the page nor post to it.
-func (a *approvalPages) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+func (s *pageServer) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	h := w.Header()
 	h.Set("Cache-Control", "no-store")
 	h.Set("Referrer-Policy", "no-referrer")
 	h.Set("X-Frame-Options", "DENY")
 	h.Set("Content-Security-Policy", "default-src 'none'; style-src 'unsafe-inline'; form-action 'self'; frame-ancestors 'none'")
 	token := strings.TrimPrefix(r.URL.Path, ApprovalPath)
-	p := a.lookup(token)
-	if p == nil {
-		http.Error(w, "Not Found: no such approval (it was answered, or the call ended)", http.StatusNotFound)
-		return
-	}
 	var data struct{ Call, Done string }
 	switch r.Method {
 	case http.MethodGet, http.MethodHead:
-		data.Call = p.call.Render()
+		call, err := s.pages.show(r.Context(), token)
+		if err != nil {
+			http.Error(w, "Service Unavailable: the approval could not be reached: "+err.Error(), http.StatusServiceUnavailable)
+			return
+		}
+		if call == "" {
+			http.Error(w, pageNotFound, http.StatusNotFound)
+			return
+		}
+		data.Call = call
 	case http.MethodPost:
-		if !sameOrigin(r, a.origin) {
+		if !sameOrigin(r, s.origin) {
 			http.Error(w, "Forbidden: a decision is taken on its own page", http.StatusForbidden)
 			return
 		}
@@ -127,7 +273,15 @@ func (a *approvalPages) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			http.Error(w, `Bad Request: decision must be "allow" or "deny"`, http.StatusBadRequest)
 			return
 		}
-		if !a.decide(token, decision == "allow") {
+		result, err := s.pages.decideAnywhere(r.Context(), token, decision == "allow")
+		switch {
+		case err != nil:
+			http.Error(w, "Service Unavailable: the approval could not be reached: "+err.Error(), http.StatusServiceUnavailable)
+			return
+		case result == pageMissing:
+			http.Error(w, pageNotFound, http.StatusNotFound)
+			return
+		case result == pageConflict:
 			http.Error(w, "Conflict: this call was decided already", http.StatusConflict)
 			return
 		}

@@ -22,6 +22,13 @@
 // model can read, never a protocol error. Nothing the client sends (an
 // "approved" argument, annotations) changes the decision.
 //
+// Several gateways can serve one fleet behind a load balancer that keeps
+// no client on one replica: with a [SessionStore] any replica serves any
+// 2025 session's request, with a [CallLimiter] a caller's rate holds for
+// the fleet, and with a [Relay] a request about a call or an approval page
+// another replica holds reaches it (package store implements them on
+// PostgreSQL; package workspace wires them; docs/fleet.md).
+//
 // Clients receive what the executor returns: build it with
 // [tool.ExecutorOptions].Mask so that secrets an upstream echoes back, in
 // a result, an error, progress or a log line, are masked before they are

@@ -58,6 +58,12 @@ type Options struct {
 	// ParkTimeout is how long a parked call waits for its client's answer
 	// to one question before it is cancelled; 0 means [DefaultParkTimeout].
 	ParkTimeout time.Duration
+	// Relay connects this gateway to the other replicas of its fleet (see
+	// [Relay]): a retry answering a call parked on another replica, or a
+	// request for an approval page another replica holds, is passed to
+	// it. Nil means one process: every such request reaches this one. A
+	// fleet also shares StateKey.
+	Relay Relay
 	// CacheTTL is the time-to-live the gateway announces for its listings
 	// and reads (the ttlMs cache hint of 2026-07-28, SEP-2549), bounded
 	// for a read by the upstream's own hint. 0 means none: every result is
@@ -75,6 +81,7 @@ type Gateway struct {
 
 	logins      logins // the callers' authorizations calls wait for (authorize.go)
 	parking     Parking
+	pages       *approvalPages // the approval pages of URL-mode elicitation
 	sealer      *sealer
 	parkTimeout time.Duration
 	unanswered  error // the cause of a parked call whose question waited past parkTimeout
@@ -113,6 +120,10 @@ func New(ex *tool.Executor, opts *Options) *Gateway {
 	if g.parking == nil {
 		g.parking = NewLocalParking(g.parkTimeout)
 	}
+	if g.opts.Relay != nil {
+		g.parking = newRelayedParking(g.parking, g.opts.Relay, g.parkTimeout)
+	}
+	g.pages = newApprovalPages(g.opts.Relay, 2*g.parkTimeout)
 	g.upstreams = newUpstreams(g.opts.Upstreams, g.ex.Mask, g.logger)
 	g.subs = newSubscriptions(g.logger)
 	return g

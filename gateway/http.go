@@ -68,6 +68,15 @@ type HTTPOptions struct {
 	// and calls refused or cancelled, for metrics. It is called
 	// synchronously, outside the gateway's locks: it must not block.
 	Observe func(Event)
+	// Sessions, when set, keeps the records of 2025 sessions for a fleet
+	// of replicas, so that any replica serves any session's requests (see
+	// [SessionStore]). Nil keeps every session in this process. The limits
+	// on sessions and on calls in progress stay each replica's own.
+	Sessions SessionStore
+	// CallLimiter, when set, decides each caller's call rate
+	// (Limits.CallRate and CallBurst) for the whole fleet instead of this
+	// process (see [CallLimiter]).
+	CallLimiter CallLimiter
 	// Callbacks are handlers served at their paths outside the bearer
 	// authentication and the Origin check: the redirects of callers'
 	// authorizations at upstreams reached with each caller's own identity
@@ -119,6 +128,7 @@ const MetadataPath = "/.well-known/oauth-protected-resource"
 func (g *Gateway) Handler(opts HTTPOptions) *Handler {
 	tr := newTracker(opts.Limits, opts.Observe, opts.Audit)
 	tr.refuse = g.refuse
+	tr.limiter = opts.CallLimiter
 	byRole := &roleServers{g: g, servers: map[string]*mcp.Server{}, middleware: []mcp.Middleware{tr.middleware}}
 	byRole.now.roles, byRole.now.perCaller = opts.Roles, opts.Verifier != nil && opts.Roles.differ()
 	var verifier *swappableVerifier // the one a reload replaces; nil without authentication
@@ -126,11 +136,21 @@ func (g *Gateway) Handler(opts HTTPOptions) *Handler {
 		verifier = newSwappableVerifier(opts.Verifier)
 		opts.Verifier = verifier.verify
 	}
-	var bound *sessions // sessions bound to their credential; none without tokens or sessions
-	if opts.Verifier != nil && !opts.Stateless {
-		bound = newSessions()
-		opts.Verifier = bound.verifier(opts.Verifier)
-		byRole.middleware = append(byRole.middleware, bound.record)
+	limit := opts.MaxBodyBytes
+	if limit == 0 {
+		limit = mcp.DefaultMaxRequestBodyBytes
+	}
+	var sessions *stateful // the 2025 sessions; none when stateless
+	if !opts.Stateless {
+		sessions = newStateful(nil, tr, opts.Sessions, g.opts.Relay, limit, g.logger)
+		if opts.Verifier != nil {
+			// Outside the swappable one: a reload changes what verifies
+			// tokens, never the binding of sessions to credentials.
+			opts.Verifier = sessions.verifier(opts.Verifier)
+		}
+		if opts.Sessions != nil {
+			byRole.middleware = append(byRole.middleware, sessions.record)
+		}
 	}
 	getServer := func(req *http.Request) *mcp.Server {
 		if opts.Verifier == nil {
@@ -149,25 +169,18 @@ func (g *Gateway) Handler(opts HTTPOptions) *Handler {
 		Stateless: true, PropagateRequestCancellation: true, MaxRequestBodyBytes: opts.MaxBodyBytes,
 	}))
 	h := stateless
-	if !opts.Stateless {
-		stateful := tr.wrapSessions(mcp.NewStreamableHTTPHandler(getServer, &mcp.StreamableHTTPOptions{MaxRequestBodyBytes: opts.MaxBodyBytes}))
-		limit := opts.MaxBodyBytes
-		if limit == 0 {
-			limit = mcp.DefaultMaxRequestBodyBytes
-		}
-		h = &dispatcher{stateful: stateful, stateless: stateless, maxBody: limit}
+	if sessions != nil {
+		sessions.getServer = getServer
+		h = &dispatcher{stateful: sessions, stateless: stateless, maxBody: limit}
 	}
 	// Approvals by URL-mode elicitation link to a page of this handler's,
 	// at the address the client reached it by (or the configured one).
-	pages := newApprovalPages(originOnly(opts.ResourceURL))
-	h = withApprovalPages(h, pages, pages.origin, g.parkTimeout)
+	origin := originOnly(opts.ResourceURL)
+	h = withApprovalPages(h, g.pages, origin, g.parkTimeout)
 	mux := http.NewServeMux()
-	mux.Handle(ApprovalPath, pages)
+	mux.Handle(ApprovalPath, &pageServer{pages: g.pages, origin: origin})
 	mux.HandleFunc(LivenessPath, liveness)
 	mux.Handle(ReadinessPath, readiness(opts.Ready, tr))
-	if bound != nil {
-		h = bound.check(h)
-	}
 	if opts.Verifier != nil {
 		h = requireToken(opts, h)
 		if !opts.InsecurePlainBearer {
@@ -186,7 +199,7 @@ func (g *Gateway) Handler(opts HTTPOptions) *Handler {
 		}
 		mux.Handle(path, cb)
 	}
-	return &Handler{mux: mux, servers: byRole, tracker: tr, verifier: verifier}
+	return &Handler{mux: mux, servers: byRole, tracker: tr, verifier: verifier, sessions: sessions}
 }
 
 // Handler is the gateway's HTTP handler (see [Gateway.Handler]).
@@ -195,6 +208,7 @@ type Handler struct {
 	servers  *roleServers
 	tracker  *tracker
 	verifier *swappableVerifier // nil without authentication
+	sessions *stateful          // nil when stateless
 }
 
 // ServeHTTP serves /mcp, the protected-resource metadata and the health
@@ -214,7 +228,12 @@ func (h *Handler) Drain(ctx context.Context, grace time.Duration) int {
 
 // Close stops the per-role servers from following the registry. Requests
 // still being served are not interrupted.
-func (h *Handler) Close() { h.servers.stopAll() }
+func (h *Handler) Close() {
+	h.servers.stopAll()
+	if h.sessions != nil {
+		h.sessions.close()
+	}
+}
 
 // withApprovalPages puts the approval pages in the context of every
 // request to next, with the address to link them by: base, or the

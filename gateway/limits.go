@@ -87,6 +87,10 @@ const (
 	LimitCallRate          = "call_rate"
 	LimitListensPerCaller  = "max_listens_per_caller"
 	LimitDraining          = "draining" // the gateway is shutting down
+	// LimitRateUnchecked refuses a call whose caller's rate could not be
+	// checked against a fleet's [CallLimiter] (its store is unreachable):
+	// failing closed.
+	LimitRateUnchecked = "rate_unchecked"
 )
 
 // EventKind says what an [Event] reports.
@@ -107,6 +111,10 @@ const (
 	EndExpired = "expired" // SessionIdleTimeout passed
 	EndDrained = "drained" // the gateway shut down
 	EndClosed  = "closed"  // anything else: the session failed to initialize, or its connection ended
+	// EndDropped: a replica of a fleet dropped its copy of a session that
+	// goes on (its record lives in the [SessionStore]); the next request
+	// of the session on this replica rebuilds it.
+	EndDropped = "dropped"
 )
 
 // Event is one thing the HTTP gateway's limits and lifecycle did, for
@@ -145,6 +153,16 @@ type tracker struct {
 	audit   *audit.Log // for refused sessions
 	// refuse audits a refused call ([Gateway.refuse]); nil audits none.
 	refuse func(ctx context.Context, name string, args json.RawMessage, reason tool.Reason, msg string) *tool.Result
+	// limiter, when set, decides the call rate for the fleet instead of
+	// each caller's bucket here.
+	limiter CallLimiter
+	// expiring, when set, is asked what to do when a session's idle
+	// timer fires (see [stateful.expiring]): end it (with the reason it
+	// returns), or check again after again. Nil ends it as expired.
+	expiring func(s *session) (end string, again time.Duration)
+	// exempt says whether a request is the session layer's own (one that
+	// brings a session's copy up to date), which no limit counts.
+	exempt func(req mcp.Request) bool
 
 	mu       sync.Mutex
 	open     int                 // sessions admitted, bound or still initializing
@@ -167,7 +185,8 @@ type callerState struct {
 // a session, 2026-07-28 or a stateless gateway's, of that one request).
 type session struct {
 	caller, subject string
-	counted         bool // holds a slot of MaxSessions
+	counted         bool // holds a slot of MaxSessions: opened on this replica
+	stateful        bool // a 2025 session (opened here, or a copy of one opened elsewhere)
 
 	// Guarded by tracker.mu.
 	id       string
@@ -214,56 +233,6 @@ func (t *tracker) wrapRequests(next http.Handler) http.Handler {
 	})
 }
 
-// wrapSessions admits, tracks and ends sessions around next, go-sdk's
-// stateful handler. It runs after authentication, so the caller is known.
-// The session's state goes into the context of the request that creates
-// it; go-sdk keeps that context's values for every request the session
-// handles.
-func (t *tracker) wrapSessions(next http.Handler) http.Handler {
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		key, subject := callerKey(r)
-		sid := r.Header.Get("Mcp-Session-Id")
-		if sid == "" {
-			if r.Method != http.MethodPost {
-				next.ServeHTTP(w, r) // go-sdk answers 400
-				return
-			}
-			s, limit := t.admit(key, subject)
-			if limit != "" {
-				t.refuseSession(w, key, subject, limit)
-				return
-			}
-			next.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), trackedKey{}, s)))
-			t.mu.Lock()
-			bound := s.ss != nil
-			t.mu.Unlock()
-			if !bound { // not an initialize, or it failed: go-sdk kept no session
-				t.release(s, EndClosed)
-			} else {
-				t.idle(s) // the end of this first request (admit counted it)
-			}
-			return
-		}
-		s := t.lookup(sid, subject)
-		if s == nil { // unknown, or another caller's: go-sdk answers 404 or 403
-			next.ServeHTTP(w, r)
-			return
-		}
-		if r.Method == http.MethodDelete {
-			// Cancel first: go-sdk's Close, which answers the DELETE,
-			// waits for the calls in flight to return.
-			t.end(s, EndDeleted)
-			next.ServeHTTP(w, r)
-			return
-		}
-		if r.Method == http.MethodPost {
-			t.busy(s)
-			defer t.idle(s)
-		}
-		next.ServeHTTP(w, r)
-	})
-}
-
 // admit reserves a session slot for a caller, or names the limit that
 // refuses it.
 func (t *tracker) admit(key, subject string) (*session, string) {
@@ -281,7 +250,14 @@ func (t *tracker) admit(key, subject string) (*session, string) {
 	}
 	t.open++
 	c.sessions++
-	return &session{caller: key, subject: subject, counted: true, active: 1, calls: map[*inflight]struct{}{}}, ""
+	return &session{caller: key, subject: subject, counted: true, stateful: true, active: 1, calls: map[*inflight]struct{}{}}, ""
+}
+
+// adopt returns the tracker's state of a copy of a session opened on
+// another replica, which this one serves now. It holds no session slot:
+// the replica that opened it counted it.
+func (t *tracker) adopt(key, subject string) *session {
+	return &session{caller: key, subject: subject, stateful: true, calls: map[*inflight]struct{}{}}
 }
 
 // caller returns key's state, making it. Callers with nothing open and a
@@ -300,7 +276,7 @@ func (t *tracker) caller(key string) *callerState {
 		}
 	}
 	c := &callerState{}
-	if t.limits.CallRate > 0 {
+	if t.limits.CallRate > 0 && t.limiter == nil {
 		c.lim = rate.NewLimiter(rate.Limit(t.limits.CallRate), callBurst(t.limits))
 	}
 	t.callers[key] = c
@@ -326,31 +302,51 @@ func (t *tracker) refuseSession(w http.ResponseWriter, key, subject, limit strin
 }
 
 // bind records the go-sdk session an admitted session became, once its
-// initialize succeeded, and releases its slot when the session ends.
+// initialize succeeded (or a copy, once rebuilt), and releases its slot
+// when the session ends.
 func (t *tracker) bind(s *session, ss *mcp.ServerSession) {
 	t.mu.Lock()
-	if s.ss != nil || !s.counted {
+	if s.ss != nil || !s.stateful {
 		t.mu.Unlock()
 		return
 	}
 	s.ss, s.id = ss, ss.ID()
 	t.sessions[s.id] = s
 	t.mu.Unlock()
-	t.observe(Event{Kind: SessionOpened, Caller: s.caller})
+	if s.counted {
+		t.observe(Event{Kind: SessionOpened, Caller: s.caller})
+	}
 	go func() {
 		_ = ss.Wait()
 		t.release(s, EndClosed)
 	}()
 }
 
-func (t *tracker) lookup(sid, subject string) *session {
+// bound reports whether s is a session that opened (its initialize
+// succeeded, and was stored where there is a store).
+func (t *tracker) bound(s *session) bool {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	s := t.sessions[sid]
-	if s == nil || s.subject != subject {
-		return nil
+	return s.ss != nil
+}
+
+// isDraining reports whether the gateway is draining.
+func (t *tracker) isDraining() bool {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return t.draining
+}
+
+// arm starts s's idle timer unless a request of s is in progress or it
+// runs already: a copy of a session that only serves an event stream
+// would otherwise never be looked at.
+func (t *tracker) arm(s *session) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if s.active > 0 || s.timer != nil || s.ending != "" || s.released || t.limits.SessionIdleTimeout <= 0 {
+		return
 	}
-	return s
+	s.timer = time.AfterFunc(t.limits.SessionIdleTimeout, func() { t.expire(s) })
 }
 
 func (t *tracker) busy(s *session) {
@@ -382,10 +378,28 @@ func (t *tracker) idle(s *session) {
 
 func (t *tracker) expire(s *session) {
 	t.mu.Lock()
-	idle := s.active == 0
+	idle := s.active == 0 && s.ending == "" && !s.released
+	t.mu.Unlock()
+	if !idle {
+		return
+	}
+	end := EndExpired
+	if t.expiring != nil {
+		var again time.Duration
+		if end, again = t.expiring(s); end == "" {
+			t.mu.Lock()
+			if s.active == 0 && s.ending == "" && !s.released && s.timer != nil {
+				s.timer.Reset(again)
+			}
+			t.mu.Unlock()
+			return
+		}
+	}
+	t.mu.Lock()
+	idle = s.active == 0
 	t.mu.Unlock()
 	if idle {
-		t.end(s, EndExpired)
+		t.end(s, end)
 	}
 }
 
@@ -430,7 +444,7 @@ func (t *tracker) cancelLocked(calls map[*inflight]struct{}, cause error) int {
 // release frees s's slot; it runs once, when go-sdk's session is gone.
 func (t *tracker) release(s *session, why string) {
 	t.mu.Lock()
-	if s.released || !s.counted {
+	if s.released || !s.stateful {
 		t.mu.Unlock()
 		return
 	}
@@ -441,14 +455,16 @@ func (t *tracker) release(s *session, why string) {
 	if s.timer != nil {
 		s.timer.Stop()
 	}
-	t.open--
-	if c := t.callers[s.caller]; c != nil {
-		c.sessions--
+	if s.counted {
+		t.open--
+		if c := t.callers[s.caller]; c != nil {
+			c.sessions--
+		}
 	}
-	if s.id != "" {
+	if s.id != "" && t.sessions[s.id] == s {
 		delete(t.sessions, s.id)
 	}
-	bound := s.ss != nil
+	bound := s.ss != nil && s.counted
 	t.mu.Unlock()
 	if bound {
 		t.observe(Event{Kind: SessionClosed, Caller: s.caller, End: why})
@@ -460,22 +476,27 @@ func (t *tracker) release(s *session, why string) {
 // or the limit that refuses it.
 func (t *tracker) startCall(ctx context.Context, s *session) (context.Context, func(), string) {
 	t.mu.Lock()
-	defer t.mu.Unlock()
 	switch {
 	case t.draining:
+		t.mu.Unlock()
 		return nil, nil, LimitDraining
 	case s.ending != "":
+		t.mu.Unlock()
 		return nil, nil, LimitDraining // the session is ending: no new work
 	case t.limits.MaxCallsPerSession > 0 && len(s.calls) >= t.limits.MaxCallsPerSession:
+		t.mu.Unlock()
 		return nil, nil, LimitCallsPerSession
 	}
 	c := t.caller(s.caller)
 	if t.limits.MaxCallsPerCaller > 0 && c.calls >= t.limits.MaxCallsPerCaller {
+		t.mu.Unlock()
 		return nil, nil, LimitCallsPerCaller
 	}
 	if c.lim != nil && !c.lim.Allow() {
+		t.mu.Unlock()
 		return nil, nil, LimitCallRate
 	}
+	perSecond, burst := t.limits.CallRate, t.limits.CallBurst
 	ctx, cancel := context.WithCancelCause(ctx)
 	call := &inflight{s: s, cancel: cancel}
 	if s.calls == nil {
@@ -484,7 +505,8 @@ func (t *tracker) startCall(ctx context.Context, s *session) (context.Context, f
 	s.calls[call] = struct{}{}
 	t.calls[call] = struct{}{}
 	c.calls++
-	return ctx, func() {
+	t.mu.Unlock()
+	done := func() {
 		cancel(nil)
 		t.mu.Lock()
 		defer t.mu.Unlock()
@@ -494,7 +516,24 @@ func (t *tracker) startCall(ctx context.Context, s *session) (context.Context, f
 			c.calls--
 		}
 		t.closeDrainedLocked()
-	}, ""
+	}
+	// The fleet's bucket is asked with the call's slot held (so that the
+	// concurrency limits cannot be overrun meanwhile), outside the lock:
+	// it is a round trip to the store.
+	if t.limiter != nil && perSecond > 0 {
+		if burst <= 0 {
+			burst = max(1, int(math.Ceil(perSecond)))
+		}
+		ok, err := t.limiter.Allow(ctx, s.caller, perSecond, burst)
+		if err != nil || !ok {
+			done()
+			if err != nil {
+				return nil, nil, LimitRateUnchecked
+			}
+			return nil, nil, LimitCallRate
+		}
+	}
+	return ctx, done, ""
 }
 
 // startListen admits a subscriptions/listen stream of s, returning its
@@ -588,6 +627,8 @@ func refusalText(limit, what string) string {
 		return fmt.Sprintf("%s refused: this caller is over its rate of calls (%s); retry shortly", what, limit)
 	case LimitListensPerCaller:
 		return fmt.Sprintf("%s refused: this caller is at its limit of open subscriptions/listen streams (%s); close one first", what, limit)
+	case LimitRateUnchecked:
+		return fmt.Sprintf("%s refused: this caller's rate of calls could not be checked with the fleet's store (%s); retry shortly", what, limit)
 	}
 	return fmt.Sprintf("%s refused: the gateway is shutting down or the session is ending (%s); do not retry on this session", what, limit)
 }
@@ -597,7 +638,7 @@ func refusalText(limit, what string) string {
 func (t *tracker) middleware(next mcp.MethodHandler) mcp.MethodHandler {
 	return func(ctx context.Context, method string, req mcp.Request) (mcp.Result, error) {
 		s := trackedFrom(ctx)
-		if s == nil {
+		if s == nil || (t.exempt != nil && t.exempt(req)) {
 			return next(ctx, method, req)
 		}
 		switch method {

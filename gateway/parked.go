@@ -167,6 +167,8 @@ func (g *Gateway) await(ctx context.Context, req *mcp.CallToolRequest, id string
 		return g.refuseRetry(ctx, req, errStateReplayed)
 	case errors.Is(err, ErrNotParked):
 		return g.refuseRetry(ctx, req, errStateUnknown)
+	case errors.Is(err, ErrHolderLost):
+		return g.refuseRetry(ctx, req, errStateLost)
 	case err != nil:
 		return nil, err
 	}

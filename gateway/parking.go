@@ -100,6 +100,10 @@ var (
 	// longer waits on (answered already: a replay), or that another
 	// request is waiting on the call.
 	ErrRoundAnswered = errors.New("that round of the call is not the one it waits on")
+	// ErrHolderLost says that the call was held by a replica of a fleet
+	// that is gone (see [Relay]): it was in flight there, and its outcome
+	// is not known.
+	ErrHolderLost = errors.New("the call was in flight on a gateway replica that is gone")
 )
 
 // NewLocalParking returns a [Parking] in this process's memory: for a

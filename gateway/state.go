@@ -51,6 +51,7 @@ var (
 	errStateOtherCall   = errors.New("requestState belongs to a call of another tool or with other arguments")
 	errStateReplayed    = errors.New("requestState is for a question the call no longer waits on (answered already)")
 	errStateUnknown     = errors.New("requestState names a call that is not waiting (it ended, or expired)")
+	errStateLost        = errors.New("requestState names a call that was in flight on a gateway replica that is gone; its outcome is not known: call the tool again")
 )
 
 // sealer seals and opens requestStates with one key.

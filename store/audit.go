@@ -30,15 +30,17 @@ const auditWriteTimeout = 30 * time.Second
 // event's JSON, "prev", and "sig" with a key), so [audit.Verify] checks
 // the table's lines as it checks a file's.
 //
-// Appends are serialized by the chain's head row: one statement moves the
-// head from the seq this sink believes is last to the next one and
-// inserts the row, and does nothing when another replica moved the head
-// first (the UPDATE's WHERE is re-checked on the row it waited for). The
-// sink then reads the head and builds its line again. A sink that is the
-// only writer reads nothing back: one round trip per event.
+// Appends are serialized by the chain's head row: one statement (the
+// function toolwire.audit_append) locks the head, moves it from the seq
+// this sink believes is last to the next one and inserts the row, or,
+// when another replica moved the head first, does nothing; either way it
+// returns the head as it is now, so a sink that was beaten builds its
+// line again at once. One round trip per event when no other replica
+// wrote meanwhile, two when one did.
 type auditTable struct {
-	pool *pgxpool.Pool
-	key  ed25519.PrivateKey
+	pool     *pgxpool.Pool
+	key      ed25519.PrivateKey
+	instance int32 // written with each row, for the recovery of a lost instance's calls
 
 	mu    sync.Mutex
 	known bool // seq and prev are the head as last seen
@@ -46,22 +48,39 @@ type auditTable struct {
 	prev  [sha256.Size]byte
 }
 
-func newAuditTable(pool *pgxpool.Pool, key ed25519.PrivateKey) *auditTable {
-	return &auditTable{pool: pool, key: key}
+func newAuditTable(pool *pgxpool.Pool, key ed25519.PrivateKey, instance int32) *auditTable {
+	return &auditTable{pool: pool, key: key, instance: instance}
 }
 
-const appendAudit = `
-WITH head AS (
-	UPDATE toolwire.audit_head SET seq = $1 + 1, hash = $3 WHERE seq = $1 RETURNING seq
-)
-INSERT INTO toolwire.audit_events (seq, line, kind, at)
-SELECT seq, $2, $4, $5 FROM head`
+// as returns a sink on a's chain whose rows name instance as their
+// writer: for the outcomes recovery gives a lost instance's calls. It
+// shares a's view of the head.
+func (a *auditTable) as(instance int32) audit.Sink {
+	return sinkFunc(func(ev *audit.Event) error { return a.write(ev, instance) })
+}
+
+type sinkFunc func(*audit.Event) error
+
+func (f sinkFunc) Write(ev *audit.Event) error { return f(ev) }
+
+// appendAudit appends a line if the head is where the sink believes, and
+// says where the head is now (see toolwire.audit_append).
+const appendAudit = `SELECT appended, head_seq, head_hash FROM toolwire.audit_append($1, $2, $3, $4, $5, $6, $7, $8)`
 
 // Write appends ev to the chain. It is safe for concurrent use.
-func (a *auditTable) Write(ev *audit.Event) error {
+func (a *auditTable) Write(ev *audit.Event) error { return a.write(ev, a.instance) }
+
+// write appends ev to the chain, as written by instance.
+func (a *auditTable) write(ev *audit.Event, instance int32) error {
 	event, err := json.Marshal(ev)
 	if err != nil {
 		return err
+	}
+	// A call's rows name it, so that a lost instance's open calls can be
+	// found (see recoverInstance).
+	var batch, idx any
+	if ev.Batch != "" {
+		batch, idx = ev.Batch, ev.Index
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), auditWriteTimeout)
 	defer cancel()
@@ -82,17 +101,24 @@ func (a *auditTable) Write(ev *audit.Event) error {
 		}
 		line = audit.AppendChain(append(line[:0], event...), a.prev, a.key)
 		sum := sha256.Sum256(line)
-		tag, err := a.pool.Exec(ctx, appendAudit, a.seq, line, sum[:], string(ev.Kind), ev.Time)
+		var (
+			appended bool
+			hash     []byte
+		)
+		err := a.pool.QueryRow(ctx, appendAudit, a.seq, line, sum[:], string(ev.Kind), ev.Time, instance, batch, idx).Scan(&appended, &a.seq, &hash)
 		if err != nil {
 			a.known = false // the statement may or may not have committed
 			return fmt.Errorf("audit table: append: %w", err)
 		}
-		if tag.RowsAffected() == 1 {
-			a.seq++
-			a.prev = sum
+		if len(hash) != sha256.Size {
+			a.known = false
+			return fmt.Errorf("audit table: the chain's head hash has %d bytes", len(hash))
+		}
+		copy(a.prev[:], hash)
+		if appended {
 			return nil
 		}
-		a.known = false // another writer appended first
+		// Another writer appended first: the head it left came back.
 	}
 }
 

@@ -125,7 +125,7 @@ func BenchmarkStore(b *testing.B) {
 			measure(b, func(int) error { _, err := s.Sessions().Get(ctx, "bench"); return err })
 		})
 		b.Run("sessions.touch/"+st.name, func(b *testing.B) {
-			measure(b, func(int) error { return s.Sessions().Touch(ctx, "bench", time.Hour) })
+			measure(b, func(int) error { _, err := s.Sessions().Touch(ctx, "bench", time.Hour); return err })
 		})
 	}
 	b.Run("audit.verify/postgres", func(b *testing.B) {

@@ -23,6 +23,11 @@
 // (migrations/*.sql, recorded in toolwire.schema_migrations) under a
 // transaction-level advisory lock, so replicas starting together apply
 // each migration once; it refuses a database migrated by a newer toolwire.
-// Changes of the pins reach every replica through LISTEN/NOTIFY on one
-// connection per Store. docs/fleet.md describes the schema.
+// Changes of the pins, and deletions of sessions, reach every replica
+// through LISTEN/NOTIFY on one connection per Store, which also holds the
+// process's instance lock: every Store on PostgreSQL is an instance of the
+// fleet, and one that is gone without closing is found and its open calls
+// given their outcome in the audit table. [Relay] passes requests between
+// instances (a retry to the replica holding its parked call). docs/fleet.md
+// describes the schema.
 package store

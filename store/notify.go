@@ -2,31 +2,56 @@ package store
 
 import (
 	"context"
+	"errors"
+	"fmt"
 	"log/slog"
 	"maps"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/jackc/pgx/v5"
 )
 
-// pinsChannel is the NOTIFY channel of pin changes; the payload is the
-// server's name.
-const pinsChannel = "toolwire_pins"
+// The NOTIFY channels the store listens on.
+const (
+	// pinsChannel: a pin changed; the payload is the server's name.
+	pinsChannel = "toolwire_pins"
+	// sessionsChannel: a session ended (deleted); the payload is its id.
+	sessionsChannel = "toolwire_sessions"
+	// fleetChannel: the payload is an instance's id, the recipient of a
+	// message in toolwire.mailbox, or "lost:" and the id of an instance
+	// found lost.
+	fleetChannel = "toolwire_fleet"
+)
+
+var channels = []string{pinsChannel, sessionsChannel, fleetChannel}
+
+// errLostInstance says that this instance was taken for lost by another:
+// its lock was free (its listening connection was gone) and another
+// instance gave its open calls an outcome.
+var errLostInstance = errors.New("this toolwire was taken for lost by another replica while its connection to the database was down (its open calls were recorded as lost); restart it")
 
 // listener holds one connection that LISTENs to the store's channels and
-// calls the watchers of each notification. It is the only goroutine the
-// store starts: listen starts it, close stops it and waits for it.
+// calls the watchers of each notification, and that holds the instance's
+// advisory lock, which says to the other instances that this one is
+// running. It is one of the goroutines the store starts: listen starts it,
+// close stops it and waits for it.
 //
 // When the connection fails, the listener reconnects (backing off from
-// 100 ms to 5 s) and then calls every watcher with "": notifications sent
-// while it was away are lost, so watchers check everything again.
+// 100 ms to 5 s), takes the lock again, and then calls every watcher with
+// "": notifications sent while it was away are lost, so watchers check
+// everything again. If the lock cannot be taken again (another instance
+// found this one lost meanwhile), the listener stops and [listener.lost]
+// says so.
 type listener struct {
-	cfg    *pgx.ConnConfig
-	logger *slog.Logger
-	cancel context.CancelFunc
-	done   chan struct{}
+	cfg      *pgx.ConnConfig
+	logger   *slog.Logger
+	instance int32 // 0: hold no lock
+	cancel   context.CancelFunc
+	done     chan struct{}
+	lostErr  atomic.Pointer[error]
 
 	mu       sync.Mutex
 	next     int
@@ -38,9 +63,10 @@ type watcher struct {
 	fn      func(payload string)
 }
 
-// listen connects, LISTENs, and starts the listener: once it returns,
-// every notification committed later reaches the watchers registered by
-// then.
+// listen connects, registers this process as an instance (see
+// instance.go) holding its lock, LISTENs, and starts the listener: once it
+// returns, every notification committed later reaches the watchers
+// registered by then.
 func listen(ctx context.Context, cfg *pgx.ConnConfig, logger *slog.Logger) (*listener, error) {
 	l := &listener{cfg: cfg.Copy(), logger: logger, done: make(chan struct{}), watchers: map[int]watcher{}}
 	conn, err := l.connect(ctx)
@@ -58,11 +84,45 @@ func (l *listener) connect(ctx context.Context) (*pgx.Conn, error) {
 	if err != nil {
 		return nil, err
 	}
-	if _, err := conn.Exec(ctx, "LISTEN "+pinsChannel); err != nil {
-		_ = conn.Close(context.Background())
-		return nil, err
+	if l.instance == 0 {
+		if l.instance, err = register(ctx, conn); err != nil {
+			_ = conn.Close(context.Background())
+			return nil, fmt.Errorf("register this toolwire: %w", err)
+		}
+	} else {
+		var got bool
+		err := conn.QueryRow(ctx, "SELECT pg_try_advisory_lock($1, $2)", instanceLockClass, l.instance).Scan(&got)
+		if err == nil && got {
+			// Taken, but found lost before it was: the others gave its
+			// open calls an outcome already.
+			var recovered bool
+			err = conn.QueryRow(ctx, "SELECT recovered_at IS NOT NULL FROM toolwire.instances WHERE id = $1", l.instance).Scan(&recovered)
+			got = err == nil && !recovered
+		}
+		if err != nil {
+			_ = conn.Close(context.Background())
+			return nil, err
+		}
+		if !got {
+			_ = conn.Close(context.Background())
+			return nil, errLostInstance
+		}
+	}
+	for _, ch := range channels {
+		if _, err := conn.Exec(ctx, "LISTEN "+ch); err != nil {
+			_ = conn.Close(context.Background())
+			return nil, err
+		}
 	}
 	return conn, nil
+}
+
+// lost returns errLostInstance once this instance was found lost, else nil.
+func (l *listener) lost() error {
+	if p := l.lostErr.Load(); p != nil {
+		return *p
+	}
+	return nil
 }
 
 func (l *listener) run(ctx context.Context, conn *pgx.Conn) {
@@ -90,6 +150,11 @@ func (l *listener) run(ctx context.Context, conn *pgx.Conn) {
 		}
 		backoff = min(2*backoff, 5*time.Second)
 		c, err := l.connect(ctx)
+		if errors.Is(err, errLostInstance) {
+			l.lostErr.Store(&err)
+			l.logger.Error("store: " + err.Error())
+			return
+		}
 		if err != nil {
 			if ctx.Err() == nil {
 				l.logger.Warn("store: reconnect the listener", "err", err, "retry", backoff)
@@ -97,7 +162,9 @@ func (l *listener) run(ctx context.Context, conn *pgx.Conn) {
 			continue
 		}
 		conn = c
-		l.dispatch(pinsChannel, "") // whatever was sent meanwhile is lost
+		for _, ch := range channels { // whatever was sent meanwhile is lost
+			l.dispatch(ch, "")
+		}
 	}
 }
 
@@ -113,6 +180,7 @@ func (l *listener) dispatch(channel, payload string) {
 }
 
 // watch registers fn for channel's notifications until stop is called.
+// fn runs on the listener's goroutine: it must not block.
 func (l *listener) watch(channel string, fn func(payload string)) (stop func()) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
@@ -126,7 +194,8 @@ func (l *listener) watch(channel string, fn func(payload string)) (stop func()) 
 	}
 }
 
-// close stops the listener and waits for its goroutine to end.
+// close stops the listener and waits for its goroutine to end; the
+// instance's lock goes with its connection.
 func (l *listener) close() {
 	l.cancel()
 	<-l.done

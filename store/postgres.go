@@ -64,23 +64,38 @@ func openPostgres(ctx context.Context, rawURL, redacted string, opts *Options) (
 	if err != nil {
 		return nil, fmt.Errorf("store: %s: listen: %w", redacted, err)
 	}
+	instance := l.instance
 	tokens, err := oauth.NewStoreOn(&tokenTable{pool: pool, where: "PostgreSQL " + redacted}, opts.OAuth)
 	if err != nil {
 		l.close()
 		return nil, fmt.Errorf("store: %w", err)
 	}
-	return &Store{
+	s := &Store{
 		kind:     Postgres,
 		where:    redacted,
 		pool:     pool,
 		listener: l,
 		applied:  applied,
+		instance: instance,
+		logger:   logger,
 		pins:     pins.NewStoreOn(&pinTable{pool: pool, listener: l}),
 		tokens:   tokens,
-		sink:     newAuditTable(pool, opts.AuditSigningKey),
+		sink:     newAuditTable(pool, opts.AuditSigningKey, instance),
 		limits:   &tableLimiter{pool: pool},
-		session:  &sessionTable{pool: pool},
-	}, nil
+		session:  &sessionTable{pool: pool, listener: l},
+	}
+	s.relay = newRelay(s, cfg.ConnConfig)
+	// The instances that were lost since the last start: their open calls
+	// get an outcome, in the background (a long-lived instance's calls
+	// take a while to look through), stopped by Close.
+	sweepCtx, cancel := context.WithCancel(context.Background())
+	s.stopSweep = cancel
+	s.sweeping.Go(func() {
+		if n, err := s.recoverLost(sweepCtx); err != nil && sweepCtx.Err() == nil {
+			logger.Warn("store: recover the toolwires that were lost", "recovered", n, "err", err)
+		}
+	})
+	return s, nil
 }
 
 // migration is one embedded SQL file, NNNN_name.sql.

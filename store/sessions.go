@@ -44,6 +44,10 @@ type Session struct {
 	// two (Created only for a new session), Put and Touch set Expires to
 	// LastSeen plus the idle timeout they are given (zero: never).
 	Created, LastSeen, Expires time.Time
+	// Revision is the store's too: it grows with every Put and Update,
+	// so that a replica holding a copy of the session knows, from Touch,
+	// when to read it again.
+	Revision int64
 }
 
 // ErrSessionNotFound is returned for a session that is not in the store,
@@ -63,17 +67,24 @@ type Sessions interface {
 	Get(ctx context.Context, id string) (*Session, error)
 	// Update calls change with session id while holding it locked
 	// against every other Update, and stores what change left; the
-	// session's times are not change's to set. When change fails,
-	// nothing is stored and Update returns its error.
-	Update(ctx context.Context, id string, change func(*Session) error) error
-	// Touch records a request of session id now and restarts its idle
-	// timeout (0: none).
-	Touch(ctx context.Context, id string, idle time.Duration) error
-	// Delete removes session id. Removing what is not there is not an
+	// session's times and revision are not change's to set. It returns
+	// the new revision. When change fails, nothing is stored and Update
+	// returns its error.
+	Update(ctx context.Context, id string, change func(*Session) error) (int64, error)
+	// Touch records a request of session id now, restarts its idle
+	// timeout (0: none) and returns its revision.
+	Touch(ctx context.Context, id string, idle time.Duration) (int64, error)
+	// Delete removes session id and tells every watcher, on every replica
+	// ([Sessions.WatchDeleted]). Removing what is not there is not an
 	// error: a DELETE may reach two replicas.
 	Delete(ctx context.Context, id string) error
 	// Prune removes the expired sessions and returns how many.
 	Prune(ctx context.Context) (int64, error)
+	// WatchDeleted calls fn with the id of each session deleted, by any
+	// replica, until stop is called; with "" when deletions may have been
+	// missed (the database connection that listens was lost), so that
+	// every copy is checked again. fn must not block.
+	WatchDeleted(fn func(id string)) (stop func())
 }
 
 func checkSession(s *Session) error {
@@ -95,13 +106,15 @@ func checkSession(s *Session) error {
 
 // memorySessions keeps sessions in this process, for the files store.
 type memorySessions struct {
-	mu  sync.Mutex
-	m   map[string]*Session
-	now func() time.Time
+	mu       sync.Mutex
+	m        map[string]*Session
+	now      func() time.Time
+	next     int
+	watchers map[int]func(string)
 }
 
 func newMemorySessions() *memorySessions {
-	return &memorySessions{m: map[string]*Session{}, now: time.Now}
+	return &memorySessions{m: map[string]*Session{}, now: time.Now, watchers: map[int]func(string){}}
 }
 
 func clone(s *Session) *Session {
@@ -136,9 +149,12 @@ func (m *memorySessions) Put(_ context.Context, s *Session, idle time.Duration) 
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	c := clone(s)
-	c.Created, c.LastSeen, c.Expires = now, now, expiry(now, idle)
-	if old := m.live(s.ID, now); old != nil {
-		c.Created = old.Created
+	c.Created, c.LastSeen, c.Expires, c.Revision = now, now, expiry(now, idle), 1
+	if old := m.m[s.ID]; old != nil {
+		c.Revision = old.Revision + 1
+		if m.live(s.ID, now) != nil {
+			c.Created = old.Created
+		}
 	}
 	m.m[s.ID] = c
 	return nil
@@ -154,42 +170,65 @@ func (m *memorySessions) Get(_ context.Context, id string) (*Session, error) {
 	return clone(s), nil
 }
 
-func (m *memorySessions) Update(_ context.Context, id string, change func(*Session) error) error {
+func (m *memorySessions) Update(_ context.Context, id string, change func(*Session) error) (int64, error) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	s := m.live(id, m.now())
 	if s == nil {
-		return fmt.Errorf("store: session %q: %w", id, ErrSessionNotFound)
+		return 0, fmt.Errorf("store: session %q: %w", id, ErrSessionNotFound)
 	}
 	c := clone(s)
 	if err := change(c); err != nil {
-		return err
+		return 0, err
 	}
-	c.ID, c.Created, c.LastSeen, c.Expires = s.ID, s.Created, s.LastSeen, s.Expires
+	c.ID, c.Created, c.LastSeen, c.Expires, c.Revision = s.ID, s.Created, s.LastSeen, s.Expires, s.Revision+1
 	if err := checkSession(c); err != nil {
-		return err
+		return 0, err
 	}
 	m.m[id] = c
-	return nil
+	return c.Revision, nil
 }
 
-func (m *memorySessions) Touch(_ context.Context, id string, idle time.Duration) error {
+func (m *memorySessions) Touch(_ context.Context, id string, idle time.Duration) (int64, error) {
 	now := m.now().UTC()
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	s := m.live(id, now)
 	if s == nil {
-		return fmt.Errorf("store: session %q: %w", id, ErrSessionNotFound)
+		return 0, fmt.Errorf("store: session %q: %w", id, ErrSessionNotFound)
 	}
 	s.LastSeen, s.Expires = now, expiry(now, idle)
-	return nil
+	return s.Revision, nil
 }
 
 func (m *memorySessions) Delete(_ context.Context, id string) error {
 	m.mu.Lock()
-	defer m.mu.Unlock()
+	_, had := m.m[id]
 	delete(m.m, id)
+	var ws []func(string)
+	if had {
+		for _, w := range m.watchers {
+			ws = append(ws, w)
+		}
+	}
+	m.mu.Unlock()
+	for _, w := range ws {
+		w(id)
+	}
 	return nil
+}
+
+func (m *memorySessions) WatchDeleted(fn func(id string)) (stop func()) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	k := m.next
+	m.next++
+	m.watchers[k] = fn
+	return func() {
+		m.mu.Lock()
+		defer m.mu.Unlock()
+		delete(m.watchers, k)
+	}
 }
 
 func (m *memorySessions) Prune(context.Context) (int64, error) {
@@ -207,9 +246,11 @@ func (m *memorySessions) Prune(context.Context) (int64, error) {
 }
 
 // sessionTable keeps sessions in toolwire.sessions. Times are the
-// database's, so replicas whose clocks disagree agree on expiry.
+// database's, so replicas whose clocks disagree agree on expiry. A
+// deletion is announced on toolwire_sessions in its own statement.
 type sessionTable struct {
-	pool *pgxpool.Pool
+	pool     *pgxpool.Pool
+	listener *listener
 }
 
 // idleInterval is idle as the statements take it: NULL for none.
@@ -229,7 +270,7 @@ INSERT INTO toolwire.sessions AS s (id, caller, subject, credential, role, proto
 	log_level, subscriptions, created_at, last_seen, expires_at)
 VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, now(), now(), now() + $11::interval)
 ON CONFLICT (id) DO UPDATE SET caller = $2, subject = $3, credential = $4, role = $5, protocol = $6,
-	capabilities = $7, client_info = $8, log_level = $9, subscriptions = $10,
+	capabilities = $7, client_info = $8, log_level = $9, subscriptions = $10, revision = s.revision + 1,
 	-- an expired session of the same id is a new one
 	created_at = CASE WHEN s.expires_at IS NULL OR s.expires_at > now() THEN s.created_at ELSE now() END,
 	last_seen = now(), expires_at = now() + $11::interval`,
@@ -257,7 +298,7 @@ func nonNil(s []string) []string {
 }
 
 const sessionColumns = `id, caller, subject, credential, role, protocol, capabilities::text, client_info::text,
-	log_level, subscriptions, created_at, last_seen, expires_at`
+	log_level, subscriptions, created_at, last_seen, expires_at, revision`
 
 func scanSession(row pgx.Row) (*Session, error) {
 	var (
@@ -266,7 +307,7 @@ func scanSession(row pgx.Row) (*Session, error) {
 		expires    *time.Time
 	)
 	if err := row.Scan(&s.ID, &s.Caller, &s.Subject, &s.Credential, &s.Role, &s.Protocol, &caps, &info,
-		&s.LogLevel, &s.Subscriptions, &s.Created, &s.LastSeen, &expires); err != nil {
+		&s.LogLevel, &s.Subscriptions, &s.Created, &s.LastSeen, &expires, &s.Revision); err != nil {
 		return nil, err
 	}
 	if caps != nil {
@@ -299,52 +340,63 @@ func (t *sessionTable) Get(ctx context.Context, id string) (*Session, error) {
 	return s, nil
 }
 
-func (t *sessionTable) Update(ctx context.Context, id string, change func(*Session) error) error {
+func (t *sessionTable) Update(ctx context.Context, id string, change func(*Session) error) (int64, error) {
 	tx, err := t.pool.Begin(ctx)
 	if err != nil {
-		return err
+		return 0, err
 	}
 	defer func() { _ = tx.Rollback(context.Background()) }()
 	s, err := scanSession(tx.QueryRow(ctx, "SELECT "+sessionColumns+" FROM toolwire.sessions WHERE id = $1 AND "+liveSession+" FOR UPDATE", id))
 	if errors.Is(err, pgx.ErrNoRows) {
-		return fmt.Errorf("store: session %q: %w", id, ErrSessionNotFound)
+		return 0, fmt.Errorf("store: session %q: %w", id, ErrSessionNotFound)
 	}
 	if err != nil {
-		return fmt.Errorf("store: update session %q: %w", id, err)
+		return 0, fmt.Errorf("store: update session %q: %w", id, err)
 	}
 	if err := change(s); err != nil {
-		return err
+		return 0, err
 	}
 	s.ID = id
 	if err := checkSession(s); err != nil {
-		return err
+		return 0, err
 	}
-	_, err = tx.Exec(ctx, `UPDATE toolwire.sessions SET caller = $2, subject = $3, credential = $4, role = $5, protocol = $6,
-	capabilities = $7, client_info = $8, log_level = $9, subscriptions = $10 WHERE id = $1`,
+	var rev int64
+	err = tx.QueryRow(ctx, `UPDATE toolwire.sessions SET caller = $2, subject = $3, credential = $4, role = $5, protocol = $6,
+	capabilities = $7, client_info = $8, log_level = $9, subscriptions = $10, revision = revision + 1 WHERE id = $1 RETURNING revision`,
 		id, s.Caller, s.Subject, s.Credential, s.Role, s.Protocol, jsonArg(s.Capabilities), jsonArg(s.ClientInfo),
-		s.LogLevel, nonNil(s.Subscriptions))
+		s.LogLevel, nonNil(s.Subscriptions)).Scan(&rev)
 	if err != nil {
-		return fmt.Errorf("store: update session %q: %w", id, err)
+		return 0, fmt.Errorf("store: update session %q: %w", id, err)
 	}
-	return tx.Commit(ctx)
+	return rev, tx.Commit(ctx)
 }
 
-func (t *sessionTable) Touch(ctx context.Context, id string, idle time.Duration) error {
-	tag, err := t.pool.Exec(ctx, "UPDATE toolwire.sessions SET last_seen = now(), expires_at = now() + $2::interval WHERE id = $1 AND "+liveSession, id, idleInterval(idle))
+func (t *sessionTable) Touch(ctx context.Context, id string, idle time.Duration) (int64, error) {
+	var rev int64
+	err := t.pool.QueryRow(ctx, "UPDATE toolwire.sessions SET last_seen = now(), expires_at = now() + $2::interval WHERE id = $1 AND "+liveSession+" RETURNING revision",
+		id, idleInterval(idle)).Scan(&rev)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return 0, fmt.Errorf("store: session %q: %w", id, ErrSessionNotFound)
+	}
 	if err != nil {
-		return fmt.Errorf("store: touch session %q: %w", id, err)
+		return 0, fmt.Errorf("store: touch session %q: %w", id, err)
 	}
-	if tag.RowsAffected() == 0 {
-		return fmt.Errorf("store: session %q: %w", id, ErrSessionNotFound)
-	}
-	return nil
+	return rev, nil
 }
+
+// deleteSession deletes a session and announces it, in one statement.
+const deleteSession = `WITH d AS (DELETE FROM toolwire.sessions WHERE id = $1 RETURNING id)
+SELECT pg_notify('` + sessionsChannel + `', id) FROM d`
 
 func (t *sessionTable) Delete(ctx context.Context, id string) error {
-	if _, err := t.pool.Exec(ctx, "DELETE FROM toolwire.sessions WHERE id = $1", id); err != nil {
+	if _, err := t.pool.Exec(ctx, deleteSession, id); err != nil {
 		return fmt.Errorf("store: delete session %q: %w", id, err)
 	}
 	return nil
+}
+
+func (t *sessionTable) WatchDeleted(fn func(id string)) (stop func()) {
+	return t.listener.watch(sessionsChannel, fn)
 }
 
 func (t *sessionTable) Prune(ctx context.Context) (int64, error) {

@@ -59,44 +59,51 @@ func TestSessions(t *testing.T) {
 				t.Errorf("times: created %v, last seen %v, expires %v", got.Created, got.LastSeen, got.Expires)
 			}
 
-			// An update on one replica, seen on the other; the times stay.
-			err = tc.two.Update(ctx, "s-1", func(s *Session) error {
+			if got.Revision != 1 {
+				t.Errorf("a new session's revision is %d, want 1", got.Revision)
+			}
+
+			// An update on one replica, seen on the other; the times stay,
+			// the revision grows.
+			rev, err := tc.two.Update(ctx, "s-1", func(s *Session) error {
 				s.LogLevel = "debug"
 				s.Subscriptions = append(s.Subscriptions, "toolwire://files/b")
 				s.Created = time.Time{} // not change's to set
+				s.Revision = 77         // nor this
 				return nil
 			})
 			if err != nil {
 				t.Fatal(err)
 			}
 			up, err := tc.one.Get(ctx, "s-1")
-			if err != nil || up.LogLevel != "debug" || len(up.Subscriptions) != 2 || !up.Created.Equal(got.Created) {
-				t.Errorf("after update: %+v, %v", up, err)
+			if err != nil || up.LogLevel != "debug" || len(up.Subscriptions) != 2 || !up.Created.Equal(got.Created) || rev != 2 || up.Revision != 2 {
+				t.Errorf("after update (revision %d): %+v, %v", rev, up, err)
 			}
 			failed := errors.New("no")
-			if err := tc.one.Update(ctx, "s-1", func(s *Session) error { s.LogLevel = "error"; return failed }); !errors.Is(err, failed) {
+			if _, err := tc.one.Update(ctx, "s-1", func(s *Session) error { s.LogLevel = "error"; return failed }); !errors.Is(err, failed) {
 				t.Errorf("a failing update: %v", err)
 			}
-			if s, _ := tc.two.Get(ctx, "s-1"); s.LogLevel != "debug" {
-				t.Errorf("a failing update stored its change: %q", s.LogLevel)
+			if s, _ := tc.two.Get(ctx, "s-1"); s.LogLevel != "debug" || s.Revision != 2 {
+				t.Errorf("a failing update stored its change: %q, revision %d", s.LogLevel, s.Revision)
 			}
 
-			// Touch restarts the idle timeout; 0 means none.
-			if err := tc.two.Touch(ctx, "s-1", 0); err != nil {
-				t.Fatal(err)
+			// Touch restarts the idle timeout (0 means none) and says the
+			// revision, which it leaves.
+			if rev, err := tc.two.Touch(ctx, "s-1", 0); err != nil || rev != 2 {
+				t.Fatalf("touch: revision %d, %v; want 2", rev, err)
 			}
-			if s, err := tc.one.Get(ctx, "s-1"); err != nil || !s.Expires.IsZero() || s.LastSeen.Before(got.LastSeen) {
+			if s, err := tc.one.Get(ctx, "s-1"); err != nil || !s.Expires.IsZero() || s.LastSeen.Before(got.LastSeen) || s.Revision != 2 {
 				t.Errorf("after touch without timeout: %+v, %v", s, err)
 			}
-			if err := tc.two.Touch(ctx, "s-1", time.Minute); err != nil {
+			if _, err := tc.two.Touch(ctx, "s-1", time.Minute); err != nil {
 				t.Fatal(err)
 			}
 
 			tc.expire("s-1")
 			for what, err := range map[string]error{
 				"get":    func() error { _, err := tc.one.Get(ctx, "s-1"); return err }(),
-				"touch":  tc.one.Touch(ctx, "s-1", time.Minute),
-				"update": tc.one.Update(ctx, "s-1", func(*Session) error { return nil }),
+				"touch":  func() error { _, err := tc.one.Touch(ctx, "s-1", time.Minute); return err }(),
+				"update": func() error { _, err := tc.one.Update(ctx, "s-1", func(*Session) error { return nil }); return err }(),
 			} {
 				if !errors.Is(err, ErrSessionNotFound) {
 					t.Errorf("%s of an expired session: %v, want ErrSessionNotFound", what, err)
@@ -109,8 +116,20 @@ func TestSessions(t *testing.T) {
 			if err := tc.one.Put(ctx, &Session{ID: "s-2", Caller: "ip:192.0.2.1", Protocol: "2025-06-18"}, time.Hour); err != nil {
 				t.Fatal(err)
 			}
+			// A deletion is told to the watchers of every replica.
+			deleted := make(chan string, 4)
+			stop := tc.two.WatchDeleted(func(id string) { deleted <- id })
+			defer stop()
 			if err := tc.one.Delete(ctx, "s-2"); err != nil {
 				t.Fatal(err)
+			}
+			select {
+			case id := <-deleted:
+				if id != "s-2" {
+					t.Errorf("the watcher was told of %q, want s-2", id)
+				}
+			case <-time.After(30 * time.Second):
+				t.Fatal("the other replica's watcher was not told of the deletion")
 			}
 			if err := tc.two.Delete(ctx, "s-2"); err != nil {
 				t.Errorf("deleting twice: %v", err)

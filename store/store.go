@@ -9,6 +9,8 @@ import (
 	"net/url"
 	"os"
 	"strings"
+	"sync"
+	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
 
@@ -66,9 +68,14 @@ type Store struct {
 	auditFile *audit.FileSink
 	auditPath string
 	// postgres only
-	pool     *pgxpool.Pool
-	listener *listener
-	applied  []int
+	pool      *pgxpool.Pool
+	listener  *listener
+	applied   []int
+	instance  int32 // this process in toolwire.instances
+	logger    *slog.Logger
+	relay     *Relay
+	stopSweep context.CancelFunc
+	sweeping  sync.WaitGroup
 }
 
 // ErrUnsupported is returned by [Open] for a store URL that is neither
@@ -195,10 +202,59 @@ func (s *Store) VerifyAudit(ctx context.Context, opts *audit.VerifyOptions) (aud
 	return audit.Verify(f, opts)
 }
 
+// Relay returns what connects the instances of a fleet (see [Relay]), or
+// nil for files: one machine has nothing to relay.
+func (s *Store) Relay() *Relay { return s.relay }
+
+// FleetKey returns the key of name that every instance of the fleet
+// shares, made by the first that asks (32 random bytes, kept in
+// toolwire.fleet_keys), or nil for files. "request_state" seals the
+// gateway's requestState, so that a retry answering a parked call is
+// accepted by every replica.
+func (s *Store) FleetKey(ctx context.Context, name string) ([]byte, error) {
+	if s.kind != Postgres {
+		return nil, nil
+	}
+	return fleetKey(ctx, s.pool, name)
+}
+
+// Ping reports whether the store can be used now: for PostgreSQL, that
+// the database answers a query within ctx and this process was not taken
+// for lost by the others (see recoverInstance); files always can.
+func (s *Store) Ping(ctx context.Context) error {
+	if s.kind != Postgres {
+		return nil
+	}
+	if err := s.listener.lost(); err != nil {
+		return fmt.Errorf("store: %s: %w", s.where, err)
+	}
+	if _, err := s.pool.Exec(ctx, "SELECT 1"); err != nil {
+		return fmt.Errorf("store: %s: %w", s.where, err)
+	}
+	return nil
+}
+
 // Close stops the listener and closes the audit sink and the connections.
-// It is safe to call more than once.
+// On PostgreSQL it first records that this instance ended (so that no
+// other takes it for lost). It is safe to call more than once.
 func (s *Store) Close() error {
 	var err error
+	if s.stopSweep != nil {
+		s.stopSweep()
+		s.sweeping.Wait()
+		s.stopSweep = nil
+	}
+	if s.relay != nil {
+		s.relay.close()
+		s.relay = nil
+	}
+	if s.pool != nil && s.instance != 0 {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		if e := ended(ctx, s.pool, s.instance); e != nil {
+			s.logger.Warn("store: record that this toolwire ended", "err", e)
+		}
+		cancel()
+	}
 	if s.listener != nil {
 		s.listener.close()
 		s.listener = nil

@@ -137,6 +137,7 @@ type Workspace struct {
 	executor *tool.Executor
 	manager  *mcpclient.Manager
 	store    *store.Store // closed last
+	stateKey []byte       // the fleet's requestState key; nil on files
 	audit    *audit.Log   // nil without an audit sink (files without an audit file)
 	secrets  *audit.Secrets
 	logger   *slog.Logger      // masks the secrets
@@ -207,6 +208,10 @@ func Open(ctx context.Context, file *config.File, opts *Options) (*Workspace, er
 		return nil, err
 	}
 	logStore(logger, w.store)
+	if w.stateKey, err = fleetStateKey(ctx, w.store); err != nil {
+		w.store.Close()
+		return nil, err
+	}
 	if w.store.Audit() == nil && file.Audit.Required {
 		w.store.Close()
 		return nil, fmt.Errorf("%w (set audit.file or Options.AuditFile)", ErrNoAuditFile)
@@ -324,7 +329,8 @@ func (w *Workspace) Store() *store.Store { return w.store }
 func (w *Workspace) Secrets() *audit.Secrets { return w.secrets }
 
 // Ready reports whether every server the configuration marks required is
-// ready (the gateway's readiness).
+// ready and the store can be used (on PostgreSQL: the database answers
+// within 2 s), the gateway's readiness.
 func (w *Workspace) Ready() bool {
 	w.mu.Lock()
 	required := w.required
@@ -334,18 +340,28 @@ func (w *Workspace) Ready() bool {
 			return false
 		}
 	}
-	return true
+	ctx, cancel := context.WithTimeout(context.Background(), storeReady)
+	defer cancel()
+	return w.store.Ping(ctx) == nil
 }
 
 // Gateway returns a gateway serving the workspace's registry through its
 // executor ([gateway.New]), with the workspace's servers as its upstreams
 // (after any opts lists) and, when opts sets no MaxResultBytes, the
 // configuration's security.maxResultBytes. The registry's confirmer
-// should be a [gateway.Approver].
+// should be a [gateway.Approver]. On a PostgreSQL store, where opts leaves
+// them unset, the gateway is one replica of a fleet: its Relay is the
+// store's and its StateKey the fleet's.
 func (w *Workspace) Gateway(opts *gateway.Options) *gateway.Gateway {
 	var o gateway.Options
 	if opts != nil {
 		o = *opts
+	}
+	if r := w.store.Relay(); r != nil && o.Relay == nil {
+		o.Relay = r
+	}
+	if o.StateKey == nil {
+		o.StateKey = w.stateKey
 	}
 	extra := o.Upstreams[:len(o.Upstreams):len(o.Upstreams)]
 	o.Upstreams = upstreams(extra, w.manager)
@@ -372,12 +388,14 @@ func upstreams(extra []gateway.Upstream, m *mcpclient.Manager) []gateway.Upstrea
 
 // Handler returns gw's Streamable HTTP handler ([gateway.Gateway.Handler])
 // with, where opts leaves them unset, the workspace's audit log (for the
-// refusals of the limits), [Workspace.Ready] as its readiness and, for the
-// servers with a login per caller, the callback of their callers'
-// authorizations at each of its paths ([Workspace.CallerCallback]), which
-// tells gw of each authorization completed ([gateway.Gateway.Authorized]).
-// Close closes it before the servers. It panics when a callback path is
-// one the gateway serves itself; [Workspace.CallerCallbackPaths] and
+// refusals of the limits), [Workspace.Ready] as its readiness, on a
+// PostgreSQL store the store's session records and per-caller rate
+// buckets (one replica of a fleet), and, for the servers with a login per
+// caller, the callback of their callers' authorizations at each of its
+// paths ([Workspace.CallerCallback]), which tells gw of each
+// authorization completed ([gateway.Gateway.Authorized]). Close closes it
+// before the servers. It panics when a callback path is one the gateway
+// serves itself; [Workspace.CallerCallbackPaths] and
 // [gateway.CallbackPathProblem] tell beforehand.
 func (w *Workspace) Handler(gw *gateway.Gateway, opts gateway.HTTPOptions) *gateway.Handler {
 	if opts.Audit == nil {
@@ -385,6 +403,14 @@ func (w *Workspace) Handler(gw *gateway.Gateway, opts gateway.HTTPOptions) *gate
 	}
 	if opts.Ready == nil {
 		opts.Ready = w.Ready
+	}
+	if w.store.Kind() == store.Postgres {
+		if opts.Sessions == nil {
+			opts.Sessions = GatewaySessions(w.store)
+		}
+		if opts.CallLimiter == nil {
+			opts.CallLimiter = GatewayLimiter(w.store)
+		}
 	}
 	if opts.Callbacks == nil {
 		cbo := &oauth.CallbackOptions{Log: w.logger, Done: func(_ string, _ oauth.Caller, id string) { gw.Authorized(id) }}

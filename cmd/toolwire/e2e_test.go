@@ -50,7 +50,7 @@ var (
 // e2eToolwire returns the path of a toolwire binary built from this module,
 // building it the first time. The binary is race-enabled when the tests
 // are, so that a data race in the real process fails the run too.
-func e2eToolwire(t *testing.T) string {
+func e2eToolwire(t testing.TB) string {
 	t.Helper()
 	if testing.Short() {
 		t.Skip("skipping end-to-end test under -short: it builds the toolwire binary and runs real processes")

@@ -1,0 +1,249 @@
+package gateway
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+)
+
+// relayedParking is the [Parking] of one replica of a fleet: the calls it
+// holds are parked in its own memory (local), and a client's request
+// about a call another replica holds (a retry that landed here, or the
+// cancellation of a waiting request) is passed to that replica over the
+// [Relay], which runs it on its own Parking and sends the notes and the
+// next step back. A call is recorded as held (Relay.Hold) when it first
+// asks its client something: before that, only the request that started
+// it, on this replica, knows of it.
+type relayedParking struct {
+	local Parking
+	relay Relay
+	ttl   time.Duration // of a hold: longer than a question may wait, and a result may be kept
+
+	mu      sync.Mutex
+	release map[string]func() // the holds of this replica's calls, by id
+}
+
+// The relay's methods of a relayed Parking.
+const (
+	relayResume = "parking.resume"
+	relayCancel = "parking.cancel"
+)
+
+func newRelayedParking(local Parking, relay Relay, keep time.Duration) *relayedParking {
+	p := &relayedParking{local: local, relay: relay, ttl: 2 * keep, release: map[string]func(){}}
+	relay.Handle(relayResume, p.serveResume)
+	relay.Handle(relayCancel, p.serveCancel)
+	return p
+}
+
+// parkWire is a request about a parked call, and the reply to one, as
+// they cross the relay.
+type parkWire struct {
+	ID     string          `json:"id"`
+	Round  int             `json:"round,omitempty"`
+	Answer json.RawMessage `json:"answer,omitempty"`
+	Cause  string          `json:"cause,omitempty"`
+	Step   *Step           `json:"step,omitempty"`
+	Error  string          `json:"error,omitempty"` // one of the codes below, or a message
+}
+
+// The errors of a Parking, as they cross the relay.
+const (
+	codeNotParked     = "not_parked"
+	codeRoundAnswered = "round_answered"
+)
+
+func parkErrorCode(err error) string {
+	switch {
+	case err == nil:
+		return ""
+	case errors.Is(err, ErrNotParked):
+		return codeNotParked
+	case errors.Is(err, ErrRoundAnswered):
+		return codeRoundAnswered
+	}
+	return err.Error()
+}
+
+func parkCodeError(code string) error {
+	switch code {
+	case "":
+		return nil
+	case codeNotParked:
+		return ErrNotParked
+	case codeRoundAnswered:
+		return ErrRoundAnswered
+	}
+	return errors.New(code)
+}
+
+func (p *relayedParking) Park(ctx context.Context, id string, cancel func(error)) (Holder, error) {
+	h, err := p.local.Park(ctx, id, cancel)
+	if err != nil {
+		return nil, err
+	}
+	return &relayedHolder{Holder: h, p: p, id: id}, nil
+}
+
+// relayedHolder records its call as held before it first asks.
+type relayedHolder struct {
+	Holder
+	p    *relayedParking
+	id   string
+	once sync.Once
+	err  error
+}
+
+func (h *relayedHolder) Ask(ctx context.Context, q Question) (json.RawMessage, error) {
+	h.once.Do(func() {
+		release, err := h.p.relay.Hold(ctx, "call", h.id, h.p.ttl)
+		if err != nil {
+			h.err = fmt.Errorf("parking: the call cannot be held for its client's retry on another replica: %w", err)
+			return
+		}
+		h.p.mu.Lock()
+		h.p.release[h.id] = release
+		h.p.mu.Unlock()
+	})
+	if h.err != nil {
+		return nil, h.err
+	}
+	return h.Holder.Ask(ctx, q)
+}
+
+func (h *relayedHolder) Finish(res *mcp.CallToolResult) {
+	h.Holder.Finish(res)
+	// Taken or not, the result is dropped after a while: so is the hold.
+	time.AfterFunc(h.p.ttl, func() { h.p.taken(h.id) })
+}
+
+// taken releases the hold of call id, whose result was taken.
+func (p *relayedParking) taken(id string) {
+	p.mu.Lock()
+	release := p.release[id]
+	delete(p.release, id)
+	p.mu.Unlock()
+	if release != nil {
+		release()
+	}
+}
+
+func (p *relayedParking) Resume(ctx context.Context, id string, round int, answer json.RawMessage, note func(Note)) (Step, error) {
+	step, err := p.local.Resume(ctx, id, round, answer, note)
+	if !errors.Is(err, ErrNotParked) {
+		if err == nil && step.Result != nil {
+			p.taken(id)
+		}
+		return step, err
+	}
+	holder, err := p.holder(ctx, id)
+	if err != nil || holder == "" {
+		return Step{}, err
+	}
+	body, _ := json.Marshal(parkWire{ID: id, Round: round, Answer: answer})
+	raw, err := p.relay.Call(ctx, holder, relayResume, body, func(ev []byte) {
+		var n Note
+		if json.Unmarshal(ev, &n) == nil {
+			note(n)
+		}
+	})
+	if err != nil {
+		return Step{}, p.callError(ctx, err)
+	}
+	var rep parkWire
+	if err := json.Unmarshal(raw, &rep); err != nil {
+		return Step{}, fmt.Errorf("parking: the reply of the replica holding the call: %w", err)
+	}
+	if err := parkCodeError(rep.Error); err != nil {
+		return Step{}, err
+	}
+	if rep.Step == nil {
+		return Step{}, errors.New("parking: the replica holding the call replied without a step")
+	}
+	return *rep.Step, nil
+}
+
+func (p *relayedParking) Cancel(ctx context.Context, id, cause string) error {
+	err := p.local.Cancel(ctx, id, cause)
+	if !errors.Is(err, ErrNotParked) {
+		return err
+	}
+	holder, err := p.holder(ctx, id)
+	if err != nil || holder == "" {
+		return err
+	}
+	body, _ := json.Marshal(parkWire{ID: id, Cause: cause})
+	raw, err := p.relay.Call(ctx, holder, relayCancel, body, nil)
+	if err != nil {
+		return p.callError(ctx, err)
+	}
+	var rep parkWire
+	if err := json.Unmarshal(raw, &rep); err != nil {
+		return fmt.Errorf("parking: the reply of the replica holding the call: %w", err)
+	}
+	return parkCodeError(rep.Error)
+}
+
+// holder returns the other replica holding call id; an error wrapping
+// ErrNotParked when none does, or this one does (its own Parking said it
+// has no such call), ErrHolderLost when the holder is gone.
+func (p *relayedParking) holder(ctx context.Context, id string) (string, error) {
+	holder, err := p.relay.Holder(ctx, "call", id)
+	switch {
+	case replicaLost(err):
+		return "", fmt.Errorf("%w: %v", ErrHolderLost, err)
+	case err != nil:
+		return "", fmt.Errorf("parking: find the replica holding the call: %w", err)
+	case holder == "" || holder == p.relay.Instance():
+		return "", ErrNotParked
+	}
+	return holder, nil
+}
+
+func (p *relayedParking) callError(ctx context.Context, err error) error {
+	switch {
+	case ctx.Err() != nil:
+		return ctx.Err()
+	case replicaLost(err):
+		return fmt.Errorf("%w: %v", ErrHolderLost, err)
+	}
+	return fmt.Errorf("parking: pass the request to the replica holding the call: %w", err)
+}
+
+// serveResume runs another replica's Resume of a call held here.
+func (p *relayedParking) serveResume(ctx context.Context, body []byte, emit func([]byte)) ([]byte, error) {
+	var req parkWire
+	if err := json.Unmarshal(body, &req); err != nil {
+		return nil, err
+	}
+	step, err := p.local.Resume(ctx, req.ID, req.Round, req.Answer, func(n Note) {
+		if b, err := json.Marshal(n); err == nil {
+			emit(b)
+		}
+	})
+	if err != nil && ctx.Err() != nil {
+		return nil, err // the caller gave up: it reads no reply
+	}
+	rep := parkWire{ID: req.ID, Error: parkErrorCode(err)}
+	if err == nil {
+		rep.Step = &step
+		if step.Result != nil {
+			p.taken(req.ID)
+		}
+	}
+	return json.Marshal(rep)
+}
+
+// serveCancel runs another replica's Cancel of a call held here.
+func (p *relayedParking) serveCancel(ctx context.Context, body []byte, _ func([]byte)) ([]byte, error) {
+	var req parkWire
+	if err := json.Unmarshal(body, &req); err != nil {
+		return nil, err
+	}
+	return json.Marshal(parkWire{ID: req.ID, Error: parkErrorCode(p.local.Cancel(ctx, req.ID, req.Cause))})
+}

@@ -1,0 +1,214 @@
+package store
+
+import (
+	"context"
+	"errors"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/toolwire/toolwire/audit"
+	"github.com/toolwire/toolwire/internal/pgtest"
+)
+
+const relayWait = 30 * time.Second
+
+// TestRelayPassesARequestToTheHolder: what one instance holds, another
+// finds; its request reaches the holder's handler, whose events arrive in
+// order before its reply; a handler's error comes back as an error; a
+// caller that gives up cancels the handler; a released key is held by
+// nobody.
+func TestRelayPassesARequestToTheHolder(t *testing.T) {
+	t.Parallel()
+	url := pgtest.DB(t)
+	a, b := openPG(t, url, nil).Relay(), openPG(t, url, nil).Relay()
+	ctx, cancel := context.WithTimeout(context.Background(), relayWait)
+	defer cancel()
+
+	release, err := a.Hold(ctx, "call", "c-1", time.Minute)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if holder, err := b.Holder(ctx, "call", "c-1"); err != nil || holder != a.Instance() {
+		t.Fatalf("holder of c-1 seen from b: %q, %v; want %s", holder, err, a.Instance())
+	}
+	a.Handle("echo", func(_ context.Context, body []byte, emit func([]byte)) ([]byte, error) {
+		for i := range 3 {
+			emit([]byte(strconv.Itoa(i)))
+		}
+		if string(body) == "fail" {
+			return nil, errors.New("refused: fail")
+		}
+		return append([]byte("echo "), body...), nil
+	})
+	var events []string
+	reply, err := b.Call(ctx, a.Instance(), "echo", []byte("hi"), func(ev []byte) { events = append(events, string(ev)) })
+	if err != nil || string(reply) != "echo hi" || strings.Join(events, ",") != "0,1,2" {
+		t.Errorf("call: %q, %v, events %q; want the reply after the events in order", reply, err, events)
+	}
+	if _, err := b.Call(ctx, a.Instance(), "echo", []byte("fail"), nil); err == nil || err.Error() != "refused: fail" {
+		t.Errorf("a handler's error: %v", err)
+	}
+	if _, err := b.Call(ctx, a.Instance(), "nothing", nil, nil); err == nil || !strings.Contains(err.Error(), `serves no "nothing"`) {
+		t.Errorf("a method nobody serves: %v", err)
+	}
+
+	entered, cancelled := make(chan struct{}), make(chan struct{})
+	a.Handle("wait", func(ctx context.Context, _ []byte, _ func([]byte)) ([]byte, error) {
+		close(entered)
+		<-ctx.Done()
+		close(cancelled)
+		return nil, ctx.Err()
+	})
+	callCtx, giveUp := context.WithCancel(ctx)
+	done := make(chan error, 1)
+	go func() {
+		_, err := b.Call(callCtx, a.Instance(), "wait", nil, nil)
+		done <- err
+	}()
+	<-entered
+	giveUp()
+	if err := <-done; !errors.Is(err, context.Canceled) {
+		t.Errorf("a call given up: %v, want context.Canceled", err)
+	}
+	select {
+	case <-cancelled:
+	case <-ctx.Done():
+		t.Fatal("the handler of a call given up was not cancelled")
+	}
+
+	release()
+	if holder, err := b.Holder(ctx, "call", "c-1"); err != nil || holder != "" {
+		t.Errorf("holder of a released key: %q, %v; want none", holder, err)
+	}
+}
+
+// TestRelayFindsALostInstanceAndRecoversIt: an instance whose process ends
+// (its connections go) while another waits on its reply: the wait ends at
+// once with an error that says the instance is lost, the key it held has
+// no holder, and every call it recorded as requested without an outcome
+// gets one (call.errored, instance_lost) exactly once, however many
+// instances look.
+func TestRelayFindsALostInstanceAndRecoversIt(t *testing.T) {
+	t.Parallel()
+	url := pgtest.DB(t)
+	lost, b := openPG(t, url, nil), openPG(t, url, nil)
+	ctx, cancel := context.WithTimeout(context.Background(), relayWait)
+	defer cancel()
+
+	// The lost instance's record: one call that ended, one still open.
+	sink := lost.Audit()
+	for _, ev := range []audit.Event{
+		{Kind: audit.CallRequested, Batch: "b-1", Index: 0, Tool: "demo__echo", Caller: "alice"},
+		{Kind: audit.CallExecuted, Batch: "b-1", Index: 0, Tool: "demo__echo"},
+		{Kind: audit.CallRequested, Batch: "b-2", Index: 1, Tool: "demo__write_note", Caller: "bob"},
+	} {
+		ev.Time = time.Now()
+		if err := sink.Write(&ev); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := lost.Relay().Hold(ctx, "call", "c-2", time.Minute); err != nil {
+		t.Fatal(err)
+	}
+	entered := make(chan struct{})
+	lost.Relay().Handle("wait", func(ctx context.Context, _ []byte, _ func([]byte)) ([]byte, error) {
+		close(entered)
+		<-ctx.Done()
+		return nil, ctx.Err()
+	})
+	// Every instance is told when one is recovered.
+	recovered := make(chan struct{})
+	defer b.listener.watch(fleetChannel, func(payload string) {
+		if payload == lostPrefix+lost.Relay().Instance() {
+			close(recovered)
+		}
+	})()
+	done := make(chan error, 1)
+	go func() {
+		_, err := b.Relay().Call(ctx, lost.Relay().Instance(), "wait", nil, nil)
+		done <- err
+	}()
+	<-entered
+	n := sql(t, url, `SELECT pg_terminate_backend(pid) FROM pg_locks WHERE locktype = 'advisory'
+	AND database = (SELECT oid FROM pg_database WHERE datname = current_database())
+	AND classid::bigint = $1 AND objid::bigint = $2 AND objsubid = 2 AND mode = 'ExclusiveLock' AND granted`,
+		int64(instanceLockClass), int64(lost.instance))
+	if n != 1 {
+		t.Fatalf("terminated %d connections holding the instance's lock, want 1", n)
+	}
+	lost.pool.Reset() // and every other connection of the process
+	var lerr interface{ ReplicaLost() bool }
+	select {
+	case err := <-done:
+		if !errors.As(err, &lerr) || !lerr.ReplicaLost() || !strings.Contains(err.Error(), "is gone") {
+			t.Errorf("the wait on a lost instance: %v; want an error saying it is lost", err)
+		}
+	case <-ctx.Done():
+		t.Fatal("the wait on a lost instance did not end")
+	}
+	if _, err := b.Relay().Holder(ctx, "call", "c-2"); !errors.As(err, &lerr) && err != nil {
+		t.Errorf("holder of the lost instance's key: %v", err)
+	}
+
+	// Recovered once: by b (it found the instance lost), and not again by
+	// an instance starting now.
+	outcomes := func() []audit.Event {
+		t.Helper()
+		var out []audit.Event
+		for _, ev := range auditRows(t, url) {
+			if ev.Kind == audit.CallErrored && ev.Reason == ReasonInstanceLost {
+				out = append(out, ev)
+			}
+		}
+		return out
+	}
+	select {
+	case <-recovered:
+	case <-ctx.Done():
+		t.Fatal("the lost instance was not recovered")
+	}
+	third := openPG(t, url, nil)
+	if _, err := third.recoverLost(ctx); err != nil {
+		t.Fatal(err)
+	}
+	got := outcomes()
+	if len(got) != 1 || got[0].Batch != "b-2" || got[0].Index != 1 || got[0].Tool != "demo__write_note" || got[0].Caller != "bob" {
+		t.Errorf("outcomes given to the lost instance's calls: %+v; want one, for the open call b-2/1", got)
+	}
+	if holder, err := b.Relay().Holder(ctx, "call", "c-2"); err != nil || holder != "" {
+		t.Errorf("holder of the recovered instance's key: %q, %v; want none", holder, err)
+	}
+	if _, err := third.VerifyAudit(ctx, nil); err != nil {
+		t.Errorf("the audit chain after the recovery: %v", err)
+	}
+}
+
+// auditRows returns the audit table's events in order.
+func auditRows(t *testing.T, url string) []audit.Event {
+	t.Helper()
+	ctx := context.Background()
+	c, err := pgx.Connect(ctx, url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close(ctx)
+	rows, err := c.Query(ctx, "SELECT line FROM toolwire.audit_events ORDER BY seq")
+	if err != nil {
+		t.Fatal(err)
+	}
+	lines, err := pgx.CollectRows(rows, pgx.RowTo[[]byte])
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := make([]audit.Event, len(lines))
+	for i, l := range lines {
+		if err := out[i].UnmarshalJSON(l); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return out
+}

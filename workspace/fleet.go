@@ -1,0 +1,139 @@
+package workspace
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/toolwire/toolwire/gateway"
+	"github.com/toolwire/toolwire/store"
+)
+
+// A workspace on a PostgreSQL store serves its gateway as one replica of a
+// fleet: [Workspace.Gateway] gives the gateway the store's relay (retries
+// and approval pages passed to the replica holding them) and the fleet's
+// requestState key, and [Workspace.Handler] the store's session records
+// and per-caller rate buckets. On files the gateway keeps all of it in
+// memory, as one process.
+
+// stateKeyName names the fleet's requestState key in the store.
+const stateKeyName = "request_state"
+
+// fleetStateKey reads (or makes) the fleet's requestState key, for a
+// PostgreSQL store; nil for files.
+func fleetStateKey(ctx context.Context, st *store.Store) ([]byte, error) {
+	if st.Kind() != store.Postgres {
+		return nil, nil
+	}
+	key, err := st.FleetKey(ctx, stateKeyName)
+	if err != nil {
+		return nil, fmt.Errorf("the gateway's requestState key: %w", err)
+	}
+	return key, nil
+}
+
+// GatewaySessions returns st's session records as a gateway's
+// [gateway.SessionStore] ([gateway.HTTPOptions].Sessions): what
+// [Workspace.Handler] gives the gateway on a PostgreSQL store. Putting a
+// session also removes the expired ones, once a minute at most.
+func GatewaySessions(st *store.Store) gateway.SessionStore {
+	return &gatewaySessions{s: st.Sessions()}
+}
+
+// GatewayLimiter returns st's per-caller rate buckets as a gateway's
+// [gateway.CallLimiter] ([gateway.HTTPOptions].CallLimiter).
+func GatewayLimiter(st *store.Store) gateway.CallLimiter {
+	return gatewayLimiter{st.Limits()}
+}
+
+// gatewaySessions is the store's session records as the gateway's
+// [gateway.SessionStore].
+type gatewaySessions struct {
+	s store.Sessions
+
+	mu     sync.Mutex
+	pruned time.Time
+}
+
+// pruneEvery is how often, at most, putting a session also removes the
+// expired ones.
+const pruneEvery = time.Minute
+
+func toRecord(s *store.Session) *gateway.SessionRecord {
+	return &gateway.SessionRecord{
+		ID: s.ID, Caller: s.Caller, Subject: s.Subject, Credential: s.Credential, Role: s.Role, Protocol: s.Protocol,
+		Capabilities: s.Capabilities, ClientInfo: s.ClientInfo, LogLevel: s.LogLevel, Subscriptions: s.Subscriptions,
+		Revision: s.Revision,
+	}
+}
+
+func fromRecord(r *gateway.SessionRecord, s *store.Session) {
+	s.Caller, s.Subject, s.Credential, s.Role, s.Protocol = r.Caller, r.Subject, r.Credential, r.Role, r.Protocol
+	s.Capabilities, s.ClientInfo, s.LogLevel, s.Subscriptions = r.Capabilities, r.ClientInfo, r.LogLevel, r.Subscriptions
+}
+
+// notFound makes the store's ErrSessionNotFound the gateway's.
+func notFound(err error) error {
+	if errors.Is(err, store.ErrSessionNotFound) {
+		return fmt.Errorf("%w: %w", gateway.ErrSessionNotFound, err)
+	}
+	return err
+}
+
+func (g *gatewaySessions) Put(ctx context.Context, r *gateway.SessionRecord, idle time.Duration) error {
+	s := &store.Session{ID: r.ID}
+	fromRecord(r, s)
+	if err := g.s.Put(ctx, s, idle); err != nil {
+		return err
+	}
+	g.mu.Lock()
+	prune := time.Since(g.pruned) >= pruneEvery
+	if prune {
+		g.pruned = time.Now()
+	}
+	g.mu.Unlock()
+	if prune {
+		_, _ = g.s.Prune(ctx) // what fails now is pruned by a later put
+	}
+	return nil
+}
+
+func (g *gatewaySessions) Get(ctx context.Context, id string) (*gateway.SessionRecord, error) {
+	s, err := g.s.Get(ctx, id)
+	if err != nil {
+		return nil, notFound(err)
+	}
+	return toRecord(s), nil
+}
+
+func (g *gatewaySessions) Update(ctx context.Context, id string, change func(*gateway.SessionRecord)) (int64, error) {
+	rev, err := g.s.Update(ctx, id, func(s *store.Session) error {
+		r := toRecord(s)
+		change(r)
+		fromRecord(r, s)
+		return nil
+	})
+	return rev, notFound(err)
+}
+
+func (g *gatewaySessions) Touch(ctx context.Context, id string, idle time.Duration) (int64, error) {
+	rev, err := g.s.Touch(ctx, id, idle)
+	return rev, notFound(err)
+}
+
+func (g *gatewaySessions) Delete(ctx context.Context, id string) error { return g.s.Delete(ctx, id) }
+
+func (g *gatewaySessions) WatchDeleted(fn func(id string)) (stop func()) { return g.s.WatchDeleted(fn) }
+
+// gatewayLimiter is the store's rate buckets as the gateway's
+// [gateway.CallLimiter].
+type gatewayLimiter struct{ l store.Limiter }
+
+func (g gatewayLimiter) Allow(ctx context.Context, caller string, perSecond float64, burst int) (bool, error) {
+	return g.l.Allow(ctx, caller, store.Rate{PerSecond: perSecond, Burst: burst})
+}
+
+// storeReady bounds the readiness check's query to the store.
+const storeReady = 2 * time.Second

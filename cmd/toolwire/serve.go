@@ -225,7 +225,7 @@ docs/operations.md lists the metrics and spans.`,
 				}
 			}
 			opts.Observe = tel.Metrics().GatewayEvents()
-			return serveHTTP(cmd.Context(), e, ln, w.Handler(gw, opts), ops)
+			return serveHTTP(cmd.Context(), e, ln, w.Handler(gw, &opts), ops)
 		},
 	}
 	cmd.Flags().BoolVar(&stdio, "stdio", false, "serve MCP on stdin and stdout")
@@ -332,7 +332,7 @@ func announceAuth(log *slog.Logger, gwc *config.Gateway, addr string, ln net.Lis
 // time); the caller's deferred closes then end every upstream (and child
 // process) and the audit file.
 func serveHTTP(ctx context.Context, e *env, ln net.Listener, h *gateway.Handler, ops operations) error {
-	hs := gateway.NewHTTPServer(h, ops.server)
+	hs := gateway.NewHTTPServer(h, &ops.server)
 	errc := make(chan error, 1)
 	scheme := "http"
 	if ops.server.TLS != nil {

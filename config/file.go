@@ -54,10 +54,14 @@ const (
 // first.
 var Revisions = []string{"2026-07-28", "2025-11-25", "2025-06-18", "2025-03-26", "2024-11-05"}
 
+// Transport is how toolwire reaches a server.
+type Transport string
+
+// The transports.
 const (
-	TransportStdio = "stdio" // a child process speaking on stdin and stdout
-	TransportHTTP  = "http"  // Streamable HTTP
-	TransportSSE   = "sse"   // the legacy HTTP+SSE transport
+	TransportStdio Transport = "stdio" // a child process speaking on stdin and stdout
+	TransportHTTP  Transport = "http"  // Streamable HTTP
+	TransportSSE   Transport = "sse"   // the legacy HTTP+SSE transport
 )
 
 // Audit configures the JSON Lines audit log.
@@ -78,8 +82,8 @@ type Audit struct {
 // them.
 type Server struct {
 	Name      string
-	Line      int    // line of the server's key (of its "name" in a list)
-	Transport string // TransportStdio, TransportHTTP or TransportSSE
+	Line      int       // line of the server's key (of its "name" in a list)
+	Transport Transport // TransportStdio, TransportHTTP or TransportSSE
 
 	Command string
 	Args    []string

@@ -13,7 +13,7 @@ var (
 	hostRemoteOnly   = []string{"headers"}
 
 	// hostTransports maps the transport names hosts write to toolwire's.
-	hostTransports = map[string]string{
+	hostTransports = map[string]Transport{
 		"stdio":           TransportStdio,
 		"http":            TransportHTTP,
 		"streamable-http": TransportHTTP,

@@ -159,7 +159,7 @@ func serverNode(s Server) (*yaml.Node, error) {
 		return nil, fmt.Errorf("server %q: invalid name", s.Name)
 	}
 	m := &yaml.Node{Kind: yaml.MappingNode}
-	addPair(m, "transport", str(s.Transport))
+	addPair(m, "transport", str(string(s.Transport)))
 	if s.Command != "" {
 		addPair(m, "command", str(s.Command))
 	}

@@ -22,7 +22,7 @@ type serverState struct {
 
 	// The transport the file declares ("" when absent or invalid), under
 	// the key the file uses for it ("type" or "transport").
-	declared     string
+	declared     Transport
 	declaredKey  string
 	declaredLine int
 	declaredBad  bool // present but invalid, and already reported
@@ -139,7 +139,10 @@ func (d *decoder) url(st *serverState, p pair) {
 // endpointKeys are the fields that say where a server is, in the order
 // they are named in messages, with the transport each one means ("" for
 // "url", which means http unless the declared transport is sse).
-var endpointKeys = []struct{ key, transport string }{
+var endpointKeys = []struct {
+	key       string
+	transport Transport
+}{
 	{"command", TransportStdio},
 	{"url", ""},
 	{"httpUrl", TransportHTTP},
@@ -151,8 +154,9 @@ var endpointKeys = []struct{ key, transport string }{
 // cannot use.
 func (d *decoder) settleTransport(st *serverState, stdioOnly, remoteOnly []string) {
 	type endpoint struct {
-		key, transport string
-		line           int
+		key       string
+		transport Transport
+		line      int
 	}
 	var eps []endpoint
 	for _, k := range endpointKeys {
@@ -207,7 +211,7 @@ func (d *decoder) settleTransport(st *serverState, stdioOnly, remoteOnly []strin
 // declareTransport reads a declared transport: "type" in host files,
 // "transport" in toolwire's (and either in the generic shapes). The values
 // are those of the dialect, mapped to a Transport* name by values.
-func (d *decoder) declareTransport(st *serverState, p pair, values map[string]string, want string) {
+func (d *decoder) declareTransport(st *serverState, p pair, values map[string]Transport, want string) {
 	path := joinPath(st.path, p.key)
 	if st.declaredKey != "" && st.declaredKey != p.key {
 		d.errorf(p.keyLine, path, "has both %q and %q; keep one", st.declaredKey, p.key)

@@ -19,7 +19,7 @@ var (
 	toolwireRemoteOnly = []string{"headers", "bearerToken", "oauth"}
 	auditFields        = []string{"file", "logArguments", "signingKey", "required"}
 
-	toolwireTransports = map[string]string{
+	toolwireTransports = map[string]Transport{
 		"stdio": TransportStdio,
 		"http":  TransportHTTP,
 		"sse":   TransportSSE,

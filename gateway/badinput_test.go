@@ -48,7 +48,7 @@ func badInputServer(t *testing.T, stateless bool) (string, *fixture, func(key *e
 		t.Fatal(err)
 	}
 	j := newJWKS(t, publicJWK(issuerKey, "ec-1", "ES256"))
-	jwtVerify, err := JWTVerifier(ctxT(t), JWTOptions{JWKSURL: j.url(), Issuer: testIssuer, Audience: testAudience})
+	jwtVerify, err := JWTVerifier(ctxT(t), &JWTOptions{JWKSURL: j.url(), Issuer: testIssuer, Audience: testAudience})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -62,7 +62,7 @@ func badInputServer(t *testing.T, stateless bool) (string, *fixture, func(key *e
 		return static(ctx, token, r)
 	}
 	ts := httptest.NewServer(nil)
-	h := f.gw.Handler(HTTPOptions{
+	h := f.gw.Handler(&HTTPOptions{
 		Verifier: verify, Roles: Roles{"reader": {"read_*"}, "admin": {"*"}},
 		ResourceURL: ts.URL + "/mcp", AuthorizationServers: []string{testIssuer},
 		Stateless: stateless, MaxBodyBytes: badBodyLimit,

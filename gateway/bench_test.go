@@ -13,7 +13,7 @@ package gateway
 //     minimal go-sdk server whose tools forward to one upstream go-sdk
 //     ClientSession over stdio (no toolwire code), calling echo;
 //   - gateway: a go-sdk client over Streamable HTTP to
-//     New(executor).Handler(HTTPOptions{}) over a registry that
+//     New(executor).Handler(&HTTPOptions{}) over a registry that
 //     mcpclient.Connect filled from the demo over stdio (read tier, an
 //     Approver as confirmer, an audit.Log to a FileSink in a temporary
 //     directory, secrets redaction: what serve sets up), calling demo__echo.
@@ -316,7 +316,7 @@ func (f *benchFixture) gateway(ctx context.Context) (*benchVariant, error) {
 		return nil, err
 	}
 	f.onClose(func() { _ = up.Close() })
-	h := New(ex, nil).Handler(HTTPOptions{})
+	h := New(ex, nil).Handler(&HTTPOptions{})
 	f.onClose(h.Close)
 	cs, err := f.httpSession(ctx, f.serve(h)+"/mcp")
 	if err != nil {

@@ -333,7 +333,7 @@ func newBridge(t *testing.T, o bridgeOptions) *bridge {
 		opts.Verifier, opts.Roles = verify, bridgeRoles
 	}
 	ts := httptest.NewServer(nil)
-	b.h = b.gw.Handler(opts)
+	b.h = b.gw.Handler(&opts)
 	ts.Config.Handler = b.h
 	t.Cleanup(func() { ts.CloseClientConnections(); ts.Close(); b.h.Close() })
 	b.url = ts.URL

@@ -125,7 +125,11 @@ const MetadataPath = "/.well-known/oauth-protected-resource"
 //
 // The handler keeps one MCP server per role, each watching the registry;
 // Close stops them.
-func (g *Gateway) Handler(opts HTTPOptions) *Handler {
+func (g *Gateway) Handler(options *HTTPOptions) *Handler {
+	var opts HTTPOptions
+	if options != nil {
+		opts = *options
+	}
 	tr := newTracker(opts.Limits, opts.Observe, opts.Audit)
 	tr.refuse = g.refuse
 	tr.limiter = opts.CallLimiter

@@ -40,7 +40,7 @@ func authServer(t *testing.T) (*fixture, string, *audit.Memory) {
 		t.Fatal(err)
 	}
 	ts := httptest.NewServer(nil)
-	h := f.gw.Handler(HTTPOptions{
+	h := f.gw.Handler(&HTTPOptions{
 		Verifier: verify, Roles: Roles{"reader": {"read_*"}, "admin": {"*"}},
 		ResourceURL: ts.URL + "/mcp", AuthorizationServers: []string{"https://auth.example.com"},
 	})
@@ -174,7 +174,7 @@ func TestChallengeWithoutAConfiguredResourceURLPointsAtThisHost(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	h := f.gw.Handler(HTTPOptions{Verifier: verify, Roles: Roles{"r": {"*"}}})
+	h := f.gw.Handler(&HTTPOptions{Verifier: verify, Roles: Roles{"r": {"*"}}})
 	t.Cleanup(h.Close)
 	ts := httptest.NewServer(h)
 	t.Cleanup(ts.Close)

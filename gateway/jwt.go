@@ -98,7 +98,11 @@ var asymmetricAlgorithms = []jose.SignatureAlgorithm{
 // Every refusal is an error wrapping auth.ErrInvalidToken, with a short
 // reason ("expired", "wrong audience", "bad signature", ...) and never the
 // token itself.
-func JWTVerifier(ctx context.Context, opts JWTOptions) (auth.TokenVerifier, error) {
+func JWTVerifier(ctx context.Context, options *JWTOptions) (auth.TokenVerifier, error) {
+	var opts JWTOptions
+	if options != nil {
+		opts = *options
+	}
 	v, err := newJWTVerifier(opts)
 	if err != nil {
 		return nil, err

@@ -142,7 +142,7 @@ func jwtSetup(t *testing.T, opts JWTOptions) (auth.TokenVerifier, *jwks, *clock)
 	if opts.Audience == "" {
 		opts.Audience = testAudience
 	}
-	v, err := JWTVerifier(ctxT(t), opts)
+	v, err := JWTVerifier(ctxT(t), &opts)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -465,7 +465,7 @@ func TestJWTVerifierConstructionErrors(t *testing.T) {
 	gone := httptest.NewServer(http.NotFoundHandler())
 	goneURL := gone.URL + "/jwks.json"
 	gone.Close()
-	_, err := JWTVerifier(ctxT(t), JWTOptions{JWKSURL: goneURL, Issuer: testIssuer, Audience: testAudience})
+	_, err := JWTVerifier(ctxT(t), &JWTOptions{JWKSURL: goneURL, Issuer: testIssuer, Audience: testAudience})
 	if err == nil || !strings.Contains(err.Error(), goneURL) || !strings.Contains(err.Error(), "unreachable") {
 		t.Errorf("unreachable JWKS: error %v, want one naming %s", err, goneURL)
 	}
@@ -475,7 +475,7 @@ func TestJWTVerifierConstructionErrors(t *testing.T) {
 		_, _ = io.WriteString(w, "<html>login</html>")
 	}))
 	defer html.Close()
-	_, err = JWTVerifier(ctxT(t), JWTOptions{JWKSURL: html.URL, Issuer: testIssuer, Audience: testAudience})
+	_, err = JWTVerifier(ctxT(t), &JWTOptions{JWKSURL: html.URL, Issuer: testIssuer, Audience: testAudience})
 	if err == nil || !strings.Contains(err.Error(), html.URL) || !strings.Contains(err.Error(), "not a JWK set") {
 		t.Errorf("HTML at the JWKS URL: error %v, want 'not a JWK set' naming %s", err, html.URL)
 	}
@@ -488,7 +488,7 @@ func TestJWTVerifierConstructionErrors(t *testing.T) {
 		"encryption": {Key: testKeys().ec.Public(), KeyID: "e", Use: "enc"},
 	} {
 		bad := newJWKS(t, key)
-		_, err = JWTVerifier(ctxT(t), JWTOptions{JWKSURL: bad.url(), Issuer: testIssuer, Audience: testAudience})
+		_, err = JWTVerifier(ctxT(t), &JWTOptions{JWKSURL: bad.url(), Issuer: testIssuer, Audience: testAudience})
 		if err == nil || !strings.Contains(err.Error(), "no usable signing key") {
 			t.Errorf("JWK set of only a %s key: error %v, want 'no usable signing key'", name, err)
 		}
@@ -509,11 +509,11 @@ func TestJWTVerifierConstructionErrors(t *testing.T) {
 		{"short refresh", JWTOptions{JWKSURL: ok.url(), Issuer: testIssuer, Audience: testAudience, Refresh: time.Second}, "refresh"},
 		{"negative leeway", JWTOptions{JWKSURL: ok.url(), Issuer: testIssuer, Audience: testAudience, Leeway: -time.Second}, "leeway"},
 	} {
-		if _, err := JWTVerifier(ctxT(t), tc.opts); err == nil || !strings.Contains(err.Error(), tc.want) {
+		if _, err := JWTVerifier(ctxT(t), &tc.opts); err == nil || !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("%s: error %v, want one mentioning %s", tc.name, err, tc.want)
 		}
 	}
-	if _, err := JWTVerifier(ctxT(t), JWTOptions{JWKSURL: ok.url(), Issuer: testIssuer, Audience: testAudience}); err != nil {
+	if _, err := JWTVerifier(ctxT(t), &JWTOptions{JWKSURL: ok.url(), Issuer: testIssuer, Audience: testAudience}); err != nil {
 		t.Errorf("good options: %v", err)
 	}
 }
@@ -525,7 +525,7 @@ func jwtServer(t *testing.T) (string, func(sub, role string, exp time.Time) stri
 	t.Helper()
 	k := testKeys()
 	j := newJWKS(t, publicJWK(k.ec, "ec-1", "ES256"))
-	verify, err := JWTVerifier(ctxT(t), JWTOptions{JWKSURL: j.url(), Issuer: testIssuer, Audience: testAudience})
+	verify, err := JWTVerifier(ctxT(t), &JWTOptions{JWKSURL: j.url(), Issuer: testIssuer, Audience: testAudience})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -534,7 +534,7 @@ func jwtServer(t *testing.T) (string, func(sub, role string, exp time.Time) stri
 	f.ex = tool.NewExecutor(f.reg, &tool.ExecutorOptions{Audit: audit.NewLog(mem, nil)})
 	f.gw = New(f.ex, nil)
 	ts := httptest.NewServer(nil)
-	h := f.gw.Handler(HTTPOptions{
+	h := f.gw.Handler(&HTTPOptions{
 		Verifier: verify, Roles: Roles{"reader": {"read_*"}, "admin": {"*"}},
 		ResourceURL: ts.URL + "/mcp", AuthorizationServers: []string{testIssuer},
 	})

@@ -58,7 +58,7 @@ func newLimitRig(t *testing.T, opts HTTPOptions, mw ...mcp.Middleware) *limitRig
 	opts.Audit = log
 	opts.Observe = func(e Event) { r.mu.Lock(); r.events = append(r.events, e); r.mu.Unlock() }
 	ts := httptest.NewServer(nil)
-	r.h = f.gw.Handler(opts)
+	r.h = f.gw.Handler(&opts)
 	ts.Config.Handler = r.h
 	t.Cleanup(func() { ts.CloseClientConnections(); ts.Close(); r.h.Close() })
 	r.url = ts.URL
@@ -195,7 +195,7 @@ func TestSessionsPerCallerAreRefusedWith429(t *testing.T) {
 	}
 	mem := &audit.Memory{}
 	ts := httptest.NewServer(nil)
-	h := f.gw.Handler(HTTPOptions{Verifier: verify, Roles: Roles{"r": {"*"}}, ResourceURL: ts.URL + "/mcp",
+	h := f.gw.Handler(&HTTPOptions{Verifier: verify, Roles: Roles{"r": {"*"}}, ResourceURL: ts.URL + "/mcp",
 		Limits: Limits{MaxSessionsPerCaller: 2}, Audit: audit.NewLog(mem, nil)})
 	ts.Config.Handler = h
 	t.Cleanup(func() { ts.CloseClientConnections(); ts.Close(); h.Close() })
@@ -430,7 +430,7 @@ func TestDeleteDuringAHungCallAnswersAtOnceAndCancelsItUpstream(t *testing.T) {
 	reg, _ := demoUpstream(t)
 	gw := New(tool.NewExecutor(reg, nil), nil)
 	ts := httptest.NewServer(nil)
-	h := gw.Handler(HTTPOptions{})
+	h := gw.Handler(&HTTPOptions{})
 	ts.Config.Handler = h
 	t.Cleanup(func() { ts.CloseClientConnections(); ts.Close(); h.Close() })
 
@@ -544,7 +544,7 @@ func TestHealthEndpoints(t *testing.T) {
 		t.Fatal(err)
 	}
 	ts := httptest.NewServer(nil)
-	h := f.gw.Handler(HTTPOptions{Verifier: verify, Roles: Roles{"r": {"*"}}, ResourceURL: ts.URL + "/mcp", Ready: ready.Load})
+	h := f.gw.Handler(&HTTPOptions{Verifier: verify, Roles: Roles{"r": {"*"}}, ResourceURL: ts.URL + "/mcp", Ready: ready.Load})
 	ts.Config.Handler = h
 	t.Cleanup(func() { ts.Close(); h.Close() })
 	get := func(path string) (int, string) {
@@ -585,7 +585,7 @@ func TestBearerIsRefusedOverPlainHTTPOnANonLoopbackAddress(t *testing.T) {
 		{"127.0.0.1:8080", false, http.StatusOK},
 		{"[::1]:8080", false, http.StatusOK},
 	} {
-		h := f.gw.Handler(HTTPOptions{Verifier: verify, Roles: Roles{"r": {"*"}}, ResourceURL: "https://gw.example/mcp", InsecurePlainBearer: c.insecure})
+		h := f.gw.Handler(&HTTPOptions{Verifier: verify, Roles: Roles{"r": {"*"}}, ResourceURL: "https://gw.example/mcp", InsecurePlainBearer: c.insecure})
 		body := `{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"raw","version":"1"}}}`
 		req := httptest.NewRequest(http.MethodPost, "http://127.0.0.1/mcp", strings.NewReader(body))
 		req.Header.Set("Content-Type", "application/json")

@@ -1071,7 +1071,7 @@ func BenchmarkCallByRevision(b *testing.B) {
 						}}); err != nil {
 						b.Fatal(err)
 					}
-					gh := New(tool.NewExecutor(reg, nil), nil).Handler(HTTPOptions{})
+					gh := New(tool.NewExecutor(reg, nil), nil).Handler(&HTTPOptions{})
 					defer gh.Close()
 					h = gh
 				} else {

@@ -42,7 +42,11 @@ var DefaultServerOptions = ServerOptions{
 // NewHTTPServer returns an HTTP server for h with opts' limits. Serve it
 // with ServeTLS when opts.TLS is set (its certificate comes from the
 // config, so the file arguments are empty).
-func NewHTTPServer(h http.Handler, opts ServerOptions) *http.Server {
+func NewHTTPServer(h http.Handler, options *ServerOptions) *http.Server {
+	opts := DefaultServerOptions
+	if options != nil {
+		opts = *options
+	}
 	if opts.ReadBodyTimeout > 0 {
 		h = bodyDeadline(opts.ReadBodyTimeout, h)
 	}

@@ -28,7 +28,7 @@ func serveRaw(t *testing.T, h http.Handler, opts ServerOptions) string {
 	if err != nil {
 		t.Fatal(err)
 	}
-	hs := NewHTTPServer(h, opts)
+	hs := NewHTTPServer(h, &opts)
 	go func() {
 		if opts.TLS != nil {
 			_ = hs.ServeTLS(ln, "", "")
@@ -189,7 +189,7 @@ func TestTLSServesTheCertificateAndReloadsItWhenItChanges(t *testing.T) {
 		t.Fatal(err)
 	}
 	f := newFixture(t, ApprovalPolicy{})
-	h := f.gw.Handler(HTTPOptions{})
+	h := f.gw.Handler(&HTTPOptions{})
 	t.Cleanup(h.Close)
 	addr := serveRaw(t, h, ServerOptions{TLS: r.TLSConfig()})
 

@@ -1104,7 +1104,7 @@ func TestAnUpstreamChangeIsListedOnceForEveryRole(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	h := gw.Handler(gateway.HTTPOptions{Verifier: verify, Roles: roles})
+	h := gw.Handler(&gateway.HTTPOptions{Verifier: verify, Roles: roles})
 	ts := httptest.NewServer(h)
 	t.Cleanup(func() { ts.CloseClientConnections(); ts.Close(); h.Close() })
 

@@ -117,7 +117,7 @@ func TestHiddenResourceIsNotReachableThroughAVisibleTemplate(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	h := gw.Handler(HTTPOptions{Verifier: verify, Roles: Roles{"reader": {"up__files", "up__public"}}})
+	h := gw.Handler(&HTTPOptions{Verifier: verify, Roles: Roles{"reader": {"up__files", "up__public"}}})
 	ts := httptest.NewServer(h)
 	t.Cleanup(func() { ts.CloseClientConnections(); ts.Close(); h.Close() })
 	cs := connectAs(t, ts.URL, "reader-token")
@@ -191,7 +191,7 @@ func bindingServer(t *testing.T, policy ApprovalPolicy) (*fixture, string, *muta
 	f.ex = tool.NewExecutor(f.reg, &tool.ExecutorOptions{Audit: audit.NewLog(mem, nil)})
 	f.gw = New(f.ex, nil)
 	v := &mutableVerifier{tokens: map[string][2]string{}}
-	h := f.gw.Handler(HTTPOptions{Verifier: v.verify, Roles: Roles{"reader": {"read_*"}, "admin": {"*"}}})
+	h := f.gw.Handler(&HTTPOptions{Verifier: v.verify, Roles: Roles{"reader": {"read_*"}, "admin": {"*"}}})
 	ts := httptest.NewServer(h)
 	t.Cleanup(func() { ts.CloseClientConnections(); ts.Close(); h.Close() })
 	return f, ts.URL, v, mem

@@ -170,7 +170,7 @@ func (p *callerSessions) prepare() error {
 	if p.set.opts.Callers == nil {
 		return fmt.Errorf("server %q: oauth.identity is caller, and no per-caller credentials are configured (mcpclient.Options.Callers)", name)
 	}
-	if p.set.cfg.Transport != "http" {
+	if p.set.cfg.Transport != config.TransportHTTP {
 		return fmt.Errorf("server %q: oauth.identity caller needs the http (Streamable HTTP) transport, not %s", name, p.set.cfg.Transport)
 	}
 	expanded, err := p.dial.expand()

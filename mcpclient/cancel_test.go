@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
+	"github.com/toolwire/toolwire/config"
 	"github.com/toolwire/toolwire/tool"
 )
 
@@ -63,7 +64,7 @@ func TestCancelledCallIsAnnouncedBeforeClose(t *testing.T) {
 				t.Cleanup(func() { close(release) }) // before the server closes
 				reg := confirmingRegistry()
 				cfg := httpConfig("custom", url)
-				cfg.Transport = transport
+				cfg.Transport = config.Transport(transport)
 				s := connect(t, cfg, reg, nil)
 				cancelThenClose(t, s, tool.NewExecutor(reg, nil), how)
 				// The server notices a GET ending some time after the client.

@@ -260,12 +260,12 @@ func (d *dialer) dialAs(ctx, life context.Context, cfg config.Server, ep *endpoi
 // transport builds the SDK transport for one connection of endpoint ep.
 func (d *dialer) transport(ctx context.Context, c *conn, cfg config.Server, ep *endpoint, connected func()) (mcp.Transport, error) {
 	arrivals := &ep.relay.arrivals
-	if ep.caller != nil && cfg.Transport != "http" {
+	if ep.caller != nil && cfg.Transport != config.TransportHTTP {
 		// Only go-sdk's Streamable HTTP transport takes an OAuth handler.
 		return nil, fmt.Errorf("server %q: a caller's own session needs the http transport, not %s", cfg.Name, cfg.Transport)
 	}
 	switch cfg.Transport {
-	case "stdio":
+	case config.TransportStdio:
 		cmd := exec.Command(cfg.Command, cfg.Args...)
 		cmd.Env = childEnv(cfg.Env)
 		cmd.Dir = cfg.Cwd
@@ -279,12 +279,12 @@ func (d *dialer) transport(ctx context.Context, c *conn, cfg config.Server, ep *
 			c.stdio, _ = conn.(*stdioconn.Conn)
 			connected()
 		}}, nil
-	case "http", "sse":
+	case config.TransportHTTP, config.TransportSSE:
 		httpClient, err := d.httpClient(cfg)
 		if err != nil {
 			return nil, fmt.Errorf("server %q: %w", cfg.Name, err)
 		}
-		if cfg.Transport == "sse" {
+		if cfg.Transport == config.TransportSSE {
 			return &startedTransport{ctx: ctx, arrivals: arrivals, started: func(mcp.Connection) { connected() },
 				inner: &mcp.SSEClientTransport{Endpoint: cfg.URL, HTTPClient: httpClient}}, nil
 		}
@@ -557,7 +557,7 @@ func guarded(base http.RoundTripper, opts *netpolicy.DialerOptions) (http.RoundT
 func (d *dialer) connectError(parent, ctx context.Context, c *conn, err error) error {
 	cfg := d.set.cfg
 	target := cfg.URL
-	if cfg.Transport == "stdio" {
+	if cfg.Transport == config.TransportStdio {
 		target = strings.Join(append([]string{cfg.Command}, cfg.Args...), " ")
 	}
 	cause := d.set.secrets.String(err.Error())

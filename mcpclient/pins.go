@@ -248,7 +248,7 @@ func PinScope(cfg config.Server) pins.Scope {
 		Args      []string `json:"args,omitempty"`
 		Cwd       string   `json:"cwd,omitempty"`
 		URL       string   `json:"url,omitempty"`
-	}{Transport: cfg.Transport, URL: cfg.URL}
+	}{Transport: string(cfg.Transport), URL: cfg.URL}
 	if cfg.Transport == config.TransportStdio || cfg.URL == "" {
 		id.Command, id.Args, id.Cwd = cfg.Command, cfg.Args, cfg.Cwd
 	}

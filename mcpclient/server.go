@@ -442,14 +442,14 @@ func (s *Server) Catalog() *Catalog { return s.cat }
 
 // Status is a snapshot of a server for display.
 type Status struct {
-	Name      string    `json:"name"`
-	Transport string    `json:"transport"`
-	State     State     `json:"state"`
-	Since     time.Time `json:"since"`
-	Tools     int       `json:"tools"`
-	LastError string    `json:"lastError,omitempty"`
-	Attempt   int       `json:"attempt,omitempty"`
-	PID       int       `json:"pid,omitempty"`
+	Name      string           `json:"name"`
+	Transport config.Transport `json:"transport"`
+	State     State            `json:"state"`
+	Since     time.Time        `json:"since"`
+	Tools     int              `json:"tools"`
+	LastError string           `json:"lastError,omitempty"`
+	Attempt   int              `json:"attempt,omitempty"`
+	PID       int              `json:"pid,omitempty"`
 	// Protocol is the MCP revision the server's latest connection
 	// negotiated ("2026-07-28", "2025-11-25", ...), kept while it
 	// reconnects; "" before the first.

@@ -111,7 +111,7 @@ func (s *supervisor) start(ctx context.Context) error {
 		_ = c.close()
 		return errClosed
 	}
-	s.set.record(audit.Event{Kind: audit.ServerStarted, Transport: cfg.Transport, Tools: s.tools.count()})
+	s.set.record(audit.Event{Kind: audit.ServerStarted, Transport: string(cfg.Transport), Tools: s.tools.count()})
 	go s.run(c)
 	return nil
 }

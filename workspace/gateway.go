@@ -82,7 +82,7 @@ func Authentication(ctx context.Context, gwc *config.Gateway) (gateway.HTTPOptio
 	}
 	opts.AuthorizationServers = gwc.AuthorizationServers
 	if j := gwc.JWT; j != nil {
-		verifier, err := gateway.JWTVerifier(ctx, gateway.JWTOptions{
+		verifier, err := gateway.JWTVerifier(ctx, &gateway.JWTOptions{
 			JWKSURL: j.JWKSURL, Issuer: j.Issuer, Audience: j.Audience, RoleClaim: j.RoleClaim,
 		})
 		if err != nil {

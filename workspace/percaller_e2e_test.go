@@ -172,7 +172,7 @@ security:
 		t.Fatal(err)
 	}
 	gw := w.Gateway(nil)
-	hs := &http.Server{Handler: w.Handler(gw, hopts), ReadHeaderTimeout: 10 * time.Second}
+	hs := &http.Server{Handler: w.Handler(gw, &hopts), ReadHeaderTimeout: 10 * time.Second}
 	go hs.Serve(ln)
 	defer hs.Close()
 	endpoint := base + "/mcp"
@@ -360,7 +360,7 @@ security:
 	if err != nil {
 		t.Fatal(err)
 	}
-	h := w.Handler(w.Gateway(nil), hopts)
+	h := w.Handler(w.Gateway(nil), &hopts)
 	// The callback is served outside authentication: a browser's GET
 	// without a token reaches it (and, with no pending authorization, is
 	// told so), not a 401.

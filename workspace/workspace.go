@@ -397,7 +397,11 @@ func upstreams(extra []gateway.Upstream, m *mcpclient.Manager) []gateway.Upstrea
 // before the servers. It panics when a callback path is one the gateway
 // serves itself; [Workspace.CallerCallbackPaths] and
 // [gateway.CallbackPathProblem] tell beforehand.
-func (w *Workspace) Handler(gw *gateway.Gateway, opts gateway.HTTPOptions) *gateway.Handler {
+func (w *Workspace) Handler(gw *gateway.Gateway, options *gateway.HTTPOptions) *gateway.Handler {
+	var opts gateway.HTTPOptions
+	if options != nil {
+		opts = *options
+	}
 	if opts.Audit == nil {
 		opts.Audit = w.audit
 	}
@@ -429,7 +433,7 @@ func (w *Workspace) Handler(gw *gateway.Gateway, opts gateway.HTTPOptions) *gate
 		w.callbackPaths[path] = true
 	}
 	w.mu.Unlock()
-	h := gw.Handler(opts)
+	h := gw.Handler(&opts)
 	w.mu.Lock()
 	w.handlers = append(w.handlers, h)
 	w.mu.Unlock()

@@ -346,7 +346,7 @@ func TestGatewayServesTheWorkspace(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer w.Close()
-	h := w.Handler(w.Gateway(nil), gateway.HTTPOptions{})
+	h := w.Handler(w.Gateway(nil), nil)
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)

@@ -187,19 +187,19 @@ type configInputJSON struct {
 // expanded, and env and header values are left out (only their names are
 // shown) because a file may hold a literal secret there.
 type configServerJSON struct {
-	Name        string   `json:"name"`
-	Line        int      `json:"line"`
-	Transport   string   `json:"transport"`
-	Command     string   `json:"command,omitempty"`
-	Args        []string `json:"args,omitempty"`
-	URL         string   `json:"url,omitempty"`
-	EnvNames    []string `json:"envNames,omitempty"`
-	EnvFile     string   `json:"envFile,omitempty"`
-	Cwd         string   `json:"cwd,omitempty"`
-	HeaderNames []string `json:"headerNames,omitempty"`
-	BearerToken bool     `json:"bearerToken,omitempty"`
-	Prefix      string   `json:"prefix,omitempty"`
-	DefaultTier string   `json:"defaultTier"`
+	Name        string           `json:"name"`
+	Line        int              `json:"line"`
+	Transport   config.Transport `json:"transport"`
+	Command     string           `json:"command,omitempty"`
+	Args        []string         `json:"args,omitempty"`
+	URL         string           `json:"url,omitempty"`
+	EnvNames    []string         `json:"envNames,omitempty"`
+	EnvFile     string           `json:"envFile,omitempty"`
+	Cwd         string           `json:"cwd,omitempty"`
+	HeaderNames []string         `json:"headerNames,omitempty"`
+	BearerToken bool             `json:"bearerToken,omitempty"`
+	Prefix      string           `json:"prefix,omitempty"`
+	DefaultTier string           `json:"defaultTier"`
 	// DefaultTierSource is "defaultTier" when the file sets it, "default"
 	// when it is the dialect's default.
 	DefaultTierSource string              `json:"defaultTierSource"`
@@ -402,7 +402,7 @@ func printConfigCheck(w io.Writer, f *config.File, lookup func(string) (string, 
 	}
 }
 
-func configTransportText(t string) string {
+func configTransportText(t config.Transport) string {
 	switch t {
 	case config.TransportStdio:
 		return "stdio"
@@ -411,7 +411,7 @@ func configTransportText(t string) string {
 	case config.TransportSSE:
 		return "sse (legacy HTTP+SSE)"
 	}
-	return t
+	return string(t)
 }
 
 // configCommandLine shows a command and its arguments as one line, quoting the

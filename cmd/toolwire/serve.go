@@ -7,7 +7,6 @@ import (
 	"io"
 	"log/slog"
 	"net"
-	"time"
 
 	"github.com/spf13/cobra"
 	"github.com/toolwire/toolwire/config"
@@ -156,11 +155,9 @@ docs/operations.md lists the metrics and spans.`,
 					opts.MaxBodyBytes = ops.maxBody
 				}
 				opts.Limits, opts.AllowedOrigins, opts.InsecurePlainBearer = ops.limits, ops.origins, lf.insecurePlainHTTP
-				authenticated := opts.Verifier != nil
-				if err := exposureProblem(httpAddr, authenticated, ops.server.TLS != nil, lf.insecurePlainHTTP); err != nil {
-					return &exitError{exitUsage, err}
-				}
-				if ln, err = listenGateway(httpAddr, authenticated, insecureNoAuth); err != nil {
+				exposure := gateway.Exposure{Authenticated: opts.Verifier != nil, TLS: ops.server.TLS != nil,
+					AllowUnauthenticated: insecureNoAuth, AllowPlainBearer: lf.insecurePlainHTTP}
+				if ln, err = listenGateway(httpAddr, exposure); err != nil {
 					return &exitError{exitUsage, err}
 				}
 				defer ln.Close()
@@ -225,7 +222,7 @@ docs/operations.md lists the metrics and spans.`,
 				}
 			}
 			opts.Observe = tel.Metrics().GatewayEvents()
-			return serveHTTP(cmd.Context(), e, ln, w.Handler(gw, opts), ops)
+			return serveHTTP(cmd.Context(), e, ln, w.Handler(gw, &opts), ops)
 		},
 	}
 	cmd.Flags().BoolVar(&stdio, "stdio", false, "serve MCP on stdin and stdout")
@@ -274,17 +271,19 @@ func httpOptions(ctx context.Context, gwc *config.Gateway, stateless bool) (gate
 	return opts, err
 }
 
-// listenGateway listens on addr. Without caller authentication only a
-// loopback address is accepted, unless insecure says otherwise: an
-// unauthenticated gateway lets anyone who reaches it call every tool.
-func listenGateway(addr string, authenticated, insecure bool) (net.Listener, error) {
-	host, _, err := net.SplitHostPort(addr)
-	if err != nil {
-		return nil, fmt.Errorf("--http %q: %w", addr, err)
-	}
-	if !authenticated && !insecure && !netpolicy.IsLoopbackHost(host) {
+// listenGateway listens on addr, after gateway.CheckExposure's rules: an
+// unauthenticated gateway only on loopback unless --insecure-no-auth, and
+// bearer tokens in the clear only on loopback unless --insecure-plain-http.
+func listenGateway(addr string, e gateway.Exposure) (net.Listener, error) {
+	switch err := gateway.CheckExposure(addr, e); {
+	case errors.Is(err, gateway.ErrUnauthenticatedExposure):
 		return nil, fmt.Errorf("--http %q: without caller authentication only loopback addresses (127.0.0.1, ::1, localhost) are served; "+
 			"configure gateway.tokens (\"toolwire token new\" makes one) or gateway.jwt, or pass --insecure-no-auth to let anyone who can reach this address call every tool", addr)
+	case errors.Is(err, gateway.ErrPlainBearer):
+		return nil, fmt.Errorf("--http %q: callers authenticate with bearer tokens, which plain HTTP on a non-loopback address would send in the clear; "+
+			"give --tls-cert and --tls-key (or gateway.tls), or pass --insecure-plain-http when a TLS proxy in front terminates TLS", addr)
+	case err != nil:
+		return nil, fmt.Errorf("--http %q: %w", addr, err)
 	}
 	return net.Listen("tcp", addr)
 }
@@ -309,78 +308,33 @@ func announceAuth(log *slog.Logger, gwc *config.Gateway, addr string, ln net.Lis
 	if opts.ResourceURL != "" {
 		return
 	}
-	// The resource is the URL clients use, which is the address as
-	// given with the port actually bound; a wildcard address names no
-	// URL, so the operator has to.
-	if ip := net.ParseIP(host); host == "" || (ip != nil && ip.IsUnspecified()) {
+	if opts.ResourceURL = gateway.ResourceURLFor(addr, ln.Addr(), tls); opts.ResourceURL == "" {
 		log.Warn(fmt.Sprintf("gateway.resourceURL is not set and %q is not an address clients can use, "+
 			"so the metadata names no resource and 401 answers carry no WWW-Authenticate challenge; set gateway.resourceURL to the URL clients use", addr))
-		return
 	}
-	_, port, _ := net.SplitHostPort(ln.Addr().String())
-	scheme := "http"
-	if tls {
-		scheme = "https"
-	}
-	opts.ResourceURL = scheme + "://" + net.JoinHostPort(host, port) + "/mcp"
 }
 
-// serveHTTP serves h (which routes /mcp, the metadata and the health
-// endpoints itself) on ln until ctx ends, then drains: see
-// [gateway.Handler.Drain]. The exit comes at most ops.grace plus
-// drainBound after the signal (docs/operations.md gives the measured
-// time); the caller's deferred closes then end every upstream (and child
-// process) and the audit file.
+// serveHTTP serves h on ln until ctx ends, then drains (see
+// gateway.Handler.Serve), saying so on stderr. The exit comes at most
+// ops.grace plus gateway.DrainBound after the signal (docs/operations.md
+// gives the measured time); the caller's deferred closes then end every
+// upstream (and child process) and the audit file.
 func serveHTTP(ctx context.Context, e *env, ln net.Listener, h *gateway.Handler, ops operations) error {
-	hs := gateway.NewHTTPServer(h, ops.server)
-	errc := make(chan error, 1)
 	scheme := "http"
 	if ops.server.TLS != nil {
 		scheme = "https"
-		go func() { errc <- hs.ServeTLS(ln, "", "") }()
-	} else {
-		go func() { errc <- hs.Serve(ln) }()
 	}
 	fmt.Fprintf(e.stderr, "toolwire: serving MCP at %s://%s/mcp\n", scheme, ln.Addr())
-	select {
-	case err := <-errc:
-		return &exitError{exitToolErr, fmt.Errorf("serving http: %w", err)}
-	case <-ctx.Done():
+	n, err := h.Serve(ctx, ln, &gateway.ServeOptions{Server: &ops.server, DrainGrace: ops.grace, Draining: func() {
+		fmt.Fprintf(e.stderr, "toolwire: draining: refusing new sessions and calls, giving calls in progress %s\n", ops.grace)
+	}})
+	if err != nil {
+		return &exitError{exitToolErr, err}
 	}
-	fmt.Fprintf(e.stderr, "toolwire: draining: refusing new sessions and calls, giving calls in progress %s\n", ops.grace)
-	dctx, cancel := context.WithTimeout(context.Background(), ops.grace+drainBound)
-	defer cancel()
-	if n := h.Drain(dctx, ops.grace); n > 0 {
+	if n > 0 {
 		fmt.Fprintf(e.stderr, "toolwire: drain: cancelled %d call(s) still in progress after %s\n", n, ops.grace)
 	}
-	// Every session is closed, so no event stream holds a connection;
-	// what is left are idle keep-alive connections.
-	sctx, cancelShutdown := context.WithTimeout(context.Background(), time.Second)
-	defer cancelShutdown()
-	if err := hs.Shutdown(sctx); err != nil {
-		_ = hs.Close()
-	}
 	return nil
-}
-
-// drainBound is how long the drain may take past its grace: for cancelled
-// calls to return (an upstream is sent notifications/cancelled and the
-// call returns without waiting for its answer) and for sessions to close.
-const drainBound = 2 * time.Second
-
-// exposureProblem refuses to serve bearer tokens over plain HTTP on an
-// address other than loopback unless insecure says to: a token sent in
-// the clear can be read and replayed by anyone on the path.
-func exposureProblem(addr string, authenticated, tls, insecure bool) error {
-	host, _, err := net.SplitHostPort(addr)
-	if err != nil {
-		return fmt.Errorf("--http %q: %w", addr, err)
-	}
-	if !authenticated || tls || insecure || netpolicy.IsLoopbackHost(host) {
-		return nil
-	}
-	return fmt.Errorf("--http %q: callers authenticate with bearer tokens, which plain HTTP on a non-loopback address would send in the clear; "+
-		"give --tls-cert and --tls-key (or gateway.tls), or pass --insecure-plain-http when a TLS proxy in front terminates TLS", addr)
 }
 
 type nopWriteCloser struct{ io.Writer }

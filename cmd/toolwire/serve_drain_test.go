@@ -14,30 +14,30 @@ import (
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
+	"github.com/toolwire/toolwire/gateway"
 )
 
-func TestExposureProblemRefusesBearerOverPlainHTTPOffLoopback(t *testing.T) {
+// The listener's refusals (gateway.CheckExposure's rules, tested there)
+// say which flag or setting would make the address acceptable.
+func TestListenGatewayRefusalsSayWhatToDo(t *testing.T) {
 	t.Parallel()
 	for _, c := range []struct {
-		addr                         string
-		authenticated, tls, insecure bool
-		refused                      bool
+		e    gateway.Exposure
+		want []string
 	}{
-		{"0.0.0.0:8443", true, false, false, true},
-		{"10.0.0.5:8443", true, false, false, true},
-		{"[::]:8443", true, false, false, true},
-		{"0.0.0.0:8443", true, true, false, false},
-		{"0.0.0.0:8443", true, false, true, false},
-		{"127.0.0.1:8443", true, false, false, false},
-		{"localhost:8443", true, false, false, false},
-		{"0.0.0.0:8443", false, false, false, false}, // no tokens: listenGateway's own rule
+		{gateway.Exposure{Authenticated: true}, []string{"--tls-cert", "--insecure-plain-http"}},
+		{gateway.Exposure{}, []string{"gateway.tokens", "--insecure-no-auth"}},
 	} {
-		err := exposureProblem(c.addr, c.authenticated, c.tls, c.insecure)
-		if (err != nil) != c.refused {
-			t.Errorf("exposureProblem(%q, auth %v, tls %v, insecure %v) = %v, refused want %v", c.addr, c.authenticated, c.tls, c.insecure, err, c.refused)
+		ln, err := listenGateway("10.0.0.5:8443", c.e)
+		if err == nil {
+			ln.Close()
+			t.Errorf("listenGateway(10.0.0.5:8443, %+v) listened, want a refusal", c.e)
+			continue
 		}
-		if err != nil && (!strings.Contains(err.Error(), "--tls-cert") || !strings.Contains(err.Error(), "--insecure-plain-http")) {
-			t.Errorf("the refusal does not say what to do: %v", err)
+		for _, w := range c.want {
+			if !strings.Contains(err.Error(), w) {
+				t.Errorf("listenGateway(%+v) = %v, want it to name %s", c.e, err, w)
+			}
 		}
 	}
 }

@@ -9,6 +9,7 @@ import (
 	"github.com/spf13/cobra"
 	"github.com/toolwire/toolwire/config"
 	"github.com/toolwire/toolwire/gateway"
+	"github.com/toolwire/toolwire/workspace"
 )
 
 // limitFlags are serve's flags for the limits, Origin, TLS and drain of
@@ -24,11 +25,6 @@ type limitFlags struct {
 	tlsCert, tlsKey                                string
 	insecurePlainHTTP                              bool
 }
-
-// DefaultDrainGrace is how long calls in progress may run after SIGTERM:
-// with the drain's bound after it, the exit comes well inside a container
-// runtime's usual 10 s between SIGTERM and SIGKILL.
-const DefaultDrainGrace = 5 * time.Second
 
 var limitFlagNames = []string{
 	"session-idle-timeout", "max-sessions", "max-sessions-per-caller", "max-calls-per-session", "max-calls-per-caller",
@@ -51,7 +47,7 @@ func (lf *limitFlags) register(cmd *cobra.Command) {
 	f.DurationVar(&lf.readBody, "read-body-timeout", s.ReadBodyTimeout, "with --http, time to read a request's body; a slower client is cut off")
 	f.DurationVar(&lf.idle, "idle-timeout", s.IdleTimeout, "with --http, close a keep-alive connection idle this long")
 	f.IntVar(&lf.maxHeaderBytes, "max-header-bytes", s.MaxHeaderBytes, "with --http, the largest request headers accepted (431 past it)")
-	f.DurationVar(&lf.grace, "drain-grace", DefaultDrainGrace, "with --http, on SIGTERM or SIGINT, time calls in progress get before they are cancelled")
+	f.DurationVar(&lf.grace, "drain-grace", workspace.DefaultDrainGrace, "with --http, on SIGTERM or SIGINT, time calls in progress get before they are cancelled")
 	f.StringArrayVar(&lf.origins, "allow-origin", nil, "with --http, a browser `ORIGIN` (https://host[:port]) whose requests are served (repeatable; replaces gateway.allowedOrigins)")
 	f.StringVar(&lf.tlsCert, "tls-cert", "", "with --http, serve HTTPS with this PEM certificate `FILE` (reloaded when it changes)")
 	f.StringVar(&lf.tlsKey, "tls-key", "", "with --http, the PEM private key `FILE` of --tls-cert")
@@ -98,37 +94,9 @@ func (lf *limitFlags) resolve(gwc *config.Gateway, changed func(string) bool, lo
 // settle is resolve without loading the certificate: the defaults, the
 // configuration and the flags, checked. A reload takes its limits from it.
 func (lf *limitFlags) settle(gwc *config.Gateway, changed func(string) bool) (operations, config.GatewayTLS, error) {
-	ops := operations{limits: gateway.DefaultLimits, server: gateway.DefaultServerOptions, grace: DefaultDrainGrace}
-	var tlsCfg config.GatewayTLS
-	if gwc != nil {
-		if l := gwc.Limits; l != nil {
-			setD(&ops.limits.SessionIdleTimeout, l.SessionIdleTimeout)
-			setI(&ops.limits.MaxSessions, l.MaxSessions)
-			setI(&ops.limits.MaxSessionsPerCaller, l.MaxSessionsPerCaller)
-			setI(&ops.limits.MaxCallsPerSession, l.MaxCallsPerSession)
-			setI(&ops.limits.MaxCallsPerCaller, l.MaxCallsPerCaller)
-			if l.CallRate != nil {
-				ops.limits.CallRate = *l.CallRate
-			}
-			setI(&ops.limits.CallBurst, l.CallBurst)
-			setI(&ops.limits.MaxListensPerCaller, l.MaxListensPerCaller)
-			setD(&ops.server.ReadHeaderTimeout, l.ReadHeaderTimeout)
-			setD(&ops.server.ReadBodyTimeout, l.ReadBodyTimeout)
-			setD(&ops.server.IdleTimeout, l.IdleTimeout)
-			setI(&ops.server.MaxHeaderBytes, l.MaxHeaderBytes)
-			setD(&ops.grace, l.DrainGrace)
-			if l.MaxBodyBytes != nil {
-				ops.maxBody = int64(*l.MaxBodyBytes)
-				if ops.maxBody == 0 {
-					ops.maxBody = -1 // 0 in the file means no limit
-				}
-			}
-		}
-		ops.origins = gwc.AllowedOrigins
-		if gwc.TLS != nil {
-			tlsCfg = *gwc.TLS
-		}
-	}
+	sv := workspace.ServingOf(gwc)
+	ops := operations{limits: sv.Limits, server: sv.Server, grace: sv.DrainGrace, origins: sv.AllowedOrigins, maxBody: sv.MaxBodyBytes}
+	tlsCfg := sv.TLS
 	type flagVal struct {
 		name string
 		set  func()
@@ -195,16 +163,4 @@ func (lf *limitFlags) settle(gwc *config.Gateway, changed func(string) bool) (op
 		return ops, tlsCfg, errors.Join(errs...)
 	}
 	return ops, tlsCfg, nil
-}
-
-func setD(dst *time.Duration, v *time.Duration) {
-	if v != nil {
-		*dst = *v
-	}
-}
-
-func setI(dst *int, v *int) {
-	if v != nil {
-		*dst = *v
-	}
 }

@@ -101,7 +101,7 @@ func memGateway(ctx context.Context, b *bench) (*memResult, error) {
 	for _, st := range w.Manager().Status() {
 		b.procs.adopt(st.PID)
 	}
-	h := w.Handler(w.Gateway(nil), gateway.HTTPOptions{})
+	h := w.Handler(w.Gateway(nil), nil)
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		return nil, err

@@ -29,7 +29,7 @@ func TestRefusedSessionsAreCounted(t *testing.T) {
 	defer tel.Shutdown(context.Background())
 
 	gw := gateway.New(tool.NewExecutor(tool.NewRegistry(nil), nil), nil)
-	h := gw.Handler(gateway.HTTPOptions{Limits: gateway.Limits{MaxSessions: 1}, Observe: tel.Metrics().GatewayEvents()})
+	h := gw.Handler(&gateway.HTTPOptions{Limits: gateway.Limits{MaxSessions: 1}, Observe: tel.Metrics().GatewayEvents()})
 	defer h.Close()
 	srv := httptest.NewServer(h)
 	defer srv.Close()

@@ -140,7 +140,7 @@ func newRig(t *testing.T, env map[string]string) *rig {
 		t.Fatal(err)
 	}
 	gw := gateway.New(ex, &gateway.Options{Middleware: []mcp.Middleware{tel.ServerMiddleware()}})
-	h := gw.Handler(gateway.HTTPOptions{Verifier: verifier, Roles: gateway.Roles{"ops": {"*"}}})
+	h := gw.Handler(&gateway.HTTPOptions{Verifier: verifier, Roles: gateway.Roles{"ops": {"*"}}})
 	t.Cleanup(h.Close)
 	gs := httptest.NewServer(h)
 	t.Cleanup(gs.Close)

@@ -66,7 +66,7 @@ func newReplicas(t *testing.T, n int, roles *fleetRoles, sessions gateway.Sessio
 	for range n {
 		r := newRig(t, false)
 		ts := httptest.NewServer(nil)
-		h := r.gw.Handler(gateway.HTTPOptions{
+		h := r.gw.Handler(&gateway.HTTPOptions{
 			Verifier: roles.verifier, Roles: gateway.Roles{"ops": {"*"}, "other": {"*"}},
 			ResourceURL: ts.URL + "/mcp", Sessions: sessions,
 		})

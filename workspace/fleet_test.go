@@ -63,7 +63,7 @@ func openFleet(t *testing.T, dbURL string, n int, limits gateway.Limits) []*flee
 		t.Cleanup(func() { w.Close() })
 		ts := httptest.NewServer(nil)
 		t.Cleanup(func() { ts.CloseClientConnections(); ts.Close() })
-		ts.Config.Handler = w.Handler(w.Gateway(nil), gateway.HTTPOptions{
+		ts.Config.Handler = w.Handler(w.Gateway(nil), &gateway.HTTPOptions{
 			Verifier: verify, Roles: gateway.Roles{"ops": {"*"}}, ResourceURL: ts.URL + "/mcp", Limits: limits,
 		})
 		out = append(out, &fleetReplica{w: w, url: ts.URL})

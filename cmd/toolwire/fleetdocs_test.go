@@ -164,8 +164,8 @@ func TestFleetDeploymentExamples(t *testing.T) {
 	if strconv.Itoa(portByName["http"]) != port {
 		t.Errorf("serve listens on %q, the container's port http is %d", httpAddr, portByName["http"])
 	}
-	if d := time.Duration(dep.Spec.Template.Spec.TerminationGracePeriodSeconds) * time.Second; d < grace+drainBound {
-		t.Errorf("terminationGracePeriodSeconds %s is shorter than --drain-grace %s plus the drain's %s", d, grace, drainBound)
+	if d := time.Duration(dep.Spec.Template.Spec.TerminationGracePeriodSeconds) * time.Second; d < grace+gateway.DrainBound {
+		t.Errorf("terminationGracePeriodSeconds %s is shorter than --drain-grace %s plus the drain's %s", d, grace, gateway.DrainBound)
 	}
 	for name, p := range map[string]probe{"readiness": ctr.ReadinessProbe, "liveness": ctr.LivenessProbe} {
 		want := gateway.ReadinessPath

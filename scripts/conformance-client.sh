@@ -21,6 +21,8 @@
 #                     succeeds when exactly those fail
 #   --timeout SECS    the suite stops the client after SECS (default 30); the
 #                     scenario run as a whole is killed SECS+15 s after it starts
+#   --jobs N          run N scenarios at a time (default 1); each has its own
+#                     servers on ports of its own, so they do not meet
 #   -o DIR            results directory (default: a new directory under ${TMPDIR:-/tmp})
 #   --list            print the scenario names and exit
 #   --install-only    install the npm packages and exit
@@ -44,7 +46,7 @@ CLI="$NPM_DIR/node_modules/@modelcontextprotocol/conformance/dist/index.js"
 die() { echo "conformance-client.sh: $*" >&2; exit 2; }
 usage() { awk 'NR > 1 && !/^#/ { exit } NR > 1 { sub(/^# ?/, ""); print }' "${BASH_SOURCE[0]}" >&2; exit 2; }
 
-CLIENT="" SPEC="" TMO=30 OUT="" LIST=0 INSTALL_ONLY=0 EXPECTED=""
+CLIENT="" SPEC="" TMO=30 OUT="" LIST=0 INSTALL_ONLY=0 EXPECTED="" JOBS=1
 SCENARIOS=()
 while [ $# -gt 0 ]; do
   case "$1" in
@@ -53,6 +55,7 @@ while [ $# -gt 0 ]; do
     --spec-version) [ $# -ge 2 ] || usage; SPEC="$2"; shift 2 ;;
     --expected-failures) [ $# -ge 2 ] || usage; EXPECTED="$2"; shift 2 ;;
     --timeout) [ $# -ge 2 ] || usage; TMO="$2"; shift 2 ;;
+    --jobs) [ $# -ge 2 ] || usage; JOBS="$2"; shift 2 ;;
     -o) [ $# -ge 2 ] || usage; OUT="$2"; shift 2 ;;
     --list) LIST=1; shift ;;
     --install-only) INSTALL_ONLY=1; shift ;;
@@ -61,6 +64,7 @@ while [ $# -gt 0 ]; do
   esac
 done
 [[ "$TMO" =~ ^[1-9][0-9]*$ ]] || die "--timeout wants a number of seconds"
+[[ "$JOBS" =~ ^[1-9][0-9]*$ ]] || die "--jobs wants a number of scenarios, 1 or more"
 [ -z "$EXPECTED" ] || [ -r "$EXPECTED" ] || die "cannot read $EXPECTED"
 
 # The same pinned packages in the same directory as the server scenarios:
@@ -95,7 +99,8 @@ fi
 echo "conformance 0.1.16: ${#SCENARIOS[@]} client scenario(s), client: $CLIENT, ${TMO}s each"
 
 extra=(); [ -n "$SPEC" ] && extra+=(--spec-version "$SPEC")
-for s in "${SCENARIOS[@]}"; do
+run_scenario() {
+  local s="$1" sub start rc ms
   sub="$(printf '%s' "$s" | tr -c 'A-Za-z0-9._-' '_')"
   start=$(date +%s%N)
   # timeout runs the scenario in its own process group and signals all of
@@ -106,9 +111,20 @@ for s in "${SCENARIOS[@]}"; do
     >"$OUT/logs/$sub.log" 2>&1 </dev/null
   rc=$?
   ms=$(( ($(date +%s%N) - start) / 1000000 ))
+  # One short line per write: scenarios running at once append whole lines.
   printf '%s\t%s\t%d.%03d\t%s\n' "$s" "$rc" $((ms / 1000)) $((ms % 1000)) "$sub" >> "$OUT/manifest.tsv"
   printf '  %-45s exit %s\n' "$s" "$rc"
+}
+running=0
+for s in "${SCENARIOS[@]}"; do
+  if [ "$running" -ge "$JOBS" ]; then
+    wait -n
+    running=$((running - 1))
+  fi
+  run_scenario "$s" &
+  running=$((running + 1))
 done
+wait
 echo
 
 # The CLI exits non-zero for a client scenario with a FAILURE or WARNING

@@ -47,7 +47,7 @@ func TestConformanceClientScenarios(t *testing.T) {
 		t.Fatal(err)
 	}
 	run := runConformanceScript(t, npmDir, conformanceClientRunTimeout, conformanceClientScript,
-		"--client", bin, "--timeout", conformanceClientSecs, "-o", filepath.Join(dir, "results"))
+		"--client", bin, "--timeout", conformanceClientSecs, "--jobs", "3", "-o", filepath.Join(dir, "results"))
 
 	if len(run.verdicts) != conformanceClientScenarios {
 		t.Errorf("the suite ran %d client scenarios, want %d (a new suite version? update the expected failures)", len(run.verdicts), conformanceClientScenarios)

@@ -68,6 +68,37 @@ func e2eToolwire(t testing.TB) string {
 	return e2eBinary
 }
 
+// plainBinaries are toolwire and the demo server built without the race
+// detector, for tests whose volume of calls would otherwise measure the
+// detector (see fleetOptions.volume).
+type plainBinaries struct{ toolwire, demo string }
+
+var (
+	plainOnce  sync.Once
+	plainBins  plainBinaries
+	plainError error
+)
+
+func e2ePlainBinaries(t testing.TB) plainBinaries {
+	t.Helper()
+	e2eToolwire(t) // the same skips
+	plainOnce.Do(func() {
+		dir, err := e2eBuildDir()
+		if err != nil {
+			plainError = err
+			return
+		}
+		plainBins = plainBinaries{toolwire: filepath.Join(dir, "toolwire-plain"), demo: filepath.Join(dir, "demoserver-plain")}
+		if plainError = goBuild(plainBins.toolwire, "github.com/toolwire/toolwire/cmd/toolwire", false); plainError == nil {
+			plainError = goBuild(plainBins.demo, "github.com/toolwire/toolwire/examples/demoserver", false)
+		}
+	})
+	if plainError != nil {
+		t.Fatal(plainError)
+	}
+	return plainBins
+}
+
 func e2eBuild() (string, error) {
 	dir, err := e2eBuildDir()
 	if err != nil {

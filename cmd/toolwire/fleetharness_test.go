@@ -64,6 +64,12 @@ type fleetOptions struct {
 	env      []string
 	files    bool // the files of one machine instead of PostgreSQL (one replica)
 	direct   bool // no load balancer: clients reach replica r0
+	// volume runs the replicas and their demo servers built without the
+	// race detector: a soak's thousands of calls measure the fleet, not
+	// the detector (which multiplies a call's CPU several times on a
+	// 2-core machine). The fleet's paths run race-enabled in the other
+	// fleet tests and in-process in the gateway's and store's tests.
+	volume bool
 	// before runs once the configuration is written, before the
 	// replicas start (a login, say).
 	before func(c *cluster)
@@ -113,6 +119,11 @@ func startCluster(t testing.TB, o fleetOptions) *cluster {
 		proxyBin = haproxyPath(t)
 	}
 	c := &cluster{t: t, bin: e2eToolwire(t), dir: t.TempDir()}
+	demo := quoteYAML(os.Args[0])
+	if o.volume {
+		bins := e2ePlainBinaries(t)
+		c.bin, demo = bins.toolwire, quoteYAML(bins.demo)
+	}
 	c.env = append([]string{"XDG_CONFIG_HOME=" + filepath.Join(c.dir, "config"),
 		"TOOLWIRE_PASSPHRASE=the fleet's passphrase, the same on every replica"}, o.env...)
 	if !o.files {
@@ -123,7 +134,7 @@ func startCluster(t testing.TB, o fleetOptions) *cluster {
 	c.proxyURL = "http://127.0.0.1:" + strconv.Itoa(proxyPort)
 
 	var b strings.Builder
-	fmt.Fprintf(&b, "servers:\n  demo:\n    command: %s\n    env:\n      TOOLWIRE_TEST_SERVER: demo\n      GORACE: atexit_sleep_ms=0\n    tierOverrides:\n      write_note: write\n", quoteYAML(os.Args[0]))
+	fmt.Fprintf(&b, "servers:\n  demo:\n    command: %s\n    env:\n      TOOLWIRE_TEST_SERVER: demo\n      GORACE: atexit_sleep_ms=0\n    tierOverrides:\n      write_note: write\n", demo)
 	b.WriteString(o.extra)
 	fmt.Fprintf(&b, "gateway:\n%s  resourceURL: %s/mcp\n  roles:\n    ops: [\"*\"]\n  tokens:\n", o.gateway, c.proxyURL)
 	for i := range o.callers {

@@ -176,7 +176,7 @@ type soakReport struct {
 func TestFleetSoak(t *testing.T) {
 	t.Parallel()
 	const callers, target = 64, 10_240
-	c := startCluster(t, fleetOptions{replicas: 3, callers: callers, security: "  pins: off\n"})
+	c := startCluster(t, fleetOptions{replicas: 3, callers: callers, security: "  pins: off\n", volume: true})
 	progress := make(chan struct{}, 1)
 	started := time.Now()
 	run := startCallers(t, c, callers, progress)

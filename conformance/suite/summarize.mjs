@@ -34,7 +34,7 @@ function findChecks(d) {
   return null;
 }
 
-const rows = fs.readFileSync(path.join(dir, 'manifest.tsv'), 'utf8').split('\n').filter(Boolean).map((line) => {
+const rows = fs.readFileSync(path.join(dir, 'manifest.tsv'), 'utf8').split('\n').filter(Boolean).sort().map((line) => {
   const [scenario, rc, secs, subdir] = line.split('\t');
   const file = findChecks(path.join(dir, 'scenarios', subdir || scenario));
   let checks = [];

@@ -80,15 +80,8 @@ func (f *agentFlags) newProvider(e *env, cfg config.Agent) (agent.Provider, stri
 }
 
 // Each setting is the flag's, else the TOOLWIRE_* variable's, else the
-// configuration's agent section's.
+// configuration's agent section's (workspace.NewProvider).
 func (f *agentFlags) buildProvider(e *env, cfg config.Agent) (agent.Provider, string, error) {
-	name := firstNonEmpty(setting(e, f.provider, "TOOLWIRE_PROVIDER"), cfg.Provider, "openai")
-	model := firstNonEmpty(setting(e, f.model, "TOOLWIRE_MODEL"), cfg.Model)
-	if model == "" {
-		return nil, "", errors.New("no model: pass --model NAME, set TOOLWIRE_MODEL, or set agent.model in the configuration")
-	}
-	baseURL := firstNonEmpty(setting(e, f.baseURL, "TOOLWIRE_BASE_URL"), cfg.BaseURL)
-	keyEnv := firstNonEmpty(setting(e, f.apiKeyEnv, "TOOLWIRE_API_KEY_ENV"), cfg.APIKeyEnv)
 	if f.maxRounds < 1 {
 		return nil, "", fmt.Errorf("--max-rounds %d: want at least 1 (a round is one reply's tool calls; with none the model could not use a tool)", f.maxRounds)
 	}
@@ -99,23 +92,18 @@ func (f *agentFlags) buildProvider(e *env, cfg config.Agent) (agent.Provider, st
 	if idle == 0 {
 		idle = -1 // the agent's "no limit"
 	}
-	switch name {
-	case "openai":
-		keyEnv = firstNonEmpty(keyEnv, "OPENAI_API_KEY")
-		key, _ := e.lookupEnv(keyEnv)
-		p, err := agent.NewOpenAI(model, &agent.OpenAIOptions{
-			BaseURL: baseURL, APIKey: key, APIKeyEnv: keyEnv, NoImages: f.noImages, AllowInsecureHTTP: f.insecureHTTP, IdleTimeout: idle,
-		})
-		return p, key, err
-	case "anthropic":
-		keyEnv = firstNonEmpty(keyEnv, "ANTHROPIC_API_KEY")
-		key, _ := e.lookupEnv(keyEnv)
-		p, err := agent.NewAnthropic(model, &agent.AnthropicOptions{
-			BaseURL: baseURL, APIKey: key, APIKeyEnv: keyEnv, MaxTokens: f.maxTokens, AllowInsecureHTTP: f.insecureHTTP, IdleTimeout: idle,
-		})
-		return p, key, err
+	p, key, err := workspace.NewProvider(cfg, &workspace.ProviderOptions{
+		Provider:  setting(e, f.provider, "TOOLWIRE_PROVIDER"),
+		Model:     setting(e, f.model, "TOOLWIRE_MODEL"),
+		BaseURL:   setting(e, f.baseURL, "TOOLWIRE_BASE_URL"),
+		APIKeyEnv: setting(e, f.apiKeyEnv, "TOOLWIRE_API_KEY_ENV"),
+		MaxTokens: f.maxTokens, NoImages: f.noImages, AllowInsecureHTTP: f.insecureHTTP, IdleTimeout: idle,
+		LookupEnv: e.lookupEnv,
+	})
+	if errors.Is(err, workspace.ErrNoModel) {
+		err = errors.New("no model: pass --model NAME, set TOOLWIRE_MODEL, or set agent.model in the configuration")
 	}
-	return nil, "", fmt.Errorf("unknown provider %q (want openai or anthropic)", name)
+	return p, key, err
 }
 
 func newRunCommand(e *env, g *globalFlags) *cobra.Command {
@@ -191,16 +179,11 @@ func startSession(ctx context.Context, e *env, g *globalFlags, f *agentFlags, in
 		return nil, err
 	}
 	s := &session{ctx: tool.WithCaller(ctx, progress), w: w, ui: ui}
-	// The key joins the secrets the workspace masks, so that neither a log
-	// line, nor the audit log of a call whose arguments a model filled
-	// with it, nor an llm.failed event can carry it.
-	w.Secrets().Add(key)
-	s.agent = agent.New(w.Executor(), provider, &agent.Options{
+	s.agent = w.Agent(provider, key, &agent.Options{
 		System:        f.system,
 		MaxToolRounds: f.maxRounds,
 		ToolBudget:    f.toolBudget,
 		ResultBudget:  f.resultBudget,
-		Audit:         w.Audit(),
 		OnText:        ui.text,
 		OnToolCall:    ui.toolCall,
 		OnToolResult:  ui.toolResult,

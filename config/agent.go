@@ -27,11 +27,7 @@ func (d *decoder) agent(v *node, a *Agent) {
 		fpath := joinPath(path, p.key)
 		switch p.key {
 		case "provider":
-			if s, ok := d.nonEmpty(p.value, fpath); ok {
-				if s != "openai" && s != "anthropic" {
-					d.errorf(p.value.line, fpath, "unknown provider %q (want openai or anthropic)", s)
-					continue
-				}
+			if s, ok := d.choice(p.value, fpath, "provider", "openai or anthropic", "openai", "anthropic"); ok {
 				a.Provider = s
 			}
 		case "model":

@@ -3,6 +3,7 @@ package config
 import (
 	"fmt"
 	"regexp"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -180,6 +181,21 @@ func (d *decoder) str(n *node, path, want string) (string, bool) {
 		return "", false
 	}
 	return n.text, true
+}
+
+// choice reads a string that must be one of allowed; an unknown one is
+// an error naming the field (what, as in "unknown grant") and want, the
+// choices as a person reads them.
+func (d *decoder) choice(n *node, path, what, want string, allowed ...string) (string, bool) {
+	s, ok := d.nonEmpty(n, path)
+	if !ok {
+		return "", false
+	}
+	if !slices.Contains(allowed, s) {
+		d.errorf(n.line, path, "unknown %s %q (want %s)", what, s, want)
+		return "", false
+	}
+	return s, true
 }
 
 // nonEmpty reads a string that must have content.

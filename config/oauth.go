@@ -200,19 +200,11 @@ func (d *decoder) oauth(v *node, path string) *OAuth {
 				o.Scopes = list
 			}
 		case "grant":
-			if s, ok := d.nonEmpty(p.value, fpath); ok {
-				if s != "authorization_code" && s != "client_credentials" && s != "enterprise" && s != "token_exchange" {
-					d.errorf(p.value.line, fpath, "unknown grant %q (want authorization_code, client_credentials, enterprise or token_exchange)", s)
-					continue
-				}
+			if s, ok := d.choice(p.value, fpath, "grant", "authorization_code, client_credentials, enterprise or token_exchange", "authorization_code", "client_credentials", "enterprise", "token_exchange"); ok {
 				o.Grant = s
 			}
 		case "identity":
-			if s, ok := d.nonEmpty(p.value, fpath); ok {
-				if s != IdentityShared && s != IdentityCaller {
-					d.errorf(p.value.line, fpath, "unknown identity %q (want shared, one authorization for every call, or caller, each gateway caller's own)", s)
-					continue
-				}
+			if s, ok := d.choice(p.value, fpath, "identity", "shared, one authorization for every call, or caller, each gateway caller's own", IdentityShared, IdentityCaller); ok {
 				o.Identity = s
 			}
 		case "issuer":
@@ -228,11 +220,7 @@ func (d *decoder) oauth(v *node, path string) *OAuth {
 				o.RedirectURL = s
 			}
 		case "subjectTokenType":
-			if s, ok := d.nonEmpty(p.value, fpath); ok {
-				if s != "access_token" && s != "jwt" {
-					d.errorf(p.value.line, fpath, "unknown subjectTokenType %q (want access_token or jwt)", s)
-					continue
-				}
+			if s, ok := d.choice(p.value, fpath, "subjectTokenType", "access_token or jwt", "access_token", "jwt"); ok {
 				o.SubjectTokenType = s
 			}
 		case "audience":
@@ -240,11 +228,7 @@ func (d *decoder) oauth(v *node, path string) *OAuth {
 				o.Audience = s
 			}
 		case "authMethod":
-			if s, ok := d.nonEmpty(p.value, fpath); ok {
-				if s != "client_secret_basic" && s != "client_secret_post" && s != "private_key_jwt" {
-					d.errorf(p.value.line, fpath, "unknown authMethod %q (want client_secret_basic, client_secret_post or private_key_jwt)", s)
-					continue
-				}
+			if s, ok := d.choice(p.value, fpath, "authMethod", "client_secret_basic, client_secret_post or private_key_jwt", "client_secret_basic", "client_secret_post", "private_key_jwt"); ok {
 				o.AuthMethod = s
 			}
 		case "idp":

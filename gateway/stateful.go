@@ -457,9 +457,16 @@ func (h *stateful) endEverywhere(ctx context.Context, sid string) {
 	}
 }
 
-// drop ends this replica's copy hs: its calls are cancelled and it is
-// closed.
+// drop ends this replica's copy hs: it is forgotten, its calls are
+// cancelled and it is closed.
 func (h *stateful) drop(hs *held, why string) {
+	// Forgotten at once, not when the close below is done: the request
+	// that comes next is answered as for a session that is gone.
+	h.mu.Lock()
+	if h.held[hs.id] == hs {
+		delete(h.held, hs.id)
+	}
+	h.mu.Unlock()
 	h.tr.end(hs.ts, why)
 	if why == EndDeleted { // end leaves the close to the DELETE's handler
 		go func() { _ = hs.ss.Close() }()

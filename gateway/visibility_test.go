@@ -2,6 +2,7 @@ package gateway
 
 import (
 	"context"
+	"encoding/json"
 	"net/http"
 	"net/http/httptest"
 	"net/url"
@@ -300,4 +301,56 @@ func TestAJWTSessionGoesOnWithTheSameClientsNextToken(t *testing.T) {
 	if r, err := post(ctx, url, bare, sid, list); err != nil || r.status != http.StatusOK {
 		t.Errorf("the token that opened the session: %+v, %v; want it served", r, err)
 	}
+}
+
+// The session a revoked token ended is gone for the very next request,
+// even while the session is still closing (its closing waits for a call
+// that has not returned yet): the token given back does not reach it.
+func TestASessionEndedByARevokedTokenIsGoneBeforeItHasClosed(t *testing.T) {
+	t.Parallel()
+	f, url, v, _ := bindingServer(t, ApprovalPolicy{})
+	entered, release := make(chan struct{}), make(chan struct{})
+	if err := f.reg.Register(&tool.Tool{
+		Name: "hold", InputSchema: json.RawMessage(`{"type":"object"}`), Tier: tool.Read,
+		Handler: func(context.Context, json.RawMessage) (*tool.Result, error) {
+			close(entered)
+			<-release // returns only when the test says, cancelled or not
+			return tool.TextResult("released"), nil
+		},
+	}); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		select {
+		case <-release:
+		default:
+			close(release)
+		}
+	})
+	v.set("t", "tom", "admin")
+	ctx := ctxT(t)
+	sid := rawSession(t, url, "t")
+	called := make(chan error, 1)
+	go func() {
+		_, err := post(ctx, url, "t", sid, callBody(2, "hold", `{}`))
+		called <- err
+	}()
+	select {
+	case <-entered:
+	case <-ctx.Done():
+		t.Fatal("the held call did not start")
+	}
+
+	v.set("t", "", "")
+	if r, err := post(ctx, url, "t", sid, `{"jsonrpc":"2.0","id":3,"method":"tools/list"}`); err != nil || r.status != http.StatusUnauthorized {
+		t.Fatalf("a revoked token: %+v, %v; want 401", r, err)
+	}
+	// The session's close waits for the held call; the session is gone
+	// all the same.
+	v.set("t", "tom", "admin")
+	if r, err := post(ctx, url, "t", sid, `{"jsonrpc":"2.0","id":4,"method":"tools/list"}`); err != nil || r.status != http.StatusNotFound {
+		t.Errorf("the session while it closes, with the token given back: %+v, %v; want 404", r, err)
+	}
+	close(release)
+	<-called
 }

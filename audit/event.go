@@ -44,6 +44,11 @@ const (
 	ConfirmationRejected  Kind = "confirmation.rejected"
 	CallExecuted          Kind = "call.executed"
 	CallErrored           Kind = "call.errored"
+	// CallRetried records a call sent to its upstream once more because
+	// the session was lost under the first attempt (only for a read-tier
+	// tool the server declared idempotent); Attempt numbers it, Error
+	// says what ended the previous one. The call's outcome follows.
+	CallRetried Kind = "call.retried"
 	// CallRefused is the outcome of a call refused before it reached the
 	// executor (by the gateway: a tool the caller's role is not offered, a
 	// limit); Reason and Error say why, Caller who asked.

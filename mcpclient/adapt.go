@@ -124,6 +124,10 @@ func adapt(cfg config.Server, listing []*mcp.Tool, handler func(original string)
 			continue
 		}
 		tier, tierSource := policy.decide(mt)
+		h := handler(mt.Name)
+		if tier == tool.Read && mt.Annotations != nil && mt.Annotations.IdempotentHint {
+			h = retrySafe(h)
+		}
 		t := &tool.Tool{
 			Name:        mt.Name, // the registered name is chosen below
 			Description: describe(mt, cfg.Name),
@@ -131,7 +135,7 @@ func adapt(cfg config.Server, listing []*mcp.Tool, handler func(original string)
 			Tier:        tier,
 			TierSource:  tierSource,
 			Origin:      tool.Origin{Source: cfg.Name, Name: mt.Name},
-			Handler:     handler(mt.Name),
+			Handler:     h,
 		}
 		entries = append(entries, entry{t: t})
 		cands = append(cands, t)

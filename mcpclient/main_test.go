@@ -84,6 +84,10 @@ func TestMain(m *testing.M) {
 		// start benchmark uses it to show starts overlap.
 		time.Sleep(200 * time.Millisecond)
 		err = demo.ServeStdio(context.Background(), nil)
+	case "flaky":
+		// Its tools hang on the first start and answer on every later
+		// one (see serveFlaky in retry_test.go).
+		err = serveFlaky()
 	case "once":
 		// The demo on the first start; a refusal on every later one (see
 		// serveOnce in reconnect_test.go).

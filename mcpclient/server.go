@@ -320,6 +320,9 @@ func (s *Server) call(ctx context.Context, name string, args json.RawMessage) (*
 		return s.callTask(ctx, c, name, args, era)
 	}
 	r, err := s.callOnce(ctx, c, name, args)
+	if err != nil && s.pool == nil && mayRetry(ctx, err) {
+		r, err = s.retry(ctx, c, name, args, err)
+	}
 	if era := s.taskNeeded(ctx, c, name, r, err); era != noTask {
 		// The server refused a plain call of a tool that needs a task,
 		// before running it (see tasks.go).

@@ -46,6 +46,9 @@ type supervisor struct {
 	conn        *conn  // the live connection; nil unless Ready
 	protocol    string // the revision the latest live connection negotiated
 	supervising bool   // run was started; it closes done
+	// moved is closed and replaced at every change of state, for
+	// awaitLive's waiters.
+	moved chan struct{}
 
 	closeOnce sync.Once
 	closeErr  error
@@ -68,6 +71,7 @@ func newSupervisor(set *settings, tools *toolSet, cat *Catalog) *supervisor {
 		relist:  make(chan struct{}, 1),
 		recheck: make(chan struct{}, 1),
 		done:    make(chan struct{}),
+		moved:   make(chan struct{}),
 		state:   Configured, since: time.Now(),
 	}
 	s.stopCtx, s.stop = context.WithCancel(context.Background())
@@ -355,6 +359,8 @@ func (s *supervisor) moveLocked(next State, err error) {
 	if next != Ready {
 		s.conn = nil
 	}
+	close(s.moved)
+	s.moved = make(chan struct{})
 	if ch := s.set.opts.StateChanges; ch != nil {
 		select {
 		case ch <- s.statusLocked():
@@ -398,6 +404,29 @@ func (s *supervisor) live() (*conn, error) {
 		msg += "; last error: " + lastErr.Error()
 	}
 	return nil, &maskedError{msg: s.set.secrets.String(msg), err: tool.ErrUnavailable}
+}
+
+// awaitLive waits until the server has a live connection other than old
+// (the one a call just lost), and returns it. It gives up, with the error
+// live would give, when the server fails for good or is closed, and with
+// ctx's error when ctx ends first.
+func (s *supervisor) awaitLive(ctx context.Context, old *conn) (*conn, error) {
+	for {
+		s.mu.Lock()
+		c, state, moved := s.conn, s.state, s.moved
+		s.mu.Unlock()
+		if c != nil && c != old {
+			return c, nil
+		}
+		if state.Terminal() {
+			return s.live()
+		}
+		select {
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		case <-moved:
+		}
+	}
 }
 
 // current returns the live connection while the server is Ready, or nil.

@@ -312,6 +312,7 @@ func (b *batch) execute(ctx context.Context, p *pending) *Result {
 	}
 	p.upstream = &upstreamNote{}
 	ctx = context.WithValue(ctx, upstreamKey{}, p.upstream)
+	ctx = withRetryNote(ctx, b, p)
 	start := time.Now()
 	res, err := b.runHandler(ctx, p)
 	d := time.Since(start)

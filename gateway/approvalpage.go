@@ -8,6 +8,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"html/template"
+	"net"
 	"net/http"
 	"strings"
 	"sync"
@@ -242,13 +243,29 @@ const pageNotFound = "Not Found: no such approval (it was answered, or the call 
 // ServeHTTP serves the page of the token in the path: GET shows the call,
 // POST takes the decision. Nothing else is served: no page's address can
 // be guessed, a page says nothing about the gateway, a decision is taken
-// once, and another site can neither frame the page nor post to it.
+// once, and another site can neither frame the page nor post to it, nor
+// reach it under a name of its own (DNS rebinding).
+//
+// The page's referrer policy is same-origin, not no-referrer: under
+// no-referrer a browser names the origin of the page's own form post
+// "null" (the Fetch standard's rule for a request's Origin header), which
+// cannot be told from a post by another site's page that chose
+// no-referrer, so the decision could only be refused or taken blindly.
+// Under same-origin the browser names the page's origin on its own post,
+// and the page still sends its address (which holds the token) to no
+// other origin: it links to nothing and loads nothing (its
+// Content-Security-Policy), and the only request it makes is that post.
+// "null" stays refused.
 func (s *pageServer) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	h := w.Header()
 	h.Set("Cache-Control", "no-store")
-	h.Set("Referrer-Policy", "no-referrer")
+	h.Set("Referrer-Policy", "same-origin")
 	h.Set("X-Frame-Options", "DENY")
 	h.Set("Content-Security-Policy", "default-src 'none'; style-src 'unsafe-inline'; form-action 'self'; frame-ancestors 'none'")
+	if reboundHost(r) {
+		http.Error(w, fmt.Sprintf("Forbidden: invalid Host header %q", r.Host), http.StatusForbidden)
+		return
+	}
 	token := strings.TrimPrefix(r.URL.Path, ApprovalPath)
 	var data struct{ Call, Done string }
 	switch r.Method {
@@ -298,17 +315,33 @@ func (s *pageServer) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	_ = approvalTemplate.Execute(w, data)
 }
 
+// reboundHost reports whether r reached a loopback listener under a name
+// that is not a loopback one: a page of another site whose name was made
+// to resolve to this machine (DNS rebinding), which would otherwise be the
+// approval page's own origin in the browser's eyes. /mcp refuses the same
+// (go-sdk's check, and [stateful]'s copy of it).
+func reboundHost(r *http.Request) bool {
+	addr, ok := r.Context().Value(http.LocalAddrContextKey).(net.Addr)
+	return ok && addr != nil && loopbackAddr(addr.String()) && !loopbackAddr(r.Host)
+}
+
 // sameOrigin reports whether a POST comes from the page itself: a browser
 // names the page's origin in Origin (own: the configured one, else the
 // request's scheme and host) and says same-origin in Sec-Fetch-Site; a
-// request from another site names that site. A request with neither is
-// not from a browser, so no other site's page can have made it.
+// request from another site names that site, or "null" when that site's
+// page chose not to tell, which is refused too. A request with neither is
+// not from a browser, so no other site's page can have made it. A request
+// that repeats either header is refused: which of two a proxy or a server
+// reads first is not something to decide a call on.
 func sameOrigin(r *http.Request, own string) bool {
-	if site := r.Header.Get("Sec-Fetch-Site"); site != "" && site != "same-origin" {
+	sites, origins := r.Header.Values("Sec-Fetch-Site"), r.Header.Values("Origin")
+	if len(sites) > 1 || len(origins) > 1 {
 		return false
 	}
-	origin := r.Header.Get("Origin")
-	if origin == "" {
+	if len(sites) == 1 && sites[0] != "same-origin" {
+		return false
+	}
+	if len(origins) == 0 {
 		return true
 	}
 	if own == "" {
@@ -318,7 +351,7 @@ func sameOrigin(r *http.Request, own string) bool {
 		}
 		own = scheme + "://" + r.Host
 	}
-	return normalOrigin(origin) == normalOrigin(own)
+	return normalOrigin(origins[0]) == normalOrigin(own)
 }
 
 // approvalLinks is how a call's approver reaches the pages: the pages, and

@@ -1,0 +1,274 @@
+package gateway
+
+import (
+	"context"
+	"fmt"
+	"html"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/chromedp/chromedp"
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/toolwire/toolwire/internal/browsertest"
+	"github.com/toolwire/toolwire/tool"
+)
+
+// pageRequest is a request to an approval page as the gateway answered it.
+type pageRequest struct {
+	method, host, origin string
+	status               int
+}
+
+// pageRecorder passes every request to next and tells of those to the
+// approval pages, with the status they got.
+type pageRecorder struct {
+	h    http.Handler
+	seen chan pageRequest
+}
+
+type statusWriter struct {
+	http.ResponseWriter
+	status int
+}
+
+func (w *statusWriter) WriteHeader(code int) {
+	if w.status == 0 {
+		w.status = code
+	}
+	w.ResponseWriter.WriteHeader(code)
+}
+
+func (w *statusWriter) Write(p []byte) (int, error) {
+	if w.status == 0 {
+		w.status = http.StatusOK
+	}
+	return w.ResponseWriter.Write(p)
+}
+
+func (w *statusWriter) Flush() {
+	if f, ok := w.ResponseWriter.(http.Flusher); ok {
+		f.Flush()
+	}
+}
+
+func (p *pageRecorder) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if !strings.HasPrefix(r.URL.Path, ApprovalPath) {
+		p.h.ServeHTTP(w, r)
+		return
+	}
+	sw := &statusWriter{ResponseWriter: w}
+	p.h.ServeHTTP(sw, r)
+	p.seen <- pageRequest{method: r.Method, host: r.Host, origin: strings.Join(r.Header.Values("Origin"), ","), status: sw.status}
+}
+
+// next returns the next request to a page the gateway answered.
+func (p *pageRecorder) next(ctx context.Context) (pageRequest, error) {
+	select {
+	case r := <-p.seen:
+		return r, nil
+	case <-ctx.Done():
+		return pageRequest{}, fmt.Errorf("no request reached the approval page: %w", ctx.Err())
+	}
+}
+
+// TestApprovalInABrowser: in a real Chromium, the user opens the call's
+// page, presses Allow, and the call completes. Before that, the forms
+// other pages could send are refused at the gateway: another site's
+// form, once with its origin withheld (Origin: null) and once named, and
+// a DNS-rebinding page (a name of the attacker's resolving to the
+// gateway's 127.0.0.1), which would be the page's own origin in the
+// browser's eyes; none of them decides the call.
+func TestApprovalInABrowser(t *testing.T) {
+	t.Parallel()
+	b := newBridge(t, bridgeOptions{noAuth: true})
+	rec := &pageRecorder{h: b.h, seen: make(chan pageRequest, 16)}
+	gw := httptest.NewServer(rec)
+	t.Cleanup(func() { gw.CloseClientConnections(); gw.Close() })
+	b.url = gw.URL
+	_, port, _ := net.SplitHostPort(strings.TrimPrefix(gw.URL, "http://"))
+
+	// The other site's page: a form that posts an allow to the approval
+	// page as soon as it loads.
+	hostile := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		meta := ""
+		if r.URL.Query().Get("withhold") != "" {
+			meta = `<meta name="referrer" content="no-referrer">`
+		}
+		fmt.Fprintf(w, `<!doctype html><html><head>%s</head><body><form method="post" action="%s"><input type="hidden" name="decision" value="allow"></form><script>document.forms[0].submit()</script></body></html>`,
+			meta, html.EscapeString(r.URL.Query().Get("to")))
+	}))
+	defer hostile.Close()
+
+	tab := browsertest.New(t, &browsertest.Options{Resolve: []string{"rebind.example"}})
+	urlOnly := &mcp.ClientCapabilities{Elicitation: &mcp.ElicitationCapabilities{URL: &mcp.URLElicitationCapabilities{}}}
+	var link string
+	cs := b.dial(t, "", Revision2026, &mcp.ClientOptions{
+		Capabilities: urlOnly,
+		ElicitationHandler: func(ctx context.Context, req *mcp.ElicitRequest) (*mcp.ElicitResult, error) {
+			link = req.Params.URL
+			if !strings.HasPrefix(link, gw.URL+ApprovalPath) {
+				return nil, fmt.Errorf("asked %+v, want a link to an approval page", req.Params)
+			}
+			ctx, cancel := context.WithTimeout(tab, time.Minute)
+			defer cancel()
+			expect := func(what, method, origin string, status int) error {
+				got, err := rec.next(ctx)
+				if err != nil {
+					return fmt.Errorf("%s: %w", what, err)
+				}
+				if got.method != method || got.origin != origin || got.status != status {
+					return fmt.Errorf("%s: the gateway answered %+v, want %s from origin %q answered %d", what, got, method, origin, status)
+				}
+				return nil
+			}
+
+			// Another site's forms.
+			for _, withhold := range []bool{true, false} {
+				q := "?to=" + link
+				origin := hostile.URL
+				if withhold {
+					q += "&withhold=1"
+					origin = "null"
+				}
+				if err := chromedp.Do(ctx, chromedp.Navigate(hostile.URL+"/"+q)); err != nil {
+					return nil, err
+				}
+				if err := expect("another site's form", http.MethodPost, origin, http.StatusForbidden); err != nil {
+					return nil, err
+				}
+			}
+
+			// A rebinding page: the page under the attacker's name is not
+			// served, nor is a post from that name's origin.
+			rebound := "http://rebind.example:" + port
+			if err := chromedp.Do(ctx, chromedp.Navigate(rebound+strings.TrimPrefix(link, gw.URL))); err != nil {
+				return nil, err
+			}
+			if err := expect("the page under a rebound name", http.MethodGet, "", http.StatusForbidden); err != nil {
+				return nil, err
+			}
+			// The attacker's own script runs at that origin on a page
+			// without the approval page's Content-Security-Policy.
+			if err := chromedp.Do(ctx, chromedp.Navigate(rebound+"/elsewhere")); err != nil {
+				return nil, err
+			}
+			status, err := chromedp.Run(ctx, chromedp.Evaluate[int](fmt.Sprintf(
+				`fetch(%q, {method: "POST", headers: {"Content-Type": "application/x-www-form-urlencoded"}, body: "decision=allow"}).then(r => r.status)`,
+				strings.TrimPrefix(link, gw.URL)), chromedp.EvalAwaitPromise))
+			if err != nil {
+				return nil, fmt.Errorf("the rebinding page's post: %w", err)
+			}
+			if status != http.StatusForbidden {
+				return nil, fmt.Errorf("the rebinding page's post: %d, want 403", status)
+			}
+			if err := expect("the rebinding page's post", http.MethodPost, rebound, http.StatusForbidden); err != nil {
+				return nil, err
+			}
+
+			// The user, at the page itself.
+			if err := chromedp.Do(ctx, chromedp.Navigate(link)); err != nil {
+				return nil, err
+			}
+			if err := expect("the page", http.MethodGet, "", http.StatusOK); err != nil {
+				return nil, err
+			}
+			shown, err := chromedp.Run(ctx, chromedp.Text("pre"))
+			if err != nil || !strings.Contains(shown, "up__deploy") || !strings.Contains(shown, `"env": "browser"`) {
+				return nil, fmt.Errorf("the page shows %q (%v), want the call", shown, err)
+			}
+			if err := chromedp.Do(ctx, chromedp.Click(`button[value="allow"]`)); err != nil {
+				return nil, err
+			}
+			if err := expect("the page's own Allow", http.MethodPost, gw.URL, http.StatusOK); err != nil {
+				return nil, err
+			}
+			return &mcp.ElicitResult{Action: "accept"}, nil
+		},
+	})
+	got, isErr := call(t, cs, "up__deploy", map[string]any{"env": "browser"})
+	if isErr || got != `deployed {"env":"browser"}` {
+		t.Errorf("the call allowed in the browser: %q (isError %v)", got, isErr)
+	}
+	if link == "" {
+		t.Fatal("the client was not asked")
+	}
+}
+
+// TestApprovalPageRefusesForgedHeaders: requests no browser page of the
+// user's would send, each with a page open: a Host that is not a loopback
+// name on the loopback listener (rebinding), shown or posted to, even with
+// an Origin that matches it; an opaque origin; two Origin headers whose
+// first is the page's own; two Sec-Fetch-Site. None takes the decision,
+// which the page's own post then still can.
+func TestApprovalPageRefusesForgedHeaders(t *testing.T) {
+	t.Parallel()
+	pages := newApprovalPages(nil, time.Minute)
+	token, page, err := pages.open(ctxT(t), tool.PendingCall{Name: "deploy", Tier: tool.Write, Args: []byte(`{}`)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ts := httptest.NewServer(&pageServer{pages: pages})
+	defer ts.Close()
+	link := ts.URL + ApprovalPath + token
+	evil := "http://evil.example"
+	send := func(method, host string, header http.Header) int {
+		var body *strings.Reader
+		if method == http.MethodPost {
+			body = strings.NewReader("decision=allow")
+		} else {
+			body = strings.NewReader("")
+		}
+		req, err := http.NewRequestWithContext(ctxT(t), method, link, body)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for k, vs := range header {
+			req.Header[k] = vs
+		}
+		req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+		if host != "" {
+			req.Host = host
+		}
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		return resp.StatusCode
+	}
+	for _, c := range []struct {
+		name, method, host string
+		header             http.Header
+	}{
+		{"shown under a rebound name", http.MethodGet, "evil.example", nil},
+		{"posted under a rebound name, from its origin", http.MethodPost, "evil.example", http.Header{"Origin": {evil}}},
+		{"posted under a rebound name, no origin", http.MethodPost, "evil.example:80", nil},
+		{"posted from an opaque origin", http.MethodPost, "", http.Header{"Origin": {"null"}}},
+		{"posted with two origins", http.MethodPost, "", http.Header{"Origin": {ts.URL, evil}}},
+		{"posted with two Sec-Fetch-Site", http.MethodPost, "", http.Header{"Origin": {ts.URL}, "Sec-Fetch-Site": {"same-origin", "cross-site"}}},
+		{"posted cross-site", http.MethodPost, "", http.Header{"Origin": {ts.URL}, "Sec-Fetch-Site": {"cross-site"}}},
+	} {
+		if got := send(c.method, c.host, c.header); got != http.StatusForbidden {
+			t.Errorf("%s: %d, want 403", c.name, got)
+		}
+	}
+	select {
+	case <-page.decided:
+		t.Fatalf("a forged request decided the call (allowed %v)", page.allowed)
+	default:
+	}
+	if got := send(http.MethodGet, "", nil); got != http.StatusOK {
+		t.Errorf("the page: %d, want 200", got)
+	}
+	if got := send(http.MethodPost, "", http.Header{"Origin": {ts.URL}, "Sec-Fetch-Site": {"same-origin"}}); got != http.StatusOK {
+		t.Errorf("the page's own post: %d, want 200", got)
+	}
+	if !page.allowed {
+		t.Error("the page's own allow was not taken")
+	}
+}

@@ -513,7 +513,7 @@ func TestPerCallerLoginThroughCallback(t *testing.T) {
 	}
 	operator := oauthtest.NewBrowser() // the operator's own login, as user id1
 	cfg := httpConfig("tracker", rs.URL)
-	cfg.OAuth = &config.OAuth{Identity: config.IdentityCaller, RedirectURL: redirect, ClientID: "gw-login", ClientSecretEnv: "LOGIN_SECRET"}
+	cfg.OAuth = &config.OAuth{Identity: config.IdentityCaller, RedirectURL: redirect, Issuer: o.Issuer, ClientID: "gw-login", ClientSecretEnv: "LOGIN_SECRET"}
 	mem := &audit.Memory{}
 	log := audit.NewLog(mem, nil)
 	opts := &Options{
@@ -523,7 +523,7 @@ func TestPerCallerLoginThroughCallback(t *testing.T) {
 		},
 		Callers: func(cfg config.Server, client *http.Client) (*oauth.Callers, error) {
 			return oauth.NewCallers(&oauth.CallersConfig{Server: cfg.Name, Resource: cfg.URL, Mode: oauth.CallerLogin, HTTPClient: client,
-				Store: store, RedirectURL: cfg.OAuth.RedirectURL, Client: &oauth.ClientConfig{ID: cfg.OAuth.ClientID, Secret: "gw-login-secret"}})
+				Store: store, RedirectURL: cfg.OAuth.RedirectURL, Issuer: cfg.OAuth.Issuer, Client: &oauth.ClientConfig{ID: cfg.OAuth.ClientID, Secret: "gw-login-secret"}})
 		},
 	}
 	reg := confirmingRegistry()

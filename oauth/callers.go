@@ -70,7 +70,9 @@ type CallersConfig struct {
 	// it is required: callers' tokens are sent to this issuer's token
 	// endpoint and nowhere else, whatever the upstream's metadata says,
 	// so that an upstream cannot name a server that collects them. With
-	// CallerLogin it is optional and, if set, pins the issuer likewise.
+	// CallerLogin it is optional and, if set, pins the issuer likewise;
+	// it is required with a Client that has a Secret or a Key, which is
+	// sent to (or signs for) this issuer's token endpoint alone.
 	Issuer string
 	// Client is the gateway's client at that authorization server. With
 	// CallerExchange it is required, with a Secret or a Key. With
@@ -227,6 +229,11 @@ func NewCallers(cfg *CallersConfig) (*Callers, error) {
 			return fail("per-caller login needs the gateway's redirect URL, where callers' browsers come back")
 		case c.Audience != "" || c.SubjectTokenType != "":
 			return fail("an audience or a subject token type is for token exchange, not per-caller login")
+		case c.Client != nil && (c.Client.Secret != "" || c.Client.Key != nil) && c.Issuer == "":
+			// Without it, the authorization server would be whichever one
+			// the upstream's metadata names, and the code's redemption
+			// would carry the secret (or an assertion signed for it) there.
+			return fail("per-caller login with a client secret or private key needs the issuer of the authorization server the client is registered at: the secret is sent there and nowhere else")
 		case c.Client != nil && c.Client.RedirectURL != "" && c.Client.RedirectURL != c.RedirectURL:
 			return fail("the client's redirect URL %s is not the redirect URL %s", c.Client.RedirectURL, c.RedirectURL)
 		}

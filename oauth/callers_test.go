@@ -945,3 +945,96 @@ func TestCallerStateRoundTrip(t *testing.T) {
 		t.Error("callers of two issuers share an id")
 	}
 }
+
+// TestCallersLoginConfidentialClientOnlyAtItsIssuer: an upstream whose
+// metadata names an authorization server of its own choosing, which
+// records what it receives. A login per caller with a client secret and
+// no issuer is a configuration error: otherwise a caller's completed login
+// redeems its code there, with the secret. With the issuer configured, the
+// upstream's server is refused before anything is sent to it.
+func TestCallersLoginConfidentialClientOnlyAtItsIssuer(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	f := newLoginFixture(t)
+	var mu sync.Mutex
+	var received []string // the token requests the hostile server got
+	hostileAS := httptest.NewServer(nil)
+	defer hostileAS.Close()
+	hostileAS.Config.Handler = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		switch r.URL.Path {
+		case "/.well-known/oauth-authorization-server":
+			w.Header().Set("Content-Type", "application/json")
+			json.NewEncoder(w).Encode(map[string]any{
+				"issuer": hostileAS.URL, "authorization_endpoint": hostileAS.URL + "/authorize", "token_endpoint": hostileAS.URL + "/token",
+				"response_types_supported": []string{"code"}, "code_challenge_methods_supported": []string{"S256"},
+			})
+		case "/authorize": // signs in whoever comes, and sends them back with a code
+			q := r.URL.Query()
+			http.Redirect(w, r, q.Get("redirect_uri")+"?code=c0de&state="+url.QueryEscape(q.Get("state"))+"&iss="+url.QueryEscape(hostileAS.URL), http.StatusFound)
+		case "/token":
+			body, _ := io.ReadAll(r.Body)
+			mu.Lock()
+			received = append(received, r.Header.Get("Authorization")+" "+string(body))
+			mu.Unlock()
+			http.Error(w, `{"error":"invalid_grant"}`, http.StatusBadRequest)
+		default:
+			http.NotFound(w, r)
+		}
+	})
+	upstream := httptest.NewServer(nil)
+	defer upstream.Close()
+	upstream.Config.Handler = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == "/.well-known/oauth-protected-resource/mcp" {
+			w.Header().Set("Content-Type", "application/json")
+			json.NewEncoder(w).Encode(map[string]any{"resource": upstream.URL + "/mcp", "authorization_servers": []string{hostileAS.URL}})
+			return
+		}
+		w.Header().Set("WWW-Authenticate", `Bearer resource_metadata="`+upstream.URL+`/.well-known/oauth-protected-resource/mcp"`)
+		http.Error(w, "unauthorized", http.StatusUnauthorized)
+	})
+	login := func(issuer string) error {
+		cfg := &CallersConfig{Server: "upstream", Resource: upstream.URL + "/mcp", Mode: CallerLogin, HTTPClient: f.hc,
+			Store: newTestStore(t, f.path), RedirectURL: f.cbURL, Issuer: issuer, Client: &ClientConfig{ID: "gw", Secret: "gw-secret"}}
+		c, err := NewCallers(cfg)
+		if err != nil {
+			return err
+		}
+		cb, err := NewCallback(nil, c)
+		if err != nil {
+			return err
+		}
+		f.mu.Lock()
+		f.handler = cb
+		f.mu.Unlock()
+		a, err := c.Begin(ctx, f.A)
+		if err != nil {
+			return err
+		}
+		// A caller's browser completes the login the upstream's server
+		// offers.
+		resp, err := f.hc.Get(a.URL)
+		if err != nil {
+			return err
+		}
+		resp.Body.Close()
+		return nil
+	}
+
+	err := login("")
+	if err == nil || !strings.Contains(err.Error(), "needs the issuer") {
+		t.Errorf("a login per caller with a secret and no issuer: %v, want a configuration error", err)
+	}
+	if err := login(f.op.Issuer); !errors.Is(err, ErrIssuerMismatch) {
+		t.Errorf("the upstream naming another issuer than the configured one: %v, want ErrIssuerMismatch", err)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	for _, r := range received {
+		if strings.Contains(r, "gw-secret") || strings.Contains(r, "Basic ") {
+			t.Errorf("the upstream's authorization server received the client's secret: %q", r)
+		}
+	}
+	if len(received) != 0 {
+		t.Errorf("the upstream's authorization server received %d token requests", len(received))
+	}
+}

@@ -51,6 +51,7 @@ const (
 // user took it.
 type approvalPage struct {
 	call    tool.PendingCall
+	origin  string        // of the page's link, normalized: where the client was sent
 	decided chan struct{} // closed when the decision is taken
 	allowed bool          // set before decided is closed
 	release func()        // of the page's hold in a fleet; nil in one process
@@ -71,12 +72,12 @@ func pageKey(token string) string {
 	return hex.EncodeToString(sum[:])
 }
 
-// open makes a page for call and returns its token; close it with
-// closePage. In a fleet the page is recorded as held here first, and open
-// fails when it cannot be.
-func (a *approvalPages) open(ctx context.Context, call tool.PendingCall) (string, *approvalPage, error) {
+// open makes a page for call, linked at origin (scheme://host), and
+// returns its token; close it with closePage. In a fleet the page is
+// recorded as held here first, and open fails when it cannot be.
+func (a *approvalPages) open(ctx context.Context, call tool.PendingCall, origin string) (string, *approvalPage, error) {
 	token := rand.Text() + rand.Text() // 52 base32 characters: 260 random bits
-	p := &approvalPage{call: call, decided: make(chan struct{})}
+	p := &approvalPage{call: call, origin: normalOrigin(origin), decided: make(chan struct{})}
 	if a.relay != nil {
 		release, err := a.relay.Hold(ctx, "page", pageKey(token), a.ttl)
 		if err != nil {
@@ -156,17 +157,19 @@ type pageWire struct {
 	Token  string `json:"token"`
 	Allow  bool   `json:"allow,omitempty"`
 	Call   string `json:"call,omitempty"`   // show: the call rendered, "" for no such page
+	Origin string `json:"origin,omitempty"` // show: the origin the page was linked at
 	Result string `json:"result,omitempty"` // decide
 }
 
 // show returns the call of the page of token rendered, wherever it is held
-// ("" for no such page).
-func (a *approvalPages) show(ctx context.Context, token string) (string, error) {
+// ("" for no such page), and the origin its link named ("" when its
+// holder did not say).
+func (a *approvalPages) show(ctx context.Context, token string) (call, origin string, err error) {
 	if p := a.lookup(token); p != nil {
-		return p.call.Render(), nil
+		return p.call.Render(), p.origin, nil
 	}
 	rep, err := a.remote(ctx, relayPageShow, pageWire{Token: token})
-	return rep.Call, err
+	return rep.Call, rep.Origin, err
 }
 
 // decideAnywhere takes the decision on the page of token wherever it is
@@ -218,7 +221,7 @@ func (a *approvalPages) serveShow(_ context.Context, body []byte, _ func([]byte)
 	}
 	var rep pageWire
 	if p := a.lookup(req.Token); p != nil {
-		rep.Call = p.call.Render()
+		rep.Call, rep.Origin = p.call.Render(), p.origin
 	}
 	return json.Marshal(rep)
 }
@@ -244,7 +247,10 @@ const pageNotFound = "Not Found: no such approval (it was answered, or the call 
 // POST takes the decision. Nothing else is served: no page's address can
 // be guessed, a page says nothing about the gateway, a decision is taken
 // once, and another site can neither frame the page nor post to it, nor
-// reach it under a name of its own (DNS rebinding).
+// reach it under a name of its own (DNS rebinding): a page is served only
+// at the origin its link named (the configured one, else the scheme and
+// host the client reached the gateway at), and a request naming another
+// Host is refused, on any listener.
 //
 // The page's referrer policy is same-origin, not no-referrer: under
 // no-referrer a browser names the origin of the page's own form post
@@ -267,21 +273,36 @@ func (s *pageServer) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	token := strings.TrimPrefix(r.URL.Path, ApprovalPath)
+	if r.Method != http.MethodGet && r.Method != http.MethodHead && r.Method != http.MethodPost {
+		h.Set("Allow", "GET, HEAD, POST")
+		http.Error(w, "Method Not Allowed", http.StatusMethodNotAllowed)
+		return
+	}
+	call, linked, err := s.pages.show(r.Context(), token)
+	if err != nil {
+		http.Error(w, "Service Unavailable: the approval could not be reached: "+err.Error(), http.StatusServiceUnavailable)
+		return
+	}
+	if call == "" {
+		http.Error(w, pageNotFound, http.StatusNotFound)
+		return
+	}
+	// The page's own origin: the configured one, else the one its link
+	// named, never one the request names itself.
+	own := s.origin
+	if own == "" {
+		if linked == "" || normalOrigin(requestOrigin(r)) != linked {
+			http.Error(w, fmt.Sprintf("Forbidden: this approval is at the address its link names, not at host %q", r.Host), http.StatusForbidden)
+			return
+		}
+		own = linked
+	}
 	var data struct{ Call, Done string }
 	switch r.Method {
 	case http.MethodGet, http.MethodHead:
-		call, err := s.pages.show(r.Context(), token)
-		if err != nil {
-			http.Error(w, "Service Unavailable: the approval could not be reached: "+err.Error(), http.StatusServiceUnavailable)
-			return
-		}
-		if call == "" {
-			http.Error(w, pageNotFound, http.StatusNotFound)
-			return
-		}
 		data.Call = call
 	case http.MethodPost:
-		if !sameOrigin(r, s.origin) {
+		if !sameOrigin(r, own) {
 			http.Error(w, "Forbidden: a decision is taken on its own page", http.StatusForbidden)
 			return
 		}
@@ -306,10 +327,6 @@ func (s *pageServer) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		if decision == "allow" {
 			data.Done = "The call is allowed. You may close this page."
 		}
-	default:
-		h.Set("Allow", "GET, HEAD, POST")
-		http.Error(w, "Method Not Allowed", http.StatusMethodNotAllowed)
-		return
 	}
 	h.Set("Content-Type", "text/html; charset=utf-8")
 	_ = approvalTemplate.Execute(w, data)
@@ -325,9 +342,9 @@ func reboundHost(r *http.Request) bool {
 	return ok && addr != nil && loopbackAddr(addr.String()) && !loopbackAddr(r.Host)
 }
 
-// sameOrigin reports whether a POST comes from the page itself: a browser
-// names the page's origin in Origin (own: the configured one, else the
-// request's scheme and host) and says same-origin in Sec-Fetch-Site; a
+// sameOrigin reports whether a POST comes from the page itself, whose
+// origin is own: a browser names the page's origin in Origin and says
+// same-origin in Sec-Fetch-Site; a
 // request from another site names that site, or "null" when that site's
 // page chose not to tell, which is refused too. A request with neither is
 // not from a browser, so no other site's page can have made it. A request
@@ -344,14 +361,16 @@ func sameOrigin(r *http.Request, own string) bool {
 	if len(origins) == 0 {
 		return true
 	}
-	if own == "" {
-		scheme := "http"
-		if r.TLS != nil {
-			scheme = "https"
-		}
-		own = scheme + "://" + r.Host
-	}
 	return normalOrigin(origins[0]) == normalOrigin(own)
+}
+
+// requestOrigin is the origin r was sent to: its scheme and Host.
+func requestOrigin(r *http.Request) string {
+	scheme := "http"
+	if r.TLS != nil {
+		scheme = "https"
+	}
+	return scheme + "://" + r.Host
 }
 
 // approvalLinks is how a call's approver reaches the pages: the pages, and

@@ -202,20 +202,23 @@ func TestApprovalInABrowser(t *testing.T) {
 // TestApprovalPageRefusesForgedHeaders: requests no browser page of the
 // user's would send, each with a page open: a Host that is not a loopback
 // name on the loopback listener (rebinding), shown or posted to, even with
-// an Origin that matches it; an opaque origin; two Origin headers whose
+// an Origin that matches it; a Host other than the one the page's link
+// names, loopback or not; an opaque origin; two Origin headers whose
 // first is the page's own; two Sec-Fetch-Site. None takes the decision,
 // which the page's own post then still can.
 func TestApprovalPageRefusesForgedHeaders(t *testing.T) {
 	t.Parallel()
 	pages := newApprovalPages(nil, time.Minute)
-	token, page, err := pages.open(ctxT(t), tool.PendingCall{Name: "deploy", Tier: tool.Write, Args: []byte(`{}`)})
+	ts := httptest.NewServer(&pageServer{pages: pages})
+	defer ts.Close()
+	token, page, err := pages.open(ctxT(t), tool.PendingCall{Name: "deploy", Tier: tool.Write, Args: []byte(`{}`)}, ts.URL)
 	if err != nil {
 		t.Fatal(err)
 	}
-	ts := httptest.NewServer(&pageServer{pages: pages})
-	defer ts.Close()
 	link := ts.URL + ApprovalPath + token
 	evil := "http://evil.example"
+	// Another name of the same listener, loopback too: not the link's.
+	otherName := "localhost:" + ts.URL[strings.LastIndex(ts.URL, ":")+1:]
 	send := func(method, host string, header http.Header) int {
 		var body *strings.Reader
 		if method == http.MethodPost {
@@ -248,6 +251,8 @@ func TestApprovalPageRefusesForgedHeaders(t *testing.T) {
 		{"shown under a rebound name", http.MethodGet, "evil.example", nil},
 		{"posted under a rebound name, from its origin", http.MethodPost, "evil.example", http.Header{"Origin": {evil}}},
 		{"posted under a rebound name, no origin", http.MethodPost, "evil.example:80", nil},
+		{"shown under another name than its link's", http.MethodGet, otherName, nil},
+		{"posted under another name than its link's, from its origin", http.MethodPost, otherName, http.Header{"Origin": {"http://" + otherName}}},
 		{"posted from an opaque origin", http.MethodPost, "", http.Header{"Origin": {"null"}}},
 		{"posted with two origins", http.MethodPost, "", http.Header{"Origin": {ts.URL, evil}}},
 		{"posted with two Sec-Fetch-Site", http.MethodPost, "", http.Header{"Origin": {ts.URL}, "Sec-Fetch-Site": {"same-origin", "cross-site"}}},

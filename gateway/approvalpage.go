@@ -48,13 +48,20 @@ const (
 )
 
 // approvalPage is one question: the call shown, and the decision once the
-// user took it.
+// user took it; or, for a code page, the sign-in to confirm, and the
+// confirmation.
 type approvalPage struct {
 	call    tool.PendingCall
 	origin  string        // of the page's link, normalized: where the client was sent
 	decided chan struct{} // closed when the decision is taken
 	allowed bool          // set before decided is closed
 	release func()        // of the page's hold in a fleet; nil in one process
+
+	// confirm, on a code page, takes the code the caller's browser was
+	// shown when their sign-in at source completed (tool.Authorization's
+	// Confirm); nil on an approval page.
+	confirm func(ctx context.Context, code string) error
+	source  string
 }
 
 func newApprovalPages(relay Relay, ttl time.Duration) *approvalPages {
@@ -91,6 +98,21 @@ func (a *approvalPages) open(ctx context.Context, call tool.PendingCall, origin 
 	return token, p, nil
 }
 
+// openCode makes a code page for the sign-in a at source, linked at
+// origin: where the caller enters the code their browser was shown (see
+// codePages). It is closed with closePage, or when ttl has passed.
+func (a *approvalPages) openCode(ctx context.Context, source string, confirm func(context.Context, string) error, origin string, ttl time.Duration) (string, *approvalPage, error) {
+	token, p, err := a.open(ctx, tool.PendingCall{}, origin)
+	if err != nil {
+		return "", nil, err
+	}
+	a.mu.Lock()
+	p.confirm, p.source = confirm, source
+	a.mu.Unlock()
+	time.AfterFunc(ttl, func() { a.closePage(token) })
+	return token, p, nil
+}
+
 func (a *approvalPages) closePage(token string) {
 	a.mu.Lock()
 	p := a.pages[token]
@@ -120,6 +142,28 @@ func (a *approvalPages) decide(token string, allow bool) bool {
 	return true
 }
 
+// confirmCode gives code to the code page of token and, when it confirms
+// the sign-in, takes that as the page's decision. It reports what came of
+// it, and the confirmation's refusal for the user.
+func (a *approvalPages) confirmCode(ctx context.Context, token, code string) (result, refusal string) {
+	p := a.lookup(token)
+	if p == nil || p.confirm == nil {
+		return pageMissing, ""
+	}
+	select {
+	case <-p.decided:
+		return pageConflict, ""
+	default:
+	}
+	if err := p.confirm(ctx, code); err != nil {
+		return pageRefused, err.Error()
+	}
+	if !a.decide(token, true) {
+		return pageConflict, ""
+	}
+	return pageDecided, ""
+}
+
 func (a *approvalPages) lookup(token string) *approvalPage {
 	a.mu.Lock()
 	defer a.mu.Unlock()
@@ -130,7 +174,12 @@ var approvalTemplate = template.Must(template.New("approval").Parse(`<!doctype h
 <html><head><meta charset="utf-8"><title>Allow this call?</title>
 <style>body{font-family:sans-serif;max-width:48rem;margin:2rem auto}pre{white-space:pre-wrap;background:#f4f4f4;padding:1rem}</style>
 </head><body>
-{{if .Done}}<p>{{.Done}}</p>{{else}}
+{{if .Done}}<p>{{.Done}}</p>{{else if .Source}}
+<h1>Confirm your sign-in</h1>
+<p>Enter the code the sign-in page of {{.Source}} showed you once you had signed in.</p>{{if .Refusal}}
+<p><strong>{{.Refusal}}</strong></p>{{end}}
+<form method="post"><input name="code" autocomplete="off" spellcheck="false" required> <button name="decision" value="confirm">Confirm</button></form>
+{{else}}
 <h1>Allow this call?</h1>
 <pre>{{.Call}}</pre>
 <form method="post"><button name="decision" value="allow">Allow</button> <button name="decision" value="deny">Deny</button></form>
@@ -150,6 +199,7 @@ const (
 	pageDecided  = "decided"
 	pageConflict = "conflict" // decided already
 	pageMissing  = "missing"  // no such page
+	pageRefused  = "refused"  // a code page's code did not confirm the sign-in
 )
 
 // pageWire is a request about a page another replica holds, and its reply.
@@ -158,18 +208,43 @@ type pageWire struct {
 	Allow  bool   `json:"allow,omitempty"`
 	Call   string `json:"call,omitempty"`   // show: the call rendered, "" for no such page
 	Origin string `json:"origin,omitempty"` // show: the origin the page was linked at
+	Source string `json:"source,omitempty"` // show: of a code page, the server signed in at
+	Code   string `json:"code,omitempty"`   // decide: on a code page, the code entered
 	Result string `json:"result,omitempty"` // decide
+	// Refusal is why a code page's code did not confirm (decide).
+	Refusal string `json:"refusal,omitempty"`
 }
 
-// show returns the call of the page of token rendered, wherever it is held
-// ("" for no such page), and the origin its link named ("" when its
-// holder did not say).
-func (a *approvalPages) show(ctx context.Context, token string) (call, origin string, err error) {
+// show returns what the page of token shows, wherever it is held: the
+// call rendered, or the source of a code page (both "" for no such page),
+// and the origin its link named ("" when its holder did not say).
+func (a *approvalPages) show(ctx context.Context, token string) (pageWire, error) {
 	if p := a.lookup(token); p != nil {
-		return p.call.Render(), p.origin, nil
+		return p.view(), nil
 	}
-	rep, err := a.remote(ctx, relayPageShow, pageWire{Token: token})
-	return rep.Call, rep.Origin, err
+	return a.remote(ctx, relayPageShow, pageWire{Token: token})
+}
+
+// view is what p shows.
+func (p *approvalPage) view() pageWire {
+	if p.confirm != nil {
+		return pageWire{Source: p.source, Origin: p.origin}
+	}
+	return pageWire{Call: p.call.Render(), Origin: p.origin}
+}
+
+// confirmAnywhere gives code to the code page of token wherever it is
+// held, and says what came of it.
+func (a *approvalPages) confirmAnywhere(ctx context.Context, token, code string) (result, refusal string, err error) {
+	if p := a.lookup(token); p != nil {
+		result, refusal := a.confirmCode(ctx, token, code)
+		return result, refusal, nil
+	}
+	rep, err := a.remote(ctx, relayPageDecide, pageWire{Token: token, Code: code})
+	if rep.Result == "" {
+		rep.Result = pageMissing
+	}
+	return rep.Result, rep.Refusal, err
 }
 
 // decideAnywhere takes the decision on the page of token wherever it is
@@ -221,18 +296,20 @@ func (a *approvalPages) serveShow(_ context.Context, body []byte, _ func([]byte)
 	}
 	var rep pageWire
 	if p := a.lookup(req.Token); p != nil {
-		rep.Call, rep.Origin = p.call.Render(), p.origin
+		rep = p.view()
 	}
 	return json.Marshal(rep)
 }
 
-func (a *approvalPages) serveDecide(_ context.Context, body []byte, _ func([]byte)) ([]byte, error) {
+func (a *approvalPages) serveDecide(ctx context.Context, body []byte, _ func([]byte)) ([]byte, error) {
 	var req pageWire
 	if err := json.Unmarshal(body, &req); err != nil {
 		return nil, err
 	}
 	rep := pageWire{Result: pageMissing}
-	if a.lookup(req.Token) != nil {
+	if p := a.lookup(req.Token); p != nil && p.confirm != nil {
+		rep.Result, rep.Refusal = a.confirmCode(ctx, req.Token, req.Code)
+	} else if p != nil {
 		rep.Result = pageConflict
 		if a.decide(req.Token, req.Allow) {
 			rep.Result = pageDecided
@@ -278,15 +355,16 @@ func (s *pageServer) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, "Method Not Allowed", http.StatusMethodNotAllowed)
 		return
 	}
-	call, linked, err := s.pages.show(r.Context(), token)
+	view, err := s.pages.show(r.Context(), token)
 	if err != nil {
 		http.Error(w, "Service Unavailable: the approval could not be reached: "+err.Error(), http.StatusServiceUnavailable)
 		return
 	}
-	if call == "" {
+	if view.Call == "" && view.Source == "" {
 		http.Error(w, pageNotFound, http.StatusNotFound)
 		return
 	}
+	linked := view.Origin
 	// The page's own origin: the configured one, else the one its link
 	// named, never one the request names itself.
 	own := s.origin
@@ -297,14 +375,19 @@ func (s *pageServer) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		}
 		own = linked
 	}
-	var data struct{ Call, Done string }
+	data := struct{ Call, Done, Source, Refusal string }{Call: view.Call, Source: view.Source}
 	switch r.Method {
 	case http.MethodGet, http.MethodHead:
-		data.Call = call
 	case http.MethodPost:
 		if !sameOrigin(r, own) {
 			http.Error(w, "Forbidden: a decision is taken on its own page", http.StatusForbidden)
 			return
+		}
+		if view.Source != "" {
+			if !s.serveCode(w, r, token, &data) {
+				return
+			}
+			break
 		}
 		decision := r.PostFormValue("decision")
 		if decision != "allow" && decision != "deny" {
@@ -330,6 +413,35 @@ func (s *pageServer) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	h.Set("Content-Type", "text/html; charset=utf-8")
 	_ = approvalTemplate.Execute(w, data)
+}
+
+// serveCode takes the code posted to the code page of token into data, and
+// reports whether the page is to be written; when not, the answer is.
+func (s *pageServer) serveCode(w http.ResponseWriter, r *http.Request, token string, data *struct{ Call, Done, Source, Refusal string }) bool {
+	code := strings.TrimSpace(r.PostFormValue("code"))
+	if code == "" || len(code) > 64 {
+		http.Error(w, "Bad Request: code must be the code the sign-in page showed", http.StatusBadRequest)
+		return false
+	}
+	result, refusal, err := s.pages.confirmAnywhere(r.Context(), token, code)
+	switch {
+	case err != nil:
+		http.Error(w, "Service Unavailable: the sign-in could not be reached: "+err.Error(), http.StatusServiceUnavailable)
+		return false
+	case result == pageMissing:
+		http.Error(w, pageNotFound, http.StatusNotFound)
+		return false
+	case result == pageConflict:
+		http.Error(w, "Conflict: this sign-in was confirmed already", http.StatusConflict)
+		return false
+	case result == pageRefused:
+		data.Refusal = refusal
+		w.Header().Set("Content-Type", "text/html; charset=utf-8")
+		w.WriteHeader(http.StatusUnprocessableEntity)
+		return true
+	}
+	data.Done = "Your sign-in is confirmed. You may close this page."
+	return true
 }
 
 // reboundHost reports whether r reached a loopback listener under a name

@@ -2,12 +2,18 @@ package gateway
 
 import (
 	"context"
+	"encoding/json"
+	"errors"
 	"fmt"
 	"html"
+	"io"
+	"log/slog"
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"net/url"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -275,5 +281,133 @@ func TestApprovalPageRefusesForgedHeaders(t *testing.T) {
 	}
 	if !page.allowed {
 		t.Error("the page's own allow was not taken")
+	}
+}
+
+// TestSignInIsConfirmedByTheCallersOwnClient: a call whose caller has
+// signed in at an upstream but not given the code their browser was shown
+// (tool.Authorization.AwaitsCode) asks the caller's own client for it: by
+// a form where the client declares forms, by a link to the gateway's code
+// page where it declares URL mode only, and otherwise in the result's
+// text, naming the page; the call runs once the code confirms the
+// sign-in. A wrong code is refused at the page, which stays open for the
+// right one.
+func TestSignInIsConfirmedByTheCallersOwnClient(t *testing.T) {
+	t.Parallel()
+	const code = "ABCDE-FGHIJ"
+	var mu sync.Mutex
+	var confirmed bool
+	var tried []string
+	reg := tool.NewRegistry(nil)
+	if err := reg.Register(&tool.Tool{Name: "whoami", Tier: tool.Read, InputSchema: json.RawMessage(`{"type":"object"}`),
+		Handler: func(context.Context, json.RawMessage) (*tool.Result, error) {
+			mu.Lock()
+			defer mu.Unlock()
+			if confirmed {
+				return tool.TextResult("the caller's own account"), nil
+			}
+			return nil, &tool.AuthorizationError{Err: errors.New("awaiting the code"), Authorization: tool.Authorization{
+				Source: "up", ID: "a1", Expires: time.Now().Add(time.Minute), AwaitsCode: true,
+				Confirm: func(_ context.Context, got string) error {
+					mu.Lock()
+					defer mu.Unlock()
+					tried = append(tried, got)
+					if got != code {
+						return errors.New("wrong code")
+					}
+					confirmed = true
+					return nil
+				}}}
+		}}); err != nil {
+		t.Fatal(err)
+	}
+	h := New(tool.NewExecutor(reg, nil), &Options{Logger: slog.New(slog.DiscardHandler)}).Handler(&HTTPOptions{})
+	ts := httptest.NewServer(h)
+	t.Cleanup(func() { ts.CloseClientConnections(); ts.Close(); h.Close() })
+	reset := func() {
+		mu.Lock()
+		defer mu.Unlock()
+		confirmed, tried = false, nil
+	}
+	post := func(page, code string) (int, string) {
+		req, _ := http.NewRequestWithContext(ctxT(t), http.MethodPost, page, strings.NewReader(url.Values{"code": {code}}.Encode()))
+		req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+		req.Header.Set("Origin", ts.URL)
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			return 0, err.Error()
+		}
+		defer resp.Body.Close()
+		body, _ := io.ReadAll(resp.Body)
+		return resp.StatusCode, string(body)
+	}
+	dial := func(rev string, opts *mcp.ClientOptions) *mcp.ClientSession {
+		var so *mcp.ClientSessionOptions
+		if rev != Revision2026 {
+			so = &mcp.ClientSessionOptions{ProtocolVersion: rev}
+		}
+		cs, err := mcp.NewClient(&mcp.Implementation{Name: "c", Version: "1"}, opts).Connect(ctxT(t), &mcp.StreamableClientTransport{Endpoint: ts.URL + "/mcp", MaxRetries: -1}, so)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = cs.Close() })
+		return cs
+	}
+
+	// A client with forms is asked for the code by a form.
+	reset()
+	cs := dial("2025-11-25", &mcp.ClientOptions{
+		Capabilities: &mcp.ClientCapabilities{Elicitation: &mcp.ElicitationCapabilities{Form: &mcp.FormElicitationCapabilities{}}},
+		ElicitationHandler: func(_ context.Context, req *mcp.ElicitRequest) (*mcp.ElicitResult, error) {
+			if req.Params.Mode != "form" || !strings.Contains(req.Params.Message, "code") {
+				return nil, fmt.Errorf("asked %+v, want a form for the code", req.Params)
+			}
+			return &mcp.ElicitResult{Action: "accept", Content: map[string]any{"code": code}}, nil
+		}})
+	if got, isErr := call(t, cs, "whoami", nil); isErr || got != "the caller's own account" {
+		t.Errorf("a client with forms: %q (isError %v)", got, isErr)
+	}
+
+	// A client with URL mode only is sent to the code page; a wrong code
+	// there is refused, the right one confirms.
+	reset()
+	cs = dial(Revision2026, &mcp.ClientOptions{
+		Capabilities: &mcp.ClientCapabilities{Elicitation: &mcp.ElicitationCapabilities{URL: &mcp.URLElicitationCapabilities{}}},
+		ElicitationHandler: func(_ context.Context, req *mcp.ElicitRequest) (*mcp.ElicitResult, error) {
+			if req.Params.Mode != "url" || !strings.HasPrefix(req.Params.URL, ts.URL+ApprovalPath) {
+				return nil, fmt.Errorf("asked %+v, want a link to the code page", req.Params)
+			}
+			if status, body := post(req.Params.URL, "WRONG-CODE1"); status != http.StatusUnprocessableEntity || !strings.Contains(body, "wrong code") {
+				return nil, fmt.Errorf("a wrong code: %d %s", status, body)
+			}
+			if status, body := post(req.Params.URL, code); status != http.StatusOK || !strings.Contains(body, "confirmed") {
+				return nil, fmt.Errorf("the code: %d %s", status, body)
+			}
+			return &mcp.ElicitResult{Action: "accept"}, nil
+		}})
+	if got, isErr := call(t, cs, "whoami", nil); isErr || got != "the caller's own account" {
+		t.Errorf("a client with URL mode: %q (isError %v)", got, isErr)
+	}
+	mu.Lock()
+	if strings.Join(tried, " ") != "WRONG-CODE1 "+code {
+		t.Errorf("codes tried %q", tried)
+	}
+	mu.Unlock()
+
+	// A client that cannot be asked is told the page; it calls again once
+	// the code is in.
+	reset()
+	cs = dial("2025-11-25", nil)
+	got, isErr := call(t, cs, "whoami", nil)
+	i := strings.Index(got, ts.URL+ApprovalPath)
+	if !isErr || i < 0 {
+		t.Fatalf("a plain client: %q (isError %v), want the code page named", got, isErr)
+	}
+	page := strings.Fields(got[i:])[0]
+	if status, body := post(page, code); status != http.StatusOK {
+		t.Fatalf("the code at the page: %d %s", status, body)
+	}
+	if got, isErr := call(t, cs, "whoami", nil); isErr || got != "the caller's own account" {
+		t.Errorf("a plain client after entering the code: %q (isError %v)", got, isErr)
 	}
 }

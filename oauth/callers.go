@@ -552,6 +552,16 @@ func (h *CallerHandler) Authorize(ctx context.Context, req *http.Request, resp *
 			}
 		}
 	}
+	if l := h.c.linkAwaiting(e); l != nil {
+		// The caller authorized; the account linked is not theirs until
+		// their client gives the code its browser was shown.
+		return &CallerLoginError{
+			CallerAuthorization: CallerAuthorization{Server: h.c.cfg.Server, Caller: h.caller, Expires: l.Expires, ID: l.ID},
+			Reason:              "the caller's sign-in awaits its confirmation code",
+			AwaitsCode:          true,
+			confirm:             h.confirm,
+		}
+	}
 	reason := "not authorized yet"
 	switch {
 	case stepUp:
@@ -563,7 +573,12 @@ func (h *CallerHandler) Authorize(ctx context.Context, req *http.Request, resp *
 	if err != nil {
 		return err
 	}
-	return &CallerLoginError{CallerAuthorization: *login, Reason: reason}
+	return &CallerLoginError{CallerAuthorization: *login, Reason: reason, confirm: h.confirm}
+}
+
+// confirm is [Callers.Confirm] for the handler's caller alone.
+func (h *CallerHandler) confirm(ctx context.Context, code string) error {
+	return h.c.Confirm(ctx, h.caller, code)
 }
 
 // exchangeSource is the oauth2.TokenSource of a CallerExchange handler.
@@ -611,9 +626,29 @@ type CallerLoginError struct {
 	CallerAuthorization
 	// Reason says why, without any token.
 	Reason string
+	// AwaitsCode is set when the caller has authorized and the account
+	// linked awaits the code the caller's browser was shown (URL is then
+	// empty): see [CallerLoginError.Confirm].
+	AwaitsCode bool
+
+	confirm func(context.Context, string) error // bound to the caller whose request failed
+}
+
+// Confirm gives the code the callback showed the browser that completed
+// the caller's authorization, for the caller whose request failed with e
+// ([Callers.Confirm] for that caller): a gateway asks the caller's own
+// client for it on that request, never anyone else.
+func (e *CallerLoginError) Confirm(ctx context.Context, code string) error {
+	if e.confirm == nil {
+		return fmt.Errorf("server %q: caller %s: nothing to confirm", e.Server, e.Caller)
+	}
+	return e.confirm(ctx, code)
 }
 
 func (e *CallerLoginError) Error() string {
+	if e.AwaitsCode {
+		return fmt.Sprintf("server %q: caller %s signed in at the server's authorization server; the sign-in is used once the caller gives the code its browser was shown", e.Server, e.Caller)
+	}
 	return fmt.Sprintf("server %q: caller %s must authorize at the server's authorization server (%s): send the caller to the authorization URL", e.Server, e.Caller, e.Reason)
 }
 

@@ -174,10 +174,10 @@ var approvalTemplate = template.Must(template.New("approval").Parse(`<!doctype h
 <html><head><meta charset="utf-8"><title>Allow this call?</title>
 <style>body{font-family:sans-serif;max-width:48rem;margin:2rem auto}pre{white-space:pre-wrap;background:#f4f4f4;padding:1rem}</style>
 </head><body>
-{{if .Done}}<p>{{.Done}}</p>{{else if .Source}}
+{{if .Done}}<p id="done">{{.Done}}</p>{{else if .Source}}
 <h1>Confirm your sign-in</h1>
 <p>Enter the code the sign-in page of {{.Source}} showed you once you had signed in.</p>{{if .Refusal}}
-<p><strong>{{.Refusal}}</strong></p>{{end}}
+<p id="refusal"><strong>{{.Refusal}}</strong></p>{{end}}
 <form method="post"><input name="code" autocomplete="off" spellcheck="false" required> <button name="decision" value="confirm">Confirm</button></form>
 {{else}}
 <h1>Allow this call?</h1>

@@ -292,43 +292,79 @@ func TestApprovalPageRefusesForgedHeaders(t *testing.T) {
 // text, naming the page; the call runs once the code confirms the
 // sign-in. A wrong code is refused at the page, which stays open for the
 // right one.
-func TestSignInIsConfirmedByTheCallersOwnClient(t *testing.T) {
-	t.Parallel()
-	const code = "ABCDE-FGHIJ"
-	var mu sync.Mutex
-	var confirmed bool
-	var tried []string
+// signInCode is the code that confirms the sign-in of newSignInGateway's
+// tool.
+const signInCode = "ABCDE-FGHIJ"
+
+// signInGateway is a gateway on 127.0.0.1 whose one tool, whoami, fails
+// as a call of an upstream reached with the caller's identity does when
+// the caller has signed in and not yet given the code (AwaitsCode), until
+// signInCode is given to its Confirm.
+type signInGateway struct {
+	ts        *httptest.Server
+	mu        sync.Mutex
+	confirmed bool
+	tried     []string // the codes given, in order
+}
+
+func newSignInGateway(t *testing.T) *signInGateway {
+	t.Helper()
+	f := &signInGateway{}
 	reg := tool.NewRegistry(nil)
 	if err := reg.Register(&tool.Tool{Name: "whoami", Tier: tool.Read, InputSchema: json.RawMessage(`{"type":"object"}`),
 		Handler: func(context.Context, json.RawMessage) (*tool.Result, error) {
-			mu.Lock()
-			defer mu.Unlock()
-			if confirmed {
+			f.mu.Lock()
+			defer f.mu.Unlock()
+			if f.confirmed {
 				return tool.TextResult("the caller's own account"), nil
 			}
 			return nil, &tool.AuthorizationError{Err: errors.New("awaiting the code"), Authorization: tool.Authorization{
 				Source: "up", ID: "a1", Expires: time.Now().Add(time.Minute), AwaitsCode: true,
 				Confirm: func(_ context.Context, got string) error {
-					mu.Lock()
-					defer mu.Unlock()
-					tried = append(tried, got)
-					if got != code {
+					f.mu.Lock()
+					defer f.mu.Unlock()
+					f.tried = append(f.tried, got)
+					if got != signInCode {
 						return errors.New("wrong code")
 					}
-					confirmed = true
+					f.confirmed = true
 					return nil
 				}}}
 		}}); err != nil {
 		t.Fatal(err)
 	}
 	h := New(tool.NewExecutor(reg, nil), &Options{Logger: slog.New(slog.DiscardHandler)}).Handler(&HTTPOptions{})
-	ts := httptest.NewServer(h)
-	t.Cleanup(func() { ts.CloseClientConnections(); ts.Close(); h.Close() })
-	reset := func() {
-		mu.Lock()
-		defer mu.Unlock()
-		confirmed, tried = false, nil
+	f.ts = httptest.NewServer(h)
+	t.Cleanup(func() { f.ts.CloseClientConnections(); f.ts.Close(); h.Close() })
+	return f
+}
+
+func (f *signInGateway) reset() {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.confirmed, f.tried = false, nil
+}
+
+// dial connects a client of revision rev.
+func (f *signInGateway) dial(t *testing.T, rev string, opts *mcp.ClientOptions) *mcp.ClientSession {
+	t.Helper()
+	var so *mcp.ClientSessionOptions
+	if rev != Revision2026 {
+		so = &mcp.ClientSessionOptions{ProtocolVersion: rev}
 	}
+	cs, err := mcp.NewClient(&mcp.Implementation{Name: "c", Version: "1"}, opts).Connect(ctxT(t), &mcp.StreamableClientTransport{Endpoint: f.ts.URL + "/mcp", MaxRetries: -1}, so)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = cs.Close() })
+	return cs
+}
+
+func TestSignInIsConfirmedByTheCallersOwnClient(t *testing.T) {
+	t.Parallel()
+	f := newSignInGateway(t)
+	ts, code, reset := f.ts, signInCode, f.reset
+	mu, tried := &f.mu, &f.tried
 	post := func(page, code string) (int, string) {
 		req, _ := http.NewRequestWithContext(ctxT(t), http.MethodPost, page, strings.NewReader(url.Values{"code": {code}}.Encode()))
 		req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
@@ -341,18 +377,7 @@ func TestSignInIsConfirmedByTheCallersOwnClient(t *testing.T) {
 		body, _ := io.ReadAll(resp.Body)
 		return resp.StatusCode, string(body)
 	}
-	dial := func(rev string, opts *mcp.ClientOptions) *mcp.ClientSession {
-		var so *mcp.ClientSessionOptions
-		if rev != Revision2026 {
-			so = &mcp.ClientSessionOptions{ProtocolVersion: rev}
-		}
-		cs, err := mcp.NewClient(&mcp.Implementation{Name: "c", Version: "1"}, opts).Connect(ctxT(t), &mcp.StreamableClientTransport{Endpoint: ts.URL + "/mcp", MaxRetries: -1}, so)
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { _ = cs.Close() })
-		return cs
-	}
+	dial := func(rev string, opts *mcp.ClientOptions) *mcp.ClientSession { return f.dial(t, rev, opts) }
 
 	// A client with forms is asked for the code by a form.
 	reset()
@@ -389,8 +414,8 @@ func TestSignInIsConfirmedByTheCallersOwnClient(t *testing.T) {
 		t.Errorf("a client with URL mode: %q (isError %v)", got, isErr)
 	}
 	mu.Lock()
-	if strings.Join(tried, " ") != "WRONG-CODE1 "+code {
-		t.Errorf("codes tried %q", tried)
+	if strings.Join(*tried, " ") != "WRONG-CODE1 "+code {
+		t.Errorf("codes tried %q", *tried)
 	}
 	mu.Unlock()
 
@@ -409,5 +434,51 @@ func TestSignInIsConfirmedByTheCallersOwnClient(t *testing.T) {
 	}
 	if got, isErr := call(t, cs, "whoami", nil); isErr || got != "the caller's own account" {
 		t.Errorf("a plain client after entering the code: %q (isError %v)", got, isErr)
+	}
+}
+
+// TestSignInCodePageInABrowser: a client with URL mode only is sent to the
+// code page; in a real Chromium the user types a wrong code (refused, the
+// page asks again), then the code their sign-in showed, presses Confirm,
+// and the call runs.
+func TestSignInCodePageInABrowser(t *testing.T) {
+	t.Parallel()
+	f := newSignInGateway(t)
+	tab := browsertest.New(t, nil)
+	cs := f.dial(t, Revision2026, &mcp.ClientOptions{
+		Capabilities: &mcp.ClientCapabilities{Elicitation: &mcp.ElicitationCapabilities{URL: &mcp.URLElicitationCapabilities{}}},
+		ElicitationHandler: func(_ context.Context, req *mcp.ElicitRequest) (*mcp.ElicitResult, error) {
+			ctx, cancel := context.WithTimeout(tab, time.Minute)
+			defer cancel()
+			// Each answer is a page of its own: a refusal (#refusal) or
+			// the end (#done), which the page asked from has neither of.
+			enter := func(code, answer string) (string, error) {
+				if err := chromedp.Do(ctx,
+					chromedp.SendKeys(`input[name="code"]`, code),
+					chromedp.Click(`button[value="confirm"]`),
+					chromedp.WaitVisible(answer),
+				); err != nil {
+					return "", err
+				}
+				return chromedp.Run(ctx, chromedp.Text(answer))
+			}
+			if err := chromedp.Do(ctx, chromedp.Navigate(req.Params.URL)); err != nil {
+				return nil, err
+			}
+			if got, err := enter("WRONG-CODE1", "#refusal"); err != nil || !strings.Contains(got, "wrong code") {
+				return nil, fmt.Errorf("a wrong code: the page says %q (%v)", got, err)
+			}
+			if got, err := enter(signInCode, "#done"); err != nil || !strings.Contains(got, "Your sign-in is confirmed") {
+				return nil, fmt.Errorf("the code: the page says %q (%v)", got, err)
+			}
+			return &mcp.ElicitResult{Action: "accept"}, nil
+		}})
+	if got, isErr := call(t, cs, "whoami", nil); isErr || got != "the caller's own account" {
+		t.Errorf("the call after the code was entered in the browser: %q (isError %v)", got, isErr)
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if strings.Join(f.tried, " ") != "WRONG-CODE1 "+signInCode {
+		t.Errorf("codes given %q, want the wrong one, then the right one", f.tried)
 	}
 }

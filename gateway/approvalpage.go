@@ -83,8 +83,12 @@ func pageKey(token string) string {
 // returns its token; close it with closePage. In a fleet the page is
 // recorded as held here first, and open fails when it cannot be.
 func (a *approvalPages) open(ctx context.Context, call tool.PendingCall, origin string) (string, *approvalPage, error) {
+	return a.openPage(ctx, &approvalPage{call: call, origin: normalOrigin(origin), decided: make(chan struct{})})
+}
+
+// openPage makes p, complete, a page and returns its token.
+func (a *approvalPages) openPage(ctx context.Context, p *approvalPage) (string, *approvalPage, error) {
 	token := rand.Text() + rand.Text() // 52 base32 characters: 260 random bits
-	p := &approvalPage{call: call, origin: normalOrigin(origin), decided: make(chan struct{})}
 	if a.relay != nil {
 		release, err := a.relay.Hold(ctx, "page", pageKey(token), a.ttl)
 		if err != nil {
@@ -98,17 +102,15 @@ func (a *approvalPages) open(ctx context.Context, call tool.PendingCall, origin 
 	return token, p, nil
 }
 
-// openCode makes a code page for the sign-in a at source, linked at
-// origin: where the caller enters the code their browser was shown (see
-// codePages). It is closed with closePage, or when ttl has passed.
+// openCode makes a code page for a sign-in at source, linked at origin:
+// where the caller enters the code their browser was shown, which goes to
+// confirm (see [Gateway.confirmSignIn]). It is closed with closePage, or
+// when ttl has passed.
 func (a *approvalPages) openCode(ctx context.Context, source string, confirm func(context.Context, string) error, origin string, ttl time.Duration) (string, *approvalPage, error) {
-	token, p, err := a.open(ctx, tool.PendingCall{}, origin)
+	token, p, err := a.openPage(ctx, &approvalPage{origin: normalOrigin(origin), decided: make(chan struct{}), confirm: confirm, source: source})
 	if err != nil {
 		return "", nil, err
 	}
-	a.mu.Lock()
-	p.confirm, p.source = confirm, source
-	a.mu.Unlock()
 	time.AfterFunc(ttl, func() { a.closePage(token) })
 	return token, p, nil
 }
@@ -171,7 +173,7 @@ func (a *approvalPages) lookup(token string) *approvalPage {
 }
 
 var approvalTemplate = template.Must(template.New("approval").Parse(`<!doctype html>
-<html><head><meta charset="utf-8"><title>Allow this call?</title>
+<html><head><meta charset="utf-8"><title>{{if .Source}}Confirm your sign-in{{else}}Allow this call?{{end}}</title>
 <style>body{font-family:sans-serif;max-width:48rem;margin:2rem auto}pre{white-space:pre-wrap;background:#f4f4f4;padding:1rem}</style>
 </head><body>
 {{if .Done}}<p id="done">{{.Done}}</p>{{else if .Source}}
@@ -321,7 +323,8 @@ func (a *approvalPages) serveDecide(ctx context.Context, body []byte, _ func([]b
 const pageNotFound = "Not Found: no such approval (it was answered, or the call ended)"
 
 // ServeHTTP serves the page of the token in the path: GET shows the call,
-// POST takes the decision. Nothing else is served: no page's address can
+// POST takes the decision (on a code page: shows a form for the code, and
+// takes the code). Nothing else is served: no page's address can
 // be guessed, a page says nothing about the gateway, a decision is taken
 // once, and another site can neither frame the page nor post to it, nor
 // reach it under a name of its own (DNS rebinding): a page is served only
@@ -456,9 +459,9 @@ func reboundHost(r *http.Request) bool {
 
 // sameOrigin reports whether a POST comes from the page itself, whose
 // origin is own: a browser names the page's origin in Origin and says
-// same-origin in Sec-Fetch-Site; a
-// request from another site names that site, or "null" when that site's
-// page chose not to tell, which is refused too. A request with neither is
+// same-origin in Sec-Fetch-Site; a request from another site names that
+// site, or "null" when that site's page chose not to tell, which is
+// refused too. A request with neither is
 // not from a browser, so no other site's page can have made it. A request
 // that repeats either header is refused: which of two a proxy or a server
 // reads first is not something to decide a call on.

@@ -252,6 +252,8 @@ func (d *decoder) oauth(v *node, path string) *OAuth {
 		d.errorf(v.line, path, "grant token_exchange needs issuer (the authorization server callers' tokens are exchanged at, and sent to alone) and clientId with clientSecretEnv or a private key (the gateway's client there)")
 	case exchange && o.RedirectURL != "":
 		d.errorf(v.line, path, "redirectUrl is for a login per caller, not grant token_exchange")
+	case caller && !exchange && (o.ClientSecretEnv != "" || keyed) && o.Issuer == "":
+		d.errorf(v.line, path, "a login per caller with clientSecretEnv or a private key needs issuer (the authorization server the client is registered at): the client's secret is sent there and nowhere else, whatever the server's metadata names")
 	}
 	switch {
 	case o.ClientMetadataURL != "" && (o.ClientID != "" || o.Grant == "client_credentials" || o.Grant == "enterprise"):

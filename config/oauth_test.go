@@ -194,6 +194,8 @@ servers:
 		{`{issuer: "https://as.example.com"}`, callerGateway, "settings of identity: caller"},
 		{`{identity: caller, redirectUrl: "https://gw.example.com/cb", audience: x}`, callerGateway, "settings of grant token_exchange"},
 		{`{identity: caller, grant: token_exchange, clientId: gw, clientSecretEnv: S}`, callerGateway, "needs issuer"},
+		{`{identity: caller, redirectUrl: "https://gw.example.com/cb", clientId: gw, clientSecretEnv: S}`, callerGateway, "a login per caller with clientSecretEnv or a private key needs issuer"},
+		{`{identity: caller, redirectUrl: "https://gw.example.com/cb", clientId: gw, privateKeyEnv: K}`, callerGateway, "a login per caller with clientSecretEnv or a private key needs issuer"},
 		{`{identity: caller, grant: token_exchange, issuer: "https://as.example.com", clientId: gw}`, callerGateway, "clientSecretEnv or a private key"},
 		{`{identity: caller, grant: token_exchange, issuer: "https://as.example.com", clientId: gw, clientSecretEnv: S, redirectUrl: "https://gw.example.com/cb"}`, callerGateway, "not grant token_exchange"},
 		{`{identity: caller, grant: token_exchange, issuer: "https://as.example.com", clientId: gw, clientSecretEnv: S, subjectTokenType: id_token}`, callerGateway, `unknown subjectTokenType "id_token"`},

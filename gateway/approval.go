@@ -136,7 +136,7 @@ func (a *Approver) Confirm(ctx context.Context, call tool.PendingCall) (bool, er
 // so the decision is usually in already). A client that declines, or a
 // user who never decides, does not approve.
 func confirmAtPage(ctx context.Context, d downstream, call tool.PendingCall, links *approvalLinks) (bool, error) {
-	token, page, err := links.pages.open(ctx, call)
+	token, page, err := links.pages.open(ctx, call, links.base)
 	if err != nil {
 		return false, fmt.Errorf("%w: %w", ErrApprovalRequired, err)
 	}

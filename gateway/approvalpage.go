@@ -8,6 +8,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"html/template"
+	"net"
 	"net/http"
 	"strings"
 	"sync"
@@ -47,12 +48,20 @@ const (
 )
 
 // approvalPage is one question: the call shown, and the decision once the
-// user took it.
+// user took it; or, for a code page, the sign-in to confirm, and the
+// confirmation.
 type approvalPage struct {
 	call    tool.PendingCall
+	origin  string        // of the page's link, normalized: where the client was sent
 	decided chan struct{} // closed when the decision is taken
 	allowed bool          // set before decided is closed
 	release func()        // of the page's hold in a fleet; nil in one process
+
+	// confirm, on a code page, takes the code the caller's browser was
+	// shown when their sign-in at source completed (tool.Authorization's
+	// Confirm); nil on an approval page.
+	confirm func(ctx context.Context, code string) error
+	source  string
 }
 
 func newApprovalPages(relay Relay, ttl time.Duration) *approvalPages {
@@ -70,12 +79,16 @@ func pageKey(token string) string {
 	return hex.EncodeToString(sum[:])
 }
 
-// open makes a page for call and returns its token; close it with
-// closePage. In a fleet the page is recorded as held here first, and open
-// fails when it cannot be.
-func (a *approvalPages) open(ctx context.Context, call tool.PendingCall) (string, *approvalPage, error) {
+// open makes a page for call, linked at origin (scheme://host), and
+// returns its token; close it with closePage. In a fleet the page is
+// recorded as held here first, and open fails when it cannot be.
+func (a *approvalPages) open(ctx context.Context, call tool.PendingCall, origin string) (string, *approvalPage, error) {
+	return a.openPage(ctx, &approvalPage{call: call, origin: normalOrigin(origin), decided: make(chan struct{})})
+}
+
+// openPage makes p, complete, a page and returns its token.
+func (a *approvalPages) openPage(ctx context.Context, p *approvalPage) (string, *approvalPage, error) {
 	token := rand.Text() + rand.Text() // 52 base32 characters: 260 random bits
-	p := &approvalPage{call: call, decided: make(chan struct{})}
 	if a.relay != nil {
 		release, err := a.relay.Hold(ctx, "page", pageKey(token), a.ttl)
 		if err != nil {
@@ -86,6 +99,19 @@ func (a *approvalPages) open(ctx context.Context, call tool.PendingCall) (string
 	a.mu.Lock()
 	a.pages[token] = p
 	a.mu.Unlock()
+	return token, p, nil
+}
+
+// openCode makes a code page for a sign-in at source, linked at origin:
+// where the caller enters the code their browser was shown, which goes to
+// confirm (see [Gateway.confirmSignIn]). It is closed with closePage, or
+// when ttl has passed.
+func (a *approvalPages) openCode(ctx context.Context, source string, confirm func(context.Context, string) error, origin string, ttl time.Duration) (string, *approvalPage, error) {
+	token, p, err := a.openPage(ctx, &approvalPage{origin: normalOrigin(origin), decided: make(chan struct{}), confirm: confirm, source: source})
+	if err != nil {
+		return "", nil, err
+	}
+	time.AfterFunc(ttl, func() { a.closePage(token) })
 	return token, p, nil
 }
 
@@ -118,6 +144,28 @@ func (a *approvalPages) decide(token string, allow bool) bool {
 	return true
 }
 
+// confirmCode gives code to the code page of token and, when it confirms
+// the sign-in, takes that as the page's decision. It reports what came of
+// it, and the confirmation's refusal for the user.
+func (a *approvalPages) confirmCode(ctx context.Context, token, code string) (result, refusal string) {
+	p := a.lookup(token)
+	if p == nil || p.confirm == nil {
+		return pageMissing, ""
+	}
+	select {
+	case <-p.decided:
+		return pageConflict, ""
+	default:
+	}
+	if err := p.confirm(ctx, code); err != nil {
+		return pageRefused, err.Error()
+	}
+	if !a.decide(token, true) {
+		return pageConflict, ""
+	}
+	return pageDecided, ""
+}
+
 func (a *approvalPages) lookup(token string) *approvalPage {
 	a.mu.Lock()
 	defer a.mu.Unlock()
@@ -125,10 +173,15 @@ func (a *approvalPages) lookup(token string) *approvalPage {
 }
 
 var approvalTemplate = template.Must(template.New("approval").Parse(`<!doctype html>
-<html><head><meta charset="utf-8"><title>Allow this call?</title>
+<html><head><meta charset="utf-8"><title>{{if .Source}}Confirm your sign-in{{else}}Allow this call?{{end}}</title>
 <style>body{font-family:sans-serif;max-width:48rem;margin:2rem auto}pre{white-space:pre-wrap;background:#f4f4f4;padding:1rem}</style>
 </head><body>
-{{if .Done}}<p>{{.Done}}</p>{{else}}
+{{if .Done}}<p id="done">{{.Done}}</p>{{else if .Source}}
+<h1>Confirm your sign-in</h1>
+<p>Enter the code the sign-in page of {{.Source}} showed you once you had signed in.</p>{{if .Refusal}}
+<p id="refusal"><strong>{{.Refusal}}</strong></p>{{end}}
+<form method="post"><input name="code" autocomplete="off" spellcheck="false" required> <button name="decision" value="confirm">Confirm</button></form>
+{{else}}
 <h1>Allow this call?</h1>
 <pre>{{.Call}}</pre>
 <form method="post"><button name="decision" value="allow">Allow</button> <button name="decision" value="deny">Deny</button></form>
@@ -148,6 +201,7 @@ const (
 	pageDecided  = "decided"
 	pageConflict = "conflict" // decided already
 	pageMissing  = "missing"  // no such page
+	pageRefused  = "refused"  // a code page's code did not confirm the sign-in
 )
 
 // pageWire is a request about a page another replica holds, and its reply.
@@ -155,17 +209,44 @@ type pageWire struct {
 	Token  string `json:"token"`
 	Allow  bool   `json:"allow,omitempty"`
 	Call   string `json:"call,omitempty"`   // show: the call rendered, "" for no such page
+	Origin string `json:"origin,omitempty"` // show: the origin the page was linked at
+	Source string `json:"source,omitempty"` // show: of a code page, the server signed in at
+	Code   string `json:"code,omitempty"`   // decide: on a code page, the code entered
 	Result string `json:"result,omitempty"` // decide
+	// Refusal is why a code page's code did not confirm (decide).
+	Refusal string `json:"refusal,omitempty"`
 }
 
-// show returns the call of the page of token rendered, wherever it is held
-// ("" for no such page).
-func (a *approvalPages) show(ctx context.Context, token string) (string, error) {
+// show returns what the page of token shows, wherever it is held: the
+// call rendered, or the source of a code page (both "" for no such page),
+// and the origin its link named ("" when its holder did not say).
+func (a *approvalPages) show(ctx context.Context, token string) (pageWire, error) {
 	if p := a.lookup(token); p != nil {
-		return p.call.Render(), nil
+		return p.view(), nil
 	}
-	rep, err := a.remote(ctx, relayPageShow, pageWire{Token: token})
-	return rep.Call, err
+	return a.remote(ctx, relayPageShow, pageWire{Token: token})
+}
+
+// view is what p shows.
+func (p *approvalPage) view() pageWire {
+	if p.confirm != nil {
+		return pageWire{Source: p.source, Origin: p.origin}
+	}
+	return pageWire{Call: p.call.Render(), Origin: p.origin}
+}
+
+// confirmAnywhere gives code to the code page of token wherever it is
+// held, and says what came of it.
+func (a *approvalPages) confirmAnywhere(ctx context.Context, token, code string) (result, refusal string, err error) {
+	if p := a.lookup(token); p != nil {
+		result, refusal := a.confirmCode(ctx, token, code)
+		return result, refusal, nil
+	}
+	rep, err := a.remote(ctx, relayPageDecide, pageWire{Token: token, Code: code})
+	if rep.Result == "" {
+		rep.Result = pageMissing
+	}
+	return rep.Result, rep.Refusal, err
 }
 
 // decideAnywhere takes the decision on the page of token wherever it is
@@ -217,18 +298,20 @@ func (a *approvalPages) serveShow(_ context.Context, body []byte, _ func([]byte)
 	}
 	var rep pageWire
 	if p := a.lookup(req.Token); p != nil {
-		rep.Call = p.call.Render()
+		rep = p.view()
 	}
 	return json.Marshal(rep)
 }
 
-func (a *approvalPages) serveDecide(_ context.Context, body []byte, _ func([]byte)) ([]byte, error) {
+func (a *approvalPages) serveDecide(ctx context.Context, body []byte, _ func([]byte)) ([]byte, error) {
 	var req pageWire
 	if err := json.Unmarshal(body, &req); err != nil {
 		return nil, err
 	}
 	rep := pageWire{Result: pageMissing}
-	if a.lookup(req.Token) != nil {
+	if p := a.lookup(req.Token); p != nil && p.confirm != nil {
+		rep.Result, rep.Refusal = a.confirmCode(ctx, req.Token, req.Code)
+	} else if p != nil {
 		rep.Result = pageConflict
 		if a.decide(req.Token, req.Allow) {
 			rep.Result = pageDecided
@@ -240,33 +323,74 @@ func (a *approvalPages) serveDecide(_ context.Context, body []byte, _ func([]byt
 const pageNotFound = "Not Found: no such approval (it was answered, or the call ended)"
 
 // ServeHTTP serves the page of the token in the path: GET shows the call,
-// POST takes the decision. Nothing else is served: no page's address can
+// POST takes the decision (on a code page: shows a form for the code, and
+// takes the code). Nothing else is served: no page's address can
 // be guessed, a page says nothing about the gateway, a decision is taken
-// once, and another site can neither frame the page nor post to it.
+// once, and another site can neither frame the page nor post to it, nor
+// reach it under a name of its own (DNS rebinding): a page is served only
+// at the origin its link named (the configured one, else the scheme and
+// host the client reached the gateway at), and a request naming another
+// Host is refused, on any listener.
+//
+// The page's referrer policy is same-origin, not no-referrer: under
+// no-referrer a browser names the origin of the page's own form post
+// "null" (the Fetch standard's rule for a request's Origin header), which
+// cannot be told from a post by another site's page that chose
+// no-referrer, so the decision could only be refused or taken blindly.
+// Under same-origin the browser names the page's origin on its own post,
+// and the page still sends its address (which holds the token) to no
+// other origin: it links to nothing and loads nothing (its
+// Content-Security-Policy), and the only request it makes is that post.
+// "null" stays refused.
 func (s *pageServer) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	h := w.Header()
 	h.Set("Cache-Control", "no-store")
-	h.Set("Referrer-Policy", "no-referrer")
+	h.Set("Referrer-Policy", "same-origin")
 	h.Set("X-Frame-Options", "DENY")
 	h.Set("Content-Security-Policy", "default-src 'none'; style-src 'unsafe-inline'; form-action 'self'; frame-ancestors 'none'")
+	if reboundHost(r) {
+		http.Error(w, fmt.Sprintf("Forbidden: invalid Host header %q", r.Host), http.StatusForbidden)
+		return
+	}
 	token := strings.TrimPrefix(r.URL.Path, ApprovalPath)
-	var data struct{ Call, Done string }
+	if r.Method != http.MethodGet && r.Method != http.MethodHead && r.Method != http.MethodPost {
+		h.Set("Allow", "GET, HEAD, POST")
+		http.Error(w, "Method Not Allowed", http.StatusMethodNotAllowed)
+		return
+	}
+	view, err := s.pages.show(r.Context(), token)
+	if err != nil {
+		http.Error(w, "Service Unavailable: the approval could not be reached: "+err.Error(), http.StatusServiceUnavailable)
+		return
+	}
+	if view.Call == "" && view.Source == "" {
+		http.Error(w, pageNotFound, http.StatusNotFound)
+		return
+	}
+	linked := view.Origin
+	// The page's own origin: the configured one, else the one its link
+	// named, never one the request names itself.
+	own := s.origin
+	if own == "" {
+		if linked == "" || normalOrigin(requestOrigin(r)) != linked {
+			http.Error(w, fmt.Sprintf("Forbidden: this approval is at the address its link names, not at host %q", r.Host), http.StatusForbidden)
+			return
+		}
+		own = linked
+	}
+	data := struct{ Call, Done, Source, Refusal string }{Call: view.Call, Source: view.Source}
 	switch r.Method {
 	case http.MethodGet, http.MethodHead:
-		call, err := s.pages.show(r.Context(), token)
-		if err != nil {
-			http.Error(w, "Service Unavailable: the approval could not be reached: "+err.Error(), http.StatusServiceUnavailable)
-			return
-		}
-		if call == "" {
-			http.Error(w, pageNotFound, http.StatusNotFound)
-			return
-		}
-		data.Call = call
 	case http.MethodPost:
-		if !sameOrigin(r, s.origin) {
+		if !sameOrigin(r, own) {
 			http.Error(w, "Forbidden: a decision is taken on its own page", http.StatusForbidden)
 			return
+		}
+		if view.Source != "" {
+			if !s.serveCode(w, r, token, &data) {
+				return
+			}
+			break
 		}
 		decision := r.PostFormValue("decision")
 		if decision != "allow" && decision != "deny" {
@@ -289,36 +413,79 @@ func (s *pageServer) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		if decision == "allow" {
 			data.Done = "The call is allowed. You may close this page."
 		}
-	default:
-		h.Set("Allow", "GET, HEAD, POST")
-		http.Error(w, "Method Not Allowed", http.StatusMethodNotAllowed)
-		return
 	}
 	h.Set("Content-Type", "text/html; charset=utf-8")
 	_ = approvalTemplate.Execute(w, data)
 }
 
-// sameOrigin reports whether a POST comes from the page itself: a browser
-// names the page's origin in Origin (own: the configured one, else the
-// request's scheme and host) and says same-origin in Sec-Fetch-Site; a
-// request from another site names that site. A request with neither is
-// not from a browser, so no other site's page can have made it.
-func sameOrigin(r *http.Request, own string) bool {
-	if site := r.Header.Get("Sec-Fetch-Site"); site != "" && site != "same-origin" {
+// serveCode takes the code posted to the code page of token into data, and
+// reports whether the page is to be written; when not, the answer is.
+func (s *pageServer) serveCode(w http.ResponseWriter, r *http.Request, token string, data *struct{ Call, Done, Source, Refusal string }) bool {
+	code := strings.TrimSpace(r.PostFormValue("code"))
+	if code == "" || len(code) > 64 {
+		http.Error(w, "Bad Request: code must be the code the sign-in page showed", http.StatusBadRequest)
 		return false
 	}
-	origin := r.Header.Get("Origin")
-	if origin == "" {
+	result, refusal, err := s.pages.confirmAnywhere(r.Context(), token, code)
+	switch {
+	case err != nil:
+		http.Error(w, "Service Unavailable: the sign-in could not be reached: "+err.Error(), http.StatusServiceUnavailable)
+		return false
+	case result == pageMissing:
+		http.Error(w, pageNotFound, http.StatusNotFound)
+		return false
+	case result == pageConflict:
+		http.Error(w, "Conflict: this sign-in was confirmed already", http.StatusConflict)
+		return false
+	case result == pageRefused:
+		data.Refusal = refusal
+		w.Header().Set("Content-Type", "text/html; charset=utf-8")
+		w.WriteHeader(http.StatusUnprocessableEntity)
 		return true
 	}
-	if own == "" {
-		scheme := "http"
-		if r.TLS != nil {
-			scheme = "https"
-		}
-		own = scheme + "://" + r.Host
+	data.Done = "Your sign-in is confirmed. You may close this page."
+	return true
+}
+
+// reboundHost reports whether r reached a loopback listener under a name
+// that is not a loopback one: a page of another site whose name was made
+// to resolve to this machine (DNS rebinding), which would otherwise be the
+// approval page's own origin in the browser's eyes. /mcp refuses the same
+// (go-sdk's check, and [stateful]'s copy of it).
+func reboundHost(r *http.Request) bool {
+	addr, ok := r.Context().Value(http.LocalAddrContextKey).(net.Addr)
+	return ok && addr != nil && loopbackAddr(addr.String()) && !loopbackAddr(r.Host)
+}
+
+// sameOrigin reports whether a POST comes from the page itself, whose
+// origin is own: a browser names the page's origin in Origin and says
+// same-origin in Sec-Fetch-Site; a request from another site names that
+// site, or "null" when that site's page chose not to tell, which is
+// refused too. A request with neither is
+// not from a browser, so no other site's page can have made it. A request
+// that repeats either header is refused: which of two a proxy or a server
+// reads first is not something to decide a call on.
+func sameOrigin(r *http.Request, own string) bool {
+	sites, origins := r.Header.Values("Sec-Fetch-Site"), r.Header.Values("Origin")
+	if len(sites) > 1 || len(origins) > 1 {
+		return false
 	}
-	return normalOrigin(origin) == normalOrigin(own)
+	if len(sites) == 1 && sites[0] != "same-origin" {
+		return false
+	}
+	if len(origins) == 0 {
+		return true
+	}
+	return normalOrigin(origins[0]) == normalOrigin(own)
+}
+
+// requestOrigin is the origin r was sent to: its scheme and Host.
+func requestOrigin(r *http.Request) string {
+	scheme := "http"
+	if r.TLS != nil {
+		scheme = "https"
+	}
+	return scheme + "://" + r.Host
 }
 
 // approvalLinks is how a call's approver reaches the pages: the pages, and

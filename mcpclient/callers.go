@@ -548,7 +548,7 @@ func authorizationOf(err error) error {
 		return err
 	}
 	return &tool.AuthorizationError{
-		Authorization: tool.Authorization{URL: le.URL, ID: le.ID, Expires: le.Expires, Source: le.Server},
+		Authorization: tool.Authorization{URL: le.URL, ID: le.ID, Expires: le.Expires, Source: le.Server, Confirm: le.Confirm, AwaitsCode: le.AwaitsCode},
 		Err:           err,
 	}
 }

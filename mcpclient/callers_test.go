@@ -513,7 +513,7 @@ func TestPerCallerLoginThroughCallback(t *testing.T) {
 	}
 	operator := oauthtest.NewBrowser() // the operator's own login, as user id1
 	cfg := httpConfig("tracker", rs.URL)
-	cfg.OAuth = &config.OAuth{Identity: config.IdentityCaller, RedirectURL: redirect, ClientID: "gw-login", ClientSecretEnv: "LOGIN_SECRET"}
+	cfg.OAuth = &config.OAuth{Identity: config.IdentityCaller, RedirectURL: redirect, Issuer: o.Issuer, ClientID: "gw-login", ClientSecretEnv: "LOGIN_SECRET"}
 	mem := &audit.Memory{}
 	log := audit.NewLog(mem, nil)
 	opts := &Options{
@@ -523,7 +523,7 @@ func TestPerCallerLoginThroughCallback(t *testing.T) {
 		},
 		Callers: func(cfg config.Server, client *http.Client) (*oauth.Callers, error) {
 			return oauth.NewCallers(&oauth.CallersConfig{Server: cfg.Name, Resource: cfg.URL, Mode: oauth.CallerLogin, HTTPClient: client,
-				Store: store, RedirectURL: cfg.OAuth.RedirectURL, Client: &oauth.ClientConfig{ID: cfg.OAuth.ClientID, Secret: "gw-login-secret"}})
+				Store: store, RedirectURL: cfg.OAuth.RedirectURL, Issuer: cfg.OAuth.Issuer, Client: &oauth.ClientConfig{ID: cfg.OAuth.ClientID, Secret: "gw-login-secret"}})
 		},
 	}
 	reg := confirmingRegistry()
@@ -541,7 +541,7 @@ func TestPerCallerLoginThroughCallback(t *testing.T) {
 	if res.Reason != tool.ReasonAuthorization || res.Authorization == nil || !strings.HasPrefix(res.Authorization.URL, o.Issuer) {
 		t.Fatalf("alice's first call = %s %q %+v, want authorization_required with a URL at the OP", res.Reason, res.Message, res.Authorization)
 	}
-	aliceURL := res.Authorization.URL
+	aliceURL, confirm := res.Authorization.URL, res.Authorization.Confirm
 	if strings.Contains(res.Message, aliceURL) || strings.Contains(res.Message, "state=") {
 		t.Errorf("the result's message holds the URL: %s", res.Message)
 	}
@@ -552,6 +552,17 @@ func TestPerCallerLoginThroughCallback(t *testing.T) {
 	browser := oauthtest.NewBrowserAs(oauthtest.Username2)
 	if err := browser.Authorize(boundedCtx(t, waitTime), aliceURL); err != nil || browser.LastStatus() != http.StatusOK {
 		t.Fatalf("alice's browser: %v, callback status %d", err, browser.LastStatus())
+	}
+	// The sign-in is alice's once her client gives the code her browser
+	// was shown.
+	if res := ex.Call(as(t, alice), "tracker__whoami", nil); res.Reason != tool.ReasonAuthorization || res.Authorization == nil || !res.Authorization.AwaitsCode {
+		t.Fatalf("alice's call before the code = %s %q, want authorization_required awaiting the code", res.Reason, res.Message)
+	}
+	if confirm == nil {
+		t.Fatal("the authorization carries no Confirm")
+	}
+	if err := confirm(boundedCtx(t, waitTime), browser.LinkCode()); err != nil {
+		t.Fatalf("confirming with the code the browser was shown: %v", err)
 	}
 	if got := userOf(t, ex.Call(as(t, alice), "tracker__whoami", nil)); got != oauthtest.Subject2 {
 		t.Errorf("alice reached the server as %q, want %q (whom she logged in as)", got, oauthtest.Subject2)

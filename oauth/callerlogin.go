@@ -2,6 +2,7 @@ package oauth
 
 import (
 	"context"
+	"crypto/rand"
 	"crypto/sha256"
 	"crypto/subtle"
 	"encoding/hex"
@@ -10,6 +11,7 @@ import (
 	"html"
 	"log/slog"
 	"net/http"
+	"strings"
 
 	"github.com/modelcontextprotocol/go-sdk/auth"
 	"golang.org/x/oauth2"
@@ -35,9 +37,16 @@ import (
 //     the stored one, checks iss (RFC 9207) and the expiry, asks the
 //     gateway's Verify hook (if any) whether this browser is the caller's,
 //     takes the pending request out of the store (a state is redeemed
-//     once), redeems the code with the verifier, and stores the tokens in
-//     the caller's entry.
-//  3. The caller's next call finds the token; refreshes go as for a
+//     once), redeems the code with the verifier, and holds the tokens in
+//     the caller's entry as linked, not yet the caller's, showing the
+//     browser a confirmation code.
+//  3. The caller's own client gives that code back ([Callers.Confirm],
+//     through [CallerLoginError.Confirm] on the caller's request): the
+//     tokens become the caller's. Whoever completes a caller's URL links
+//     their own account, so a caller who passed their URL to someone else
+//     gets nothing unless that person also hands over the code that their
+//     browser was shown, with a warning not to.
+//  4. The caller's next call finds the token; refreshes go as for a
 //     server's own entry (single-flight per caller, across processes and
 //     replicas through the store's lock, with the RFC 8707 resource).
 
@@ -142,33 +151,33 @@ var errNotTheCaller = errors.New("the browser is not the caller's")
 // finish completes the authorization of the caller whose id the state
 // names, with the response res: see the overview above. verify, if not
 // nil, is asked before anything changes. It returns the caller.
-func (c *Callers) finish(ctx context.Context, id string, res *auth.AuthorizationResult, verify func(Caller) error) (who Caller, authID string, err error) {
+func (c *Callers) finish(ctx context.Context, id string, res *auth.AuthorizationResult, verify func(Caller) error) (who Caller, authID, code string, err error) {
 	key := callerKeyPrefix + c.cfg.Server + ":" + id
 	resource := canonicalResource(c.cfg.Resource)
 	e, err := c.cfg.Store.GetContext(ctx, key)
 	if err != nil {
-		return who, "", err
+		return who, "", "", err
 	}
 	if e == nil || e.Caller == nil || e.Caller.id() != id || e.Pending == nil || e.Client == nil || e.Resource != resource {
-		return who, "", ErrNoPendingAuth
+		return who, "", "", ErrNoPendingAuth
 	}
 	who, p := *e.Caller, e.Pending
 	if !c.now().Before(p.Expires) {
-		return who, "", fmt.Errorf("%w: the caller's authorization expired at %s", ErrNoPendingAuth, p.Expires.Format("15:04:05 MST"))
+		return who, "", "", fmt.Errorf("%w: the caller's authorization expired at %s", ErrNoPendingAuth, p.Expires.Format("15:04:05 MST"))
 	}
 	if subtle.ConstantTimeCompare([]byte(res.State), []byte(p.State)) != 1 {
-		return who, "", ErrStateMismatch
+		return who, "", "", ErrStateMismatch
 	}
 	// RFC 9207, section 2.4.
 	switch {
 	case res.Iss != "" && !sameIssuer(res.Iss, p.Issuer):
-		return who, "", fmt.Errorf("%w: the response comes from %q, want %q", ErrIssuerMismatch, res.Iss, p.Issuer)
+		return who, "", "", fmt.Errorf("%w: the response comes from %q, want %q", ErrIssuerMismatch, res.Iss, p.Issuer)
 	case res.Iss == "" && p.IssRequired:
-		return who, "", fmt.Errorf("%w: the server advertises RFC 9207 but the response has no iss", ErrIssuerMismatch)
+		return who, "", "", fmt.Errorf("%w: the server advertises RFC 9207 but the response has no iss", ErrIssuerMismatch)
 	}
 	if verify != nil {
 		if err := verify(who); err != nil {
-			return who, "", fmt.Errorf("%w: %w", errNotTheCaller, err)
+			return who, "", "", fmt.Errorf("%w: %w", errNotTheCaller, err)
 		}
 	}
 	// From here on the browser may go away: what is begun is finished.
@@ -185,7 +194,7 @@ func (c *Callers) finish(ctx context.Context, id string, res *auth.Authorization
 		return nil
 	})
 	if err != nil {
-		return who, "", err
+		return who, "", "", err
 	}
 	cfg := cl.config(p.RedirectURL)
 	cfg.ClientSecret = c.reg.secretOf(cl)
@@ -197,25 +206,112 @@ func (c *Callers) finish(ctx context.Context, id string, res *auth.Authorization
 	tok, err := cfg.Exchange(context.WithValue(ctx, oauth2.HTTPClient, hc), res.Code,
 		oauth2.VerifierOption(p.Verifier), oauth2.SetAuthURLParam("resource", p.Resource))
 	if err != nil {
-		return who, "", fmt.Errorf("token exchange: %w", endpointError("token", err, res.Code, p.Verifier, cfg.ClientSecret))
+		return who, "", "", fmt.Errorf("token exchange: %w", endpointError("token", err, res.Code, p.Verifier, cfg.ClientSecret))
 	}
 	t := tokenFrom(tok, p.Scopes, c.now())
+	authID, code = authorizationID(p.State), newLinkCode()
 	err = c.cfg.Store.Update(ctx, key, func(e *Entry) error {
 		if e.Caller == nil || *e.Caller != who || e.Client == nil || e.Client.ID != cl.ID || e.Resource != resource {
 			return fmt.Errorf("%w: the caller's authorization changed meanwhile", ErrNoPendingAuth)
 		}
-		e.Token = t
+		e.Linked = &Linked{Token: t, CodeHash: linkCodeHash(code), ID: authID, Expires: c.now().Add(c.cfg.LoginTTL)}
 		return nil
 	})
 	if err != nil {
-		return who, "", err
+		return who, "", "", err
+	}
+	return who, authID, code, nil
+}
+
+// maxLinkTries is how many wrong codes drop a linked account: with a code
+// of 50 random bits, guessing it is hopeless anyway.
+const maxLinkTries = 5
+
+// ErrLinkCode is returned by [Callers.Confirm] for a code that does not
+// confirm the caller's linked account (wrong, or none is waiting).
+var ErrLinkCode = errors.New("the code does not confirm a login of the caller's")
+
+// newLinkCode returns a confirmation code: ten base32 characters (50
+// random bits), as XXXXX-XXXXX.
+func newLinkCode() string {
+	t := rand.Text()
+	return t[:5] + "-" + t[5:10]
+}
+
+// linkCodeHash is how a code is kept: a digest of it as normalized (upper
+// case, without spaces or dashes), so that "abcde fghij" is ABCDE-FGHIJ.
+func linkCodeHash(code string) string {
+	n := strings.Map(func(r rune) rune {
+		switch {
+		case r == '-' || r == ' ' || r == '\t':
+			return -1
+		case r >= 'a' && r <= 'z':
+			return r - 'a' + 'A'
+		}
+		return r
+	}, code)
+	sum := sha256.Sum256([]byte("toolwire link code\x00" + n))
+	return hex.EncodeToString(sum[:])
+}
+
+// Confirm makes the upstream account caller's login linked the caller's:
+// code must be the one the callback showed in the browser that completed
+// the login. It is for the caller's own request (see
+// [CallerLoginError.Confirm]), never for a code from anywhere else. A
+// wrong code counts against the link, which is dropped after a few, or
+// once it expires; an error wrapping [ErrLinkCode] says the code did not
+// confirm anything.
+func (c *Callers) Confirm(ctx context.Context, caller Caller, code string) (err error) {
+	if c.cfg.Mode != CallerLogin {
+		return fmt.Errorf("oauth: server %q: callers authorize by %s, not by login", c.cfg.Server, c.cfg.Mode)
+	}
+	defer wrapf(&err, "oauth: server %q: caller %s: confirm", c.cfg.Server, caller)
+	key := callerKey(c.cfg.Server, caller)
+	resource := canonicalResource(c.cfg.Resource)
+	var outcome error
+	err = c.cfg.Store.Update(ctx, key, func(e *Entry) error {
+		l := e.Linked
+		switch {
+		case l == nil || e.Caller == nil || *e.Caller != caller || e.Resource != resource:
+			outcome = fmt.Errorf("%w: no login of the caller's awaits a code", ErrLinkCode)
+			return nil
+		case !c.now().Before(l.Expires):
+			e.Linked = nil
+			outcome = fmt.Errorf("%w: the login expired at %s; authorize again", ErrLinkCode, l.Expires.Format("15:04:05 MST"))
+			return nil
+		case subtle.ConstantTimeCompare([]byte(linkCodeHash(code)), []byte(l.CodeHash)) != 1:
+			if l.Tries++; l.Tries >= maxLinkTries {
+				e.Linked = nil
+				outcome = fmt.Errorf("%w: too many wrong codes; authorize again", ErrLinkCode)
+			} else {
+				outcome = fmt.Errorf("%w: wrong code (%d tries left)", ErrLinkCode, maxLinkTries-l.Tries)
+			}
+			return nil
+		}
+		e.Token, e.Linked = l.Token, nil
+		return nil
+	})
+	if err != nil {
+		return err
+	}
+	if outcome != nil {
+		return outcome
 	}
 	c.mu.Lock()
-	if s := c.sources[id]; s != nil {
+	if s := c.sources[caller.id()]; s != nil {
 		s.forget()
 	}
 	c.mu.Unlock()
-	return who, authorizationID(p.State), nil
+	return nil
+}
+
+// linkAwaiting returns the linked account of e awaiting caller's code,
+// unexpired, or nil.
+func (c *Callers) linkAwaiting(e *Entry) *Linked {
+	if e == nil || e.Linked == nil || !c.now().Before(e.Linked.Expires) {
+		return nil
+	}
+	return e.Linked
 }
 
 // CallbackOptions configures [NewCallback]. A nil *CallbackOptions means
@@ -232,9 +328,10 @@ type CallbackOptions struct {
 	// the outcome, never a code, a state or a token.
 	Log *slog.Logger
 	// Done, if set, is called after a caller's authorization completed and
-	// its tokens are stored, with the authorization's ID (see
-	// [CallerAuthorization]): where a gateway sends the completion of a
-	// URL-mode elicitation. It must not block long: the browser waits.
+	// the account it linked is held for the caller's confirmation code
+	// (see [Callers.Confirm]), with the authorization's ID (see
+	// [CallerAuthorization]): where a gateway asks the caller's client for
+	// the code. It must not block long: the browser waits.
 	Done func(server string, caller Caller, id string)
 }
 
@@ -291,7 +388,7 @@ func (cb *Callback) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		cb.page(w, http.StatusBadRequest, "Authorization not completed", err.Error()+". Call again from your client to get a new authorization link.")
 		return
 	}
-	who, authID, err := c.finish(r.Context(), id, res, func(who Caller) error {
+	who, authID, code, err := c.finish(r.Context(), id, res, func(who Caller) error {
 		if cb.opts.Verify == nil {
 			return nil
 		}
@@ -306,8 +403,8 @@ func (cb *Callback) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		if cb.opts.Done != nil {
 			cb.opts.Done(server, who, authID)
 		}
-		cb.page(w, http.StatusOK, "Authorized",
-			fmt.Sprintf("toolwire now reaches %s as you, %s. You can close this page and call again from your client.", server, who))
+		cb.page(w, http.StatusOK, "One more step: your code is "+code,
+			fmt.Sprintf("You signed in for %s. Enter the code %s where toolwire asks for it in your own client; until then toolwire does not use this sign-in. Enter it only in your own client, and give it to nobody: whoever enters it reaches %s as you.", server, code, server))
 		return
 	}
 	status := http.StatusInternalServerError

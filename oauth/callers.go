@@ -70,7 +70,9 @@ type CallersConfig struct {
 	// it is required: callers' tokens are sent to this issuer's token
 	// endpoint and nowhere else, whatever the upstream's metadata says,
 	// so that an upstream cannot name a server that collects them. With
-	// CallerLogin it is optional and, if set, pins the issuer likewise.
+	// CallerLogin it is optional and, if set, pins the issuer likewise;
+	// it is required with a Client that has a Secret or a Key, which is
+	// sent to (or signs for) this issuer's token endpoint alone.
 	Issuer string
 	// Client is the gateway's client at that authorization server. With
 	// CallerExchange it is required, with a Secret or a Key. With
@@ -227,6 +229,11 @@ func NewCallers(cfg *CallersConfig) (*Callers, error) {
 			return fail("per-caller login needs the gateway's redirect URL, where callers' browsers come back")
 		case c.Audience != "" || c.SubjectTokenType != "":
 			return fail("an audience or a subject token type is for token exchange, not per-caller login")
+		case c.Client != nil && (c.Client.Secret != "" || c.Client.Key != nil) && c.Issuer == "":
+			// Without it, the authorization server would be whichever one
+			// the upstream's metadata names, and the code's redemption
+			// would carry the secret (or an assertion signed for it) there.
+			return fail("per-caller login with a client secret or private key needs the issuer of the authorization server the client is registered at: the secret is sent there and nowhere else")
 		case c.Client != nil && c.Client.RedirectURL != "" && c.Client.RedirectURL != c.RedirectURL:
 			return fail("the client's redirect URL %s is not the redirect URL %s", c.Client.RedirectURL, c.RedirectURL)
 		}
@@ -545,6 +552,16 @@ func (h *CallerHandler) Authorize(ctx context.Context, req *http.Request, resp *
 			}
 		}
 	}
+	if l := h.c.linkAwaiting(e); l != nil {
+		// The caller authorized; the account linked is not theirs until
+		// their client gives the code its browser was shown.
+		return &CallerLoginError{
+			CallerAuthorization: CallerAuthorization{Server: h.c.cfg.Server, Caller: h.caller, Expires: l.Expires, ID: l.ID},
+			Reason:              "the caller's sign-in awaits its confirmation code",
+			AwaitsCode:          true,
+			confirm:             h.confirm,
+		}
+	}
 	reason := "not authorized yet"
 	switch {
 	case stepUp:
@@ -556,7 +573,12 @@ func (h *CallerHandler) Authorize(ctx context.Context, req *http.Request, resp *
 	if err != nil {
 		return err
 	}
-	return &CallerLoginError{CallerAuthorization: *login, Reason: reason}
+	return &CallerLoginError{CallerAuthorization: *login, Reason: reason, confirm: h.confirm}
+}
+
+// confirm is [Callers.Confirm] for the handler's caller alone.
+func (h *CallerHandler) confirm(ctx context.Context, code string) error {
+	return h.c.Confirm(ctx, h.caller, code)
 }
 
 // exchangeSource is the oauth2.TokenSource of a CallerExchange handler.
@@ -604,9 +626,29 @@ type CallerLoginError struct {
 	CallerAuthorization
 	// Reason says why, without any token.
 	Reason string
+	// AwaitsCode is set when the caller has authorized and the account
+	// linked awaits the code the caller's browser was shown (URL is then
+	// empty): see [CallerLoginError.Confirm].
+	AwaitsCode bool
+
+	confirm func(context.Context, string) error // bound to the caller whose request failed
+}
+
+// Confirm gives the code the callback showed the browser that completed
+// the caller's authorization, for the caller whose request failed with e
+// ([Callers.Confirm] for that caller): a gateway asks the caller's own
+// client for it on that request, never anyone else.
+func (e *CallerLoginError) Confirm(ctx context.Context, code string) error {
+	if e.confirm == nil {
+		return fmt.Errorf("server %q: caller %s: nothing to confirm", e.Server, e.Caller)
+	}
+	return e.confirm(ctx, code)
 }
 
 func (e *CallerLoginError) Error() string {
+	if e.AwaitsCode {
+		return fmt.Sprintf("server %q: caller %s signed in at the server's authorization server; the sign-in is used once the caller gives the code its browser was shown", e.Server, e.Caller)
+	}
 	return fmt.Sprintf("server %q: caller %s must authorize at the server's authorization server (%s): send the caller to the authorization URL", e.Server, e.Caller, e.Reason)
 }
 

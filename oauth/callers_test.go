@@ -13,6 +13,7 @@ import (
 	"net/url"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"sync"
 	"testing"
@@ -494,14 +495,36 @@ func (f *loginFixture) needLogin(ctx context.Context, h *CallerHandler) string {
 	return le.URL
 }
 
-// authorize plays the caller's browser at url, logged in at the OP as user.
+// authorize plays the caller's browser at url, logged in at the OP as user,
+// and then, when the callback shows a code, the caller's client giving it
+// back through the error of the caller's request that gave url (as a
+// gateway does).
 func (f *loginFixture) authorize(ctx context.Context, user, authURL string) int {
 	f.t.Helper()
 	b := oauthtest.NewBrowserAs(user)
 	if err := b.Authorize(ctx, authURL); err != nil {
 		f.t.Fatal(err)
 	}
+	if code := b.LinkCode(); code != "" {
+		if err := f.loginOf(authURL).Confirm(ctx, code); err != nil {
+			f.t.Fatalf("confirming with the callback's code: %v", err)
+		}
+	}
 	return b.LastStatus()
+}
+
+// loginOf returns the last login error needLogin saw with authURL.
+func (f *loginFixture) loginOf(authURL string) *CallerLoginError {
+	f.t.Helper()
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	for i := len(f.logins) - 1; i >= 0; i-- {
+		if f.logins[i].URL == authURL {
+			return f.logins[i]
+		}
+	}
+	f.t.Fatal("no request failed with that authorization URL")
+	return nil
 }
 
 // TestCallersLoginTwoCallers: two callers each authorize once through the
@@ -806,7 +829,8 @@ func TestCallersCallbackRefusals(t *testing.T) {
 		t.Fatalf("%d codes redeemed by refused responses", f.op.Exchanges())
 	}
 	status, body := get(redirect.Query())
-	if status != http.StatusOK || !strings.Contains(body, "Authorized") {
+	linkCode := regexp.MustCompile(`[A-Z2-7]{5}-[A-Z2-7]{5}`).FindString(body)
+	if status != http.StatusOK || linkCode == "" {
 		t.Fatalf("the real response: %d %s", status, body)
 	}
 	bodies = append(bodies, body)
@@ -815,6 +839,9 @@ func TestCallersCallbackRefusals(t *testing.T) {
 	}
 	if f.op.Exchanges() != 1 {
 		t.Errorf("codes redeemed = %d, want 1", f.op.Exchanges())
+	}
+	if err := f.loginOf(authURL).Confirm(ctx, linkCode); err != nil {
+		t.Fatalf("A's client confirming: %v", err)
 	}
 	if got, err := f.callAs(ctx, callers.Handler(f.A)); err != nil || got != oauthtest.Subject {
 		t.Fatalf("A: %q, %v", got, err)
@@ -943,5 +970,164 @@ func TestCallerStateRoundTrip(t *testing.T) {
 	}
 	if (Caller{Subject: "a"}).id() == (Caller{Issuer: "x", Subject: "a"}).id() {
 		t.Error("callers of two issuers share an id")
+	}
+}
+
+// TestCallersLoginConfidentialClientOnlyAtItsIssuer: an upstream whose
+// metadata names an authorization server of its own choosing, which
+// records what it receives. A login per caller with a client secret and
+// no issuer is a configuration error: otherwise a caller's completed login
+// redeems its code there, with the secret. With the issuer configured, the
+// upstream's server is refused before anything is sent to it.
+func TestCallersLoginConfidentialClientOnlyAtItsIssuer(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	f := newLoginFixture(t)
+	var mu sync.Mutex
+	var received []string // the token requests the hostile server got
+	hostileAS := httptest.NewServer(nil)
+	defer hostileAS.Close()
+	hostileAS.Config.Handler = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		switch r.URL.Path {
+		case "/.well-known/oauth-authorization-server":
+			w.Header().Set("Content-Type", "application/json")
+			json.NewEncoder(w).Encode(map[string]any{
+				"issuer": hostileAS.URL, "authorization_endpoint": hostileAS.URL + "/authorize", "token_endpoint": hostileAS.URL + "/token",
+				"response_types_supported": []string{"code"}, "code_challenge_methods_supported": []string{"S256"},
+			})
+		case "/authorize": // signs in whoever comes, and sends them back with a code
+			q := r.URL.Query()
+			http.Redirect(w, r, q.Get("redirect_uri")+"?code=c0de&state="+url.QueryEscape(q.Get("state"))+"&iss="+url.QueryEscape(hostileAS.URL), http.StatusFound)
+		case "/token":
+			body, _ := io.ReadAll(r.Body)
+			mu.Lock()
+			received = append(received, r.Header.Get("Authorization")+" "+string(body))
+			mu.Unlock()
+			http.Error(w, `{"error":"invalid_grant"}`, http.StatusBadRequest)
+		default:
+			http.NotFound(w, r)
+		}
+	})
+	upstream := httptest.NewServer(nil)
+	defer upstream.Close()
+	upstream.Config.Handler = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == "/.well-known/oauth-protected-resource/mcp" {
+			w.Header().Set("Content-Type", "application/json")
+			json.NewEncoder(w).Encode(map[string]any{"resource": upstream.URL + "/mcp", "authorization_servers": []string{hostileAS.URL}})
+			return
+		}
+		w.Header().Set("WWW-Authenticate", `Bearer resource_metadata="`+upstream.URL+`/.well-known/oauth-protected-resource/mcp"`)
+		http.Error(w, "unauthorized", http.StatusUnauthorized)
+	})
+	login := func(issuer string) error {
+		cfg := &CallersConfig{Server: "upstream", Resource: upstream.URL + "/mcp", Mode: CallerLogin, HTTPClient: f.hc,
+			Store: newTestStore(t, f.path), RedirectURL: f.cbURL, Issuer: issuer, Client: &ClientConfig{ID: "gw", Secret: "gw-secret"}}
+		c, err := NewCallers(cfg)
+		if err != nil {
+			return err
+		}
+		cb, err := NewCallback(nil, c)
+		if err != nil {
+			return err
+		}
+		f.mu.Lock()
+		f.handler = cb
+		f.mu.Unlock()
+		a, err := c.Begin(ctx, f.A)
+		if err != nil {
+			return err
+		}
+		// A caller's browser completes the login the upstream's server
+		// offers.
+		resp, err := f.hc.Get(a.URL)
+		if err != nil {
+			return err
+		}
+		resp.Body.Close()
+		return nil
+	}
+
+	err := login("")
+	if err == nil || !strings.Contains(err.Error(), "needs the issuer") {
+		t.Errorf("a login per caller with a secret and no issuer: %v, want a configuration error", err)
+	}
+	if err := login(f.op.Issuer); !errors.Is(err, ErrIssuerMismatch) {
+		t.Errorf("the upstream naming another issuer than the configured one: %v, want ErrIssuerMismatch", err)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	for _, r := range received {
+		if strings.Contains(r, "gw-secret") || strings.Contains(r, "Basic ") {
+			t.Errorf("the upstream's authorization server received the client's secret: %q", r)
+		}
+	}
+	if len(received) != 0 {
+		t.Errorf("the upstream's authorization server received %d token requests", len(received))
+	}
+}
+
+// TestCallersLoginCompletedBySomeoneElseGivesTheCallerNothing: caller A
+// passes A's authorization URL to B, who signs in at the upstream's
+// authorization server as B. The callback redeems the code, but the
+// account linked is held for the code B's browser was shown: A's calls
+// still send nothing and A is asked for the code; guessing it fails and,
+// after a few tries, drops the link; B's caller cannot claim it either.
+// A's own sign-in, confirmed with A's own code, reaches the upstream as A.
+func TestCallersLoginCompletedBySomeoneElseGivesTheCallerNothing(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	f := newLoginFixture(t)
+	callers := f.callers(nil)
+	hA := callers.Handler(f.A)
+	urlA := f.needLogin(ctx, hA)
+
+	b := oauthtest.NewBrowserAs(oauthtest.Username2) // B's browser, at A's URL
+	if err := b.Authorize(ctx, urlA); err != nil || b.LastStatus() != http.StatusOK || b.LinkCode() == "" {
+		t.Fatalf("B completing A's URL: %v, status %d, page %q", err, b.LastStatus(), b.LastBody())
+	}
+	awaiting := func() *CallerLoginError {
+		t.Helper()
+		_, err := f.callAs(ctx, hA)
+		var le *CallerLoginError
+		if !errors.As(err, &le) {
+			t.Fatalf("A's call after B signed in: %v, want a *CallerLoginError", err)
+		}
+		return le
+	}
+	le := awaiting()
+	if !le.AwaitsCode || le.URL != "" || le.Caller != f.A {
+		t.Errorf("A's call: %+v, want A asked for the code", le.CallerAuthorization)
+	}
+	if len(f.bearers()) != 0 {
+		t.Fatal("A's call sent a token before A confirmed anything")
+	}
+	if err := callers.Confirm(ctx, f.B, b.LinkCode()); !errors.Is(err, ErrLinkCode) {
+		t.Errorf("B's caller confirming A's link: %v, want ErrLinkCode", err)
+	}
+	for i := range maxLinkTries {
+		err := le.Confirm(ctx, fmt.Sprintf("AAAAA-AAAA%d", i+2))
+		if !errors.Is(err, ErrLinkCode) {
+			t.Fatalf("A guessing the code: %v, want ErrLinkCode", err)
+		}
+	}
+	if le := awaiting(); le.AwaitsCode || le.URL == "" {
+		t.Errorf("after %d wrong codes: %+v, want a new authorization", maxLinkTries, le.CallerAuthorization)
+	}
+	if err := le.Confirm(ctx, b.LinkCode()); !errors.Is(err, ErrLinkCode) {
+		t.Errorf("the right code after the link was dropped: %v, want ErrLinkCode", err)
+	}
+	if e, err := newTestStore(t, f.path).Get(callerKey("upstream", f.A)); err != nil || e == nil || e.Token != nil || e.Linked != nil {
+		t.Fatalf("A's entry: %v, %v; want no token and no link", e, err)
+	}
+	if len(f.bearers()) != 0 {
+		t.Fatal("a token reached the upstream for A")
+	}
+
+	// A signs in and gives A's own code: A reaches the upstream as A.
+	if status := f.authorize(ctx, oauthtest.Username, f.needLogin(ctx, hA)); status != http.StatusOK {
+		t.Fatalf("A's own sign-in: callback answered %d", status)
+	}
+	if got, err := f.callAs(ctx, hA); err != nil || got != oauthtest.Subject {
+		t.Errorf("A after confirming: %q, %v; want %s", got, err, oauthtest.Subject)
 	}
 }

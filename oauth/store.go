@@ -48,6 +48,10 @@ type Entry struct {
 	// Pending is an authorization started by a [Handler] that defers to
 	// the embedding application, awaiting [Handler.FinishAuth].
 	Pending *Pending `json:"pending,omitempty"`
+	// Linked, in a caller's entry (see [Callers]), is the upstream
+	// account the caller's login linked, held until the caller confirms
+	// it ([Callers.Confirm]); never used before.
+	Linked *Linked `json:"linked,omitempty"`
 	// Updated is when the entry last changed.
 	Updated time.Time `json:"updated"`
 }
@@ -112,6 +116,23 @@ type Pending struct {
 	Scopes      []string  `json:"scopes,omitempty"`
 	Created     time.Time `json:"created"`
 	Expires     time.Time `json:"expires"`
+}
+
+// Linked is the upstream account a caller's login linked (CallerLogin):
+// the tokens the callback redeemed the code for, held until the caller
+// confirms them with the code the callback showed in the browser that
+// completed the login. Whoever completes a caller's authorization URL
+// links their own account; the tokens become the caller's only when the
+// code that browser was shown comes back through the caller's own client.
+type Linked struct {
+	Token *Token `json:"token"`
+	// CodeHash is the SHA-256 of the confirmation code, hex.
+	CodeHash string `json:"codeHash"`
+	// ID is the authorization's ID (see [CallerAuthorization]).
+	ID      string    `json:"id"`
+	Expires time.Time `json:"expires"`
+	// Tries counts wrong codes; at maxLinkTries the link is dropped.
+	Tries int `json:"tries,omitempty"`
 }
 
 func (c Client) String() string {
@@ -214,7 +235,9 @@ func (e *Entry) State(now time.Time) State {
 	return StateNone
 }
 
-func (e *Entry) empty() bool { return e.Client == nil && e.Token == nil && e.Pending == nil }
+func (e *Entry) empty() bool {
+	return e.Client == nil && e.Token == nil && e.Pending == nil && e.Linked == nil
+}
 
 // oauth2Token converts t for golang.org/x/oauth2 users. The refresh token
 // stays behind: the transport needs only the access token.

@@ -99,6 +99,9 @@ func TestCallersOnPostgreSQL(t *testing.T) {
 		if err := b.Authorize(ctx, le.URL); err != nil || b.LastStatus() != http.StatusOK {
 			t.Fatalf("%s: authorize: %v, callback status %d", c, err, b.LastStatus())
 		}
+		if err := le.Confirm(ctx, b.LinkCode()); err != nil {
+			t.Fatalf("%s: confirming with the code the browser was shown: %v", c, err)
+		}
 		for j, rep := range r.callers {
 			if got, err := r.whoamiAs(ctx, rep.Handler(c)); err != nil || got != c.Subject {
 				t.Fatalf("%s on replica %d: %q, %v", c, j, got, err)

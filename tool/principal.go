@@ -187,6 +187,14 @@ type Authorization struct {
 	Expires time.Time
 	// Source names who asks (the server's name).
 	Source string
+	// Confirm, when set, gives the code the caller's browser was shown
+	// once the sign-in completed, which makes the account it linked the
+	// caller's (oauth.CallerLoginError.Confirm). It is bound to the caller
+	// whose call this is: ask that caller's client alone.
+	Confirm func(ctx context.Context, code string) error `json:"-"`
+	// AwaitsCode is set when the caller has signed in already and only
+	// the code is wanted (URL is then empty).
+	AwaitsCode bool
 }
 
 // String leaves the URL out, so that a log line or %v never holds it.

@@ -8,6 +8,7 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"net/url"
 	"os"
 	"path/filepath"
 	"strings"
@@ -63,6 +64,14 @@ func connectCaller(t *testing.T, ctx context.Context, endpoint, token, revision 
 				if req.Params.Mode != "url" {
 					return &mcp.ElicitResult{Action: "decline"}, nil
 				}
+				if strings.Contains(req.Params.URL, "/approvals/") {
+					// The gateway's page for the sign-in's code: the user
+					// enters the code the browser was shown.
+					if err := enterCode(ctx, req.Params.URL, browser.LinkCode()); err != nil {
+						return nil, err
+					}
+					return &mcp.ElicitResult{Action: "accept"}, nil
+				}
 				if err := browser.Authorize(ctx, req.Params.URL); err != nil || browser.LastStatus() != http.StatusOK {
 					return nil, fmt.Errorf("the browser: %v (callback status %d)", err, browser.LastStatus())
 				}
@@ -84,6 +93,31 @@ func connectCaller(t *testing.T, ctx context.Context, endpoint, token, revision 
 	t.Cleanup(func() { _ = cs.Close() })
 	gc.session = cs
 	return gc
+}
+
+// enterCode posts code to the gateway's code page at pageURL, as its form
+// does in a browser.
+func enterCode(ctx context.Context, pageURL, code string) error {
+	u, err := url.Parse(pageURL)
+	if err != nil {
+		return err
+	}
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, pageURL, strings.NewReader(url.Values{"code": {code}}.Encode()))
+	if err != nil {
+		return err
+	}
+	req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+	req.Header.Set("Origin", u.Scheme+"://"+u.Host)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	body, _ := io.ReadAll(resp.Body)
+	if resp.StatusCode != http.StatusOK || !strings.Contains(string(body), "confirmed") {
+		return fmt.Errorf("the code page answered %d: %s", resp.StatusCode, body)
+	}
+	return nil
 }
 
 // whoami calls a server's whoami tool through the gateway and returns the
@@ -203,6 +237,16 @@ security:
 	if err := bobBrowser.Authorize(ctx, bobURL); err != nil || bobBrowser.LastStatus() != http.StatusOK {
 		t.Fatalf("bob's browser: %v, the callback answered %d", err, bobBrowser.LastStatus())
 	}
+	// The sign-in is bob's once he enters the code his browser was shown,
+	// at the page his next call names.
+	u, text = bob.whoami(t, ctx, "tracker-e2e__whoami")
+	i = strings.Index(text, base+"/approvals/")
+	if u != "" || i < 0 {
+		t.Fatalf("bob's call after signing in: user %q, text %q; want an error naming the gateway's code page", u, text)
+	}
+	if err := enterCode(ctx, strings.Fields(text[i:])[0], bobBrowser.LinkCode()); err != nil {
+		t.Fatalf("bob entering his code: %v", err)
+	}
 	if u, e := bob.whoami(t, ctx, "tracker-e2e__whoami"); u != oauthtest.Subject2 {
 		t.Errorf("bob reached the tracker as %q (%s) after authorizing, want %s", u, e, oauthtest.Subject2)
 	}
@@ -213,8 +257,9 @@ security:
 		t.Errorf("alice reached the tracker as %q (%s), want %s", u, e, oauthtest.Subject)
 	}
 	alice.mu.Lock()
-	if len(alice.asked) != 1 || alice.asked[0].Mode != "url" || !strings.HasPrefix(alice.asked[0].URL, op.Issuer+"/") || alice.asked[0].URL == bobURL {
-		t.Errorf("alice was asked %+v, want one URL-mode elicitation of her own", alice.asked)
+	if len(alice.asked) != 2 || alice.asked[0].Mode != "url" || !strings.HasPrefix(alice.asked[0].URL, op.Issuer+"/") || alice.asked[0].URL == bobURL ||
+		!strings.HasPrefix(alice.asked[1].URL, base+"/approvals/") {
+		t.Errorf("alice was asked %+v, want a URL-mode elicitation of her own, then the code page", alice.asked)
 	}
 	alice.mu.Unlock()
 
@@ -234,8 +279,8 @@ security:
 		t.Errorf("alice reached the tracker as %q (%s) on a 2025 session, want %s", u, e, oauthtest.Subject)
 	}
 	alice25.mu.Lock()
-	if len(alice25.asked) != 1 || len(alice25.completed) != 1 || alice25.completed[0] != alice25.asked[0].ElicitationID {
-		t.Errorf("alice's 2025 session was asked %d times and told %v complete, want one elicitation and its completion", len(alice25.asked), alice25.completed)
+	if len(alice25.asked) != 2 || len(alice25.completed) != 1 || alice25.completed[0] != alice25.asked[0].ElicitationID {
+		t.Errorf("alice's 2025 session was asked %d times and told %v complete, want the sign-in's elicitation, its completion, then the code page", len(alice25.asked), alice25.completed)
 	}
 	alice25.mu.Unlock()
 	rr, err := alice25.session.ReadResource(ctx, &mcp.ReadResourceParams{URI: "toolwire://tracker-e2e/" + oauthtest.WhoamiURI})

@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"net/http/cookiejar"
 	"net/url"
+	"regexp"
 	"strings"
 	"sync"
 	"time"
@@ -30,6 +31,7 @@ type Browser struct {
 	stopped    string
 	tamper     func(*url.URL)
 	lastStatus int
+	lastBody   string
 }
 
 // NewBrowser returns a browser with an empty cookie jar that logs in as
@@ -143,10 +145,28 @@ func (b *Browser) Authorize(ctx context.Context, authURL string) error {
 	if err != nil {
 		return err
 	}
-	io.Copy(io.Discard, io.LimitReader(resp.Body, 1<<20))
+	last, _ := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
 	resp.Body.Close()
 	b.mu.Lock()
-	b.lastStatus = resp.StatusCode
+	b.lastStatus, b.lastBody = resp.StatusCode, string(last)
 	b.mu.Unlock()
 	return nil
+}
+
+// LastBody returns the page the client answered the last authorization's
+// redirect with (a gateway's callback page, say).
+func (b *Browser) LastBody() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.lastBody
+}
+
+// linkCode finds a toolwire confirmation code (XXXXX-XXXXX, base32) in a
+// page.
+var linkCode = regexp.MustCompile(`\b[A-Z2-7]{5}-[A-Z2-7]{5}\b`)
+
+// LinkCode returns the confirmation code the last callback page showed
+// (toolwire's caller login), or "".
+func (b *Browser) LinkCode() string {
+	return linkCode.FindString(b.LastBody())
 }

@@ -33,6 +33,11 @@ func TestMain(m *testing.M) {
 	case "stock-server":
 		// go-sdk's own stdio transport, as most servers use it.
 		serveAndExit(&mcp.StdioTransport{})
+	case "slow-server":
+		// go-sdk's server that takes a while to start (a go run, a first
+		// npx download, a JVM): it reads nothing before then.
+		time.Sleep(slowStart)
+		serveAndExit(&mcp.StdioTransport{})
 	case "our-server":
 		serveAndExit(&Transport{Reader: os.Stdin, Writer: os.Stdout})
 	case "silent", "deafer", "late":

@@ -147,11 +147,16 @@ func (o *ownCalls) dropLater(id jsonrpc.ID) {
 
 // watchDiscover answers the server/discover request id with "method not
 // found" if the server does not (see CommandTransport.DiscoverTimeout):
-// within discoverWait of answering a ping written behind it, or within ten
-// times that of the request when it answers neither. The server reads its
-// input in order, so once it has answered the ping it has read the
-// request: a server that means to answer it does so promptly, however
-// long it took to start.
+// within discoverWait of answering a ping written behind it. The server
+// reads its input in order, so once it has answered the ping it has read
+// the request: a server that means to answer it does so promptly, however
+// long it took to start. A server that has answered neither is taken for
+// one still starting (a go run, a first npx or uvx download, a JVM), never
+// for one that does not know the method, however long that takes: were
+// the Conn to answer for it, the client's initialize would follow the
+// discover the server, once started, answers (and the initialize would
+// then be refused as a second handshake). The watch ends with the Conn,
+// which the client closes when its own deadline for the handshake passes.
 func (c *Conn) watchDiscover(id jsonrpc.ID) {
 	c.own.mu.Lock()
 	answered := c.own.probes[id]
@@ -167,24 +172,21 @@ func (c *Conn) watchDiscover(id jsonrpc.ID) {
 			close(alive)
 		}
 	}()
-	backstop := time.NewTimer(10 * c.discoverWait)
-	defer backstop.Stop()
 	select {
 	case <-answered:
 		return
 	case <-c.done:
 		return
-	case <-backstop.C:
 	case <-alive:
-		window := time.NewTimer(c.discoverWait)
-		defer window.Stop()
-		select {
-		case <-answered:
-			return
-		case <-c.done:
-			return
-		case <-window.C:
-		}
+	}
+	window := time.NewTimer(c.discoverWait)
+	defer window.Stop()
+	select {
+	case <-answered:
+		return
+	case <-c.done:
+		return
+	case <-window.C:
 	}
 	o := &c.own
 	o.mu.Lock()

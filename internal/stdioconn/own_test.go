@@ -19,7 +19,7 @@ import (
 // hand-made ones are: a switch on the method that answers what it knows and
 // ignores the rest without a word, server/discover included. It writes
 // each method it reads to stderr, one a line. In mode "deafer" it ignores
-// ping too; in mode "late" it answers server/discover, with "method not
+// ping too (so it cannot be told from a server still starting); in mode "late" it answers server/discover, with "method not
 // found", only once initialize has come, just before answering that.
 func serveSilently(mode string) {
 	in := bufio.NewScanner(os.Stdin)
@@ -92,12 +92,11 @@ func (b *lockedBuffer) String() string {
 // TestUnansweredDiscoverFallsBackToInitialize connects go-sdk's client,
 // which opens with server/discover, to servers that never answer it: the
 // Conn answers for them, the client falls back to initialize and the
-// session works, whether the server answers the Conn's ping (the short
-// wait), ignores it too (the backstop), or answers server/discover late
-// (the late answer is dropped).
+// session works, whether the server answers the Conn's ping at once or
+// answers server/discover late (the late answer is dropped).
 func TestUnansweredDiscoverFallsBackToInitialize(t *testing.T) {
 	t.Parallel()
-	for _, mode := range []string{"silent", "deafer", "late"} {
+	for _, mode := range []string{"silent", "late"} {
 		t.Run(mode, func(t *testing.T) {
 			t.Parallel()
 			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
@@ -135,6 +134,33 @@ func TestUnansweredDiscoverFallsBackToInitialize(t *testing.T) {
 	}
 }
 
+// TestServerThatAnswersNothingIsNotAnsweredFor: a server that answers
+// neither server/discover nor the ping behind it has not shown that it
+// reads its input, and may be starting still: the Conn does not answer
+// for it, however many times DiscoverTimeout passes, and the client waits
+// for it until its own deadline.
+func TestServerThatAnswersNothingIsNotAnsweredFor(t *testing.T) {
+	t.Parallel()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*50*time.Millisecond)
+	defer cancel()
+	cmd := childCommand(t, "deafer")
+	stderr := &lockedBuffer{}
+	cmd.Stderr = stderr
+	client := mcp.NewClient(&mcp.Implementation{Name: "probe-test", Version: "1"}, nil)
+	cs, err := client.Connect(ctx, &CommandTransport{Command: cmd, DiscoverTimeout: 10 * time.Millisecond, TerminateDuration: 100 * time.Millisecond}, nil)
+	if err == nil {
+		cs.Close()
+		t.Fatalf("Connect succeeded; the server read %q", strings.Fields(stderr.String()))
+	}
+	if ctx.Err() == nil {
+		t.Errorf("Connect failed before its deadline: %v", err)
+	}
+	checkGone(t, cmd)
+	if read := strings.Fields(stderr.String()); strings.Join(read, " ") != "server/discover ping" {
+		t.Errorf("the server read %q, want the probe and the ping only", read)
+	}
+}
+
 // TestUnansweredDiscoverWithoutTheWatch shows what the watch is for: with
 // it off, go-sdk's client waits for the silent server until its own
 // deadline.
@@ -165,6 +191,36 @@ func TestAnsweredDiscoverIsLeftAlone(t *testing.T) {
 	cs, err := mcp.NewClient(&mcp.Implementation{Name: "probe-test", Version: "1"}, nil).Connect(ctx, &CommandTransport{Command: cmd}, nil)
 	if err != nil {
 		t.Fatal(err)
+	}
+	defer cs.Close()
+	if got := cs.InitializeResult().ProtocolVersion; got != "2026-07-28" {
+		t.Errorf("negotiated %q, want 2026-07-28", got)
+	}
+	res, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: "echo", Arguments: map[string]any{"text": "hi"}})
+	if err != nil || res.Content[0].(*mcp.TextContent).Text != "hi" {
+		t.Errorf("CallTool: %v, %v", res, err)
+	}
+}
+
+// slowStart is how long the "slow-server" child takes to start: well
+// beyond ten times the DiscoverTimeout of TestSlowStartingServerSpeaks2026.
+const slowStart = 600 * time.Millisecond
+
+// TestSlowStartingServerSpeaks2026 connects to go-sdk's server, which
+// speaks 2026-07-28, while it is still starting and answers nothing for
+// many times the DiscoverTimeout: the Conn does not take its silence for
+// "server/discover not supported" (the server would then answer the
+// discover, dropped, and refuse the initialize behind it), and the session
+// is 2026-07-28's once the server answers.
+func TestSlowStartingServerSpeaks2026(t *testing.T) {
+	t.Parallel()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	cmd := childCommand(t, "slow-server")
+	cs, err := mcp.NewClient(&mcp.Implementation{Name: "probe-test", Version: "1"}, nil).Connect(ctx,
+		&CommandTransport{Command: cmd, DiscoverTimeout: 20 * time.Millisecond}, nil)
+	if err != nil {
+		t.Fatalf("Connect to a server that takes %s to start: %v", slowStart, err)
 	}
 	defer cs.Close()
 	if got := cs.InitializeResult().ProtocolVersion; got != "2026-07-28" {

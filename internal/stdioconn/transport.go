@@ -73,13 +73,16 @@ type CommandTransport struct {
 	// 2026-07-28's first, SEP-2575) may go unanswered once the server has
 	// shown that it reads its input: the Conn writes a ping behind the
 	// request and, when the server has answered the ping (with a result or
-	// an error) and not the request within DiscoverTimeout, or has answered
-	// neither within ten times DiscoverTimeout, it answers the request
-	// itself with "method not found" (-32601), so that the client falls
-	// back to initialize. The server's own answer, should it come later,
-	// is dropped. A server written before 2026-07-28 often ignores methods
-	// it does not know, and the client would otherwise wait for it until
-	// its own deadline. Zero means DefaultDiscoverTimeout; negative, never.
+	// an error) and not the request within DiscoverTimeout, it answers the
+	// request itself with "method not found" (-32601), so that the client
+	// falls back to initialize. The server's own answer, should it come
+	// later, is dropped. A server written before 2026-07-28 often ignores
+	// methods it does not know, and the client would otherwise wait for it
+	// until its own deadline. A server that has answered neither is still
+	// starting, however long it takes: the client waits for it until its
+	// own deadline (so a server that ignores ping as well as the methods
+	// it does not know is not reached). Zero means DefaultDiscoverTimeout;
+	// negative, never.
 	DiscoverTimeout time.Duration
 }
 

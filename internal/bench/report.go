@@ -426,6 +426,9 @@ func (r *report) targets(sb *strings.Builder) {
 				}
 			}
 		case "gw":
+			if c.row.name != "gw-serve" {
+				continue
+			}
 			p50, ok := c.p(0.5)
 			dp50, okd := r.callRun(c.row.bare).p(0.5)
 			if ok && okd {
@@ -461,6 +464,27 @@ func (r *report) targets(sb *strings.Builder) {
 	}
 	fmt.Fprintf(sb, "\nIssue 8's targets, from this run's figures (p50s, ratios of the same run):\n\n")
 	writeTable(sb, append([][]string{{"target", "this run", "met"}}, table...))
+}
+
+// failed returns the rows that failed, each with why; rows that the run's
+// end cut short are not among them.
+func (r *report) failed() []string {
+	var out []string
+	add := func(name string, err error) {
+		if err != nil && !errors.Is(err, errStopped) {
+			out = append(out, name+": "+oneLine(err))
+		}
+	}
+	for _, c := range r.calls {
+		add(c.row.name, c.err)
+	}
+	for _, l := range r.lists {
+		add(l.row.name, l.err)
+	}
+	for _, m := range r.mems {
+		add(m.row.name, m.err)
+	}
+	return out
 }
 
 // writeTable writes a markdown table; the first row is the header.

@@ -73,8 +73,10 @@ var rows = []*row{
 		what: "bare go-sdk client over Streamable HTTP to the demo server (demoserver -http, child)"},
 	{name: "tw-http", floor: "floor-http", stack: "tw", transport: "http", bare: "sdk-http", call: openToolwireHTTP,
 		what: "mcpclient.Connect + tool.Executor.Call over Streamable HTTP, file audit, same demo child"},
-	{name: "gw-serve", floor: "floor-relay", stack: "gw", transport: "http", bare: "sdk-stdio", call: openGatewayServe,
-		what: "bare go-sdk client over Streamable HTTP to `toolwire serve --http` (built binary, child) in front of a stdio demo"},
+	{name: "gw-serve", floor: "floor-relay", stack: "gw", transport: "http", bare: "sdk-stdio", call: openGatewayServe("gw-serve", limitsOff),
+		what: "bare go-sdk client over Streamable HTTP to `toolwire serve --http` (built binary, child) in front of a stdio demo, audit to a file, gateway.limits all off (0)"},
+	{name: "gw-limits", floor: "floor-relay", stack: "gw", transport: "http", bare: "gw-serve", call: openGatewayServe("gw-limits", limitsOn),
+		what: "the same with every gateway.limits count and rate on, each set too high to refuse the bench's load: what checking the limits costs"},
 
 	{name: "list-floor", stack: "floor", list: openListFloor,
 		what: "the 1000-tool tools/list response over HTTP/1.1, decoded by encoding/json into names and raw schemas"},
@@ -88,7 +90,7 @@ var rows = []*row{
 	{name: "mem-gateway", stack: "gw", mem: memGateway,
 		what: "gateway.Handler in this process on 127.0.0.1 (as serve assembles it); sessions opened by a child process"},
 	{name: "mem-serve", stack: "gw", mem: memServe,
-		what: "`toolwire serve --http` (built binary); its resident set size, no forced GC"},
+		what: "`toolwire serve --http` (built binary, gateway.limits off); its resident set size, no forced GC"},
 }
 
 func rowByName(name string) *row {

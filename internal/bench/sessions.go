@@ -155,7 +155,7 @@ func memGateway(ctx context.Context, b *bench) (*memResult, error) {
 // resident set is visible from here, read without forcing a collection,
 // so it includes garbage not yet collected.
 func memServe(ctx context.Context, b *bench) (*memResult, error) {
-	url, p, err := b.startServe(ctx, "mem-serve")
+	url, p, err := b.startServe(ctx, "mem-serve", limitsOff)
 	if err != nil {
 		return nil, err
 	}

@@ -3,7 +3,9 @@
 // Command toolwire-bench measures toolwire's hot paths against this
 // machine's floors, in one run, and prints one markdown report: the machine
 // on top, then a table of every row with its ratios to the same-run floor,
-// the gateway's memory per open session, and issue 8's targets.
+// the gateway's memory per open session, issue 8's targets, the gateways
+// side by side with issue 26's targets, and what makes up the toolwire
+// binary.
 //
 // Usage, from anywhere in the module:
 //
@@ -25,14 +27,20 @@
 //	sdk-http      bare go-sdk client, demo server over Streamable HTTP (child)
 //	tw-stdio      mcpclient.Connect + tool.Executor, file audit, stdio demo child
 //	tw-http       the same over Streamable HTTP
+//	peer-sdk      bare go-sdk client -> a bare go-sdk pass-through (child) -> stdio demo
+//	peer-mcpgo    the same through a bare mark3labs/mcp-go pass-through answering
+//	              POSTs with JSON: the fastest peer's stand-in (issue 26);
+//	              peer-mcpgo-2026 with 2026-07-28 requests
 //	gw-serve      bare go-sdk client -> toolwire serve --http (child) -> stdio demo,
 //	              gateway.limits off (the peers it is compared with have none)
+//	gw-serve-2026 the same with 2026-07-28 requests (no session)
 //	gw-limits     the same with every limit on, set too high to refuse the load
 //	list-floor, list-sdk, list-tw-cold, list-tw-warm
 //	              a 1000-tool listing: raw HTTP + encoding/json, bare go-sdk
 //	              connect+list, toolwire Connect (adapt + register) cold and warm
-//	mem-gateway, mem-serve
-//	              memory per open downstream session on the gateway
+//	mem-gateway, mem-serve, mem-sdk-proxy, mem-mcpgo-proxy
+//	              idle memory and memory per open downstream session on the
+//	              gateway and on the two bare proxies
 //
 // Issue 8's targets compare tw-stdio's throughput with stock-stdio (go-sdk
 // as released, both ends), and gw-serve's latency with sdk-stdio: the same

@@ -334,6 +334,13 @@ func (b *bench) measure(ctx context.Context, sel []*row) *report {
 			r.err = stopped(r.err)
 		}
 	}
+	if b.toolwireErr == nil && slices.ContainsFunc(sel, func(r *row) bool { return r.stack == "gw" }) {
+		if text, err := binaryMakeup(b.toolwireBin, 15); err != nil {
+			rep.notes = append(rep.notes, "The binary's makeup: "+oneLine(err)+".")
+		} else {
+			rep.binary = text
+		}
+	}
 	rep.wall = time.Since(b.started)
 	return rep
 }

@@ -28,6 +28,8 @@ import (
 //	relay-http   the relay floor: echo-http answering through an echo-pipe child
 //	tools-http   an MCP server with -tools generated tools (listing.go)
 //	sessions     opens -n MCP sessions to -url, prints READY, holds them (sessions.go)
+//	mcpgo-proxy  a bare mcp-go pass-through gateway in front of -demo (proxies.go)
+//	sdk-proxy    the same with go-sdk (proxies.go)
 func runChild(args []string) error {
 	if len(args) == 0 {
 		return errors.New("missing mode")
@@ -44,6 +46,10 @@ func runChild(args []string) error {
 		return serveTools(args)
 	case "sessions":
 		return holdSessions(args)
+	case "mcpgo-proxy":
+		return serveMCPGoProxy(args)
+	case "sdk-proxy":
+		return serveSDKProxy(args)
 	}
 	return fmt.Errorf("unknown mode %q", mode)
 }

@@ -51,3 +51,27 @@ func TestServeLimitsNameEveryCountAndRate(t *testing.T) {
 		}
 	}
 }
+
+// A symbol goes to the longest module its name starts with, promoted
+// wrappers that name a second package included; the standard library and
+// the linker's own symbols apart.
+func TestSymbolSource(t *testing.T) {
+	t.Parallel()
+	mods := []string{"github.com/openai/openai-go/v3/packages", "github.com/openai/openai-go/v3", "github.com/toolwire/toolwire"}
+	for name, want := range map[string]string{
+		"github.com/toolwire/toolwire/gateway.(*stateful).ServeHTTP":                                  "github.com/toolwire/toolwire",
+		"github.com/openai/openai-go/v3.shadow.77.github.com/openai/openai-go/v3/packages/param.null": "github.com/openai/openai-go/v3",
+		"github.com/openai/openai-go/v3/packages/param.Opt[go.shape.string].Valid":                    "github.com/openai/openai-go/v3/packages",
+		"net/http.(*conn).serve": "standard library",
+		"vendor/golang.org/x/crypto/chacha20poly1305.chacha20Poly1305Seal.abi0": "standard library",
+		"type:*github.com/toolwire/toolwire/tool.Executor":                      "type descriptors and linker tables",
+		"go:func.*":                       "type descriptors and linker tables",
+		"main.main":                       "main",
+		"github.com/someone/unlisted.F":   "other: github.com/someone/unlisted",
+		"github.com/toolwire/toolwirex.F": "other: github.com/toolwire/toolwirex",
+	} {
+		if got := symbolSource(name, mods); got != want {
+			t.Errorf("symbolSource(%q) = %q, want %q", name, got, want)
+		}
+	}
+}

@@ -24,6 +24,10 @@ import (
 // toolwire rows speak the same protocol.
 const protocolVersion = "2025-11-25"
 
+// modernVersion is the sessionless revision the gateway and the peer also
+// serve: the *-2026 rows ask for it.
+const modernVersion = "2026-07-28"
+
 var clientImpl = &mcp.Implementation{Name: "toolwire-bench", Version: "0"}
 
 // sdkCaller returns one echo call of the named tool on cs, checked. Each
@@ -155,9 +159,16 @@ func (b *bench) startAnnouncing(ctx context.Context, name string, cmd *exec.Cmd,
 // sdkHTTPSession connects a bare go-sdk client to url over Streamable HTTP
 // with the bench's pooled HTTP client.
 func (b *bench) sdkHTTPSession(ctx context.Context, url string) (*mcp.ClientSession, error) {
+	return b.sdkHTTPSessionVersion(ctx, url, protocolVersion)
+}
+
+// sdkHTTPSessionVersion is sdkHTTPSession asking for version: a 2025
+// revision opens a session (initialize, Mcp-Session-Id); 2026-07-28 has
+// none, every request carrying its version.
+func (b *bench) sdkHTTPSessionVersion(ctx context.Context, url, version string) (*mcp.ClientSession, error) {
 	return mcp.NewClient(clientImpl, nil).Connect(ctx,
 		&mcp.StreamableClientTransport{Endpoint: url, HTTPClient: b.httpClient},
-		&mcp.ClientSessionOptions{ProtocolVersion: protocolVersion})
+		&mcp.ClientSessionOptions{ProtocolVersion: version})
 }
 
 func openSDKHTTP(ctx context.Context, b *bench) (*target, error) {
@@ -290,15 +301,15 @@ func (b *bench) startServe(ctx context.Context, name string, lim serveLimits) (s
 	return url, p, nil
 }
 
-// openGatewayServe returns an opener of a go-sdk session through `toolwire
-// serve` with its limits as lim says.
-func openGatewayServe(name string, lim serveLimits) func(context.Context, *bench) (*target, error) {
+// openGatewayServe returns an opener of a go-sdk session asking for
+// version through `toolwire serve` with its limits as lim says.
+func openGatewayServe(name string, lim serveLimits, version string) func(context.Context, *bench) (*target, error) {
 	return func(ctx context.Context, b *bench) (*target, error) {
 		url, p, err := b.startServe(ctx, name, lim)
 		if err != nil {
 			return nil, err
 		}
-		cs, err := b.sdkHTTPSession(ctx, url)
+		cs, err := b.sdkHTTPSessionVersion(ctx, url, version)
 		if err != nil {
 			return nil, withTail(fmt.Errorf("connecting to toolwire serve: %w", err), p.tail)
 		}

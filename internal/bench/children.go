@@ -30,6 +30,7 @@ import (
 //	sessions     opens -n MCP sessions to -url, prints READY, holds them (sessions.go)
 //	mcpgo-proxy  a bare mcp-go pass-through gateway in front of -demo (proxies.go)
 //	sdk-proxy    the same with go-sdk (proxies.go)
+//	otlp-sink    takes OTLP/HTTP exports (any POST) and drops them
 func runChild(args []string) error {
 	if len(args) == 0 {
 		return errors.New("missing mode")
@@ -50,6 +51,14 @@ func runChild(args []string) error {
 		return serveMCPGoProxy(args)
 	case "sdk-proxy":
 		return serveSDKProxy(args)
+	case "otlp-sink":
+		// Takes OTLP/HTTP exports and drops them: an empty body is an
+		// empty Export*ServiceResponse, which says all was accepted.
+		return serveHTTPChild(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			_, _ = io.Copy(io.Discard, io.LimitReader(r.Body, 64<<20))
+			w.Header().Set("Content-Type", "application/x-protobuf")
+			w.WriteHeader(http.StatusOK)
+		}))
 	}
 	return fmt.Errorf("unknown mode %q", mode)
 }

@@ -157,7 +157,7 @@ func memGateway(ctx context.Context, b *bench) (*memResult, error) {
 // resident set is visible from here, read without forcing a collection,
 // so it includes garbage not yet collected.
 func memServe(ctx context.Context, b *bench) (*memResult, error) {
-	url, p, err := b.startServe(ctx, "mem-serve", limitsOff)
+	url, p, err := b.startServe(ctx, "mem-serve", limitsOff, false)
 	if err != nil {
 		return nil, err
 	}

@@ -266,7 +266,7 @@ var limitsYAML = map[serveLimits]string{
 // stdio demo server, with an audit file and its pins file in the
 // temporary directory and its limits as lim says, and returns its URL and
 // process. The demo child (serve's) is adopted.
-func (b *bench) startServe(ctx context.Context, name string, lim serveLimits) (string, *proc, error) {
+func (b *bench) startServe(ctx context.Context, name string, lim serveLimits, telemetry bool) (string, *proc, error) {
 	if b.toolwireErr != nil {
 		return "", nil, b.toolwireErr
 	}
@@ -290,10 +290,23 @@ func (b *bench) startServe(ctx context.Context, name string, lim serveLimits) (s
 	if err := os.WriteFile(cfgPath, []byte(cfg), 0o600); err != nil {
 		return "", nil, err
 	}
-	cmd := exec.Command(b.toolwireBin, "--config", cfgPath, "serve", "--http", "127.0.0.1:0")
+	args := []string{"--config", cfgPath, "serve", "--http", "127.0.0.1:0"}
 	// XDG_CONFIG_HOME keeps anything serve might keep per user out of
 	// the user's own directories.
-	cmd.Env = childEnv("XDG_CONFIG_HOME=" + filepath.Join(b.dir, "xdg"))
+	extra := []string{"XDG_CONFIG_HOME=" + filepath.Join(b.dir, "xdg")}
+	if telemetry {
+		// Metrics for a Prometheus reader, and traces and metrics over
+		// OTLP/HTTP to a sink that takes and drops them: telemetry as an
+		// operator switches it on.
+		sink, _, err := startHTTPChild(ctx, b, name+" otlp sink", "otlp-sink")
+		if err != nil {
+			return "", nil, err
+		}
+		args = append(args, "--metrics-listen", "127.0.0.1:0")
+		extra = append(extra, "OTEL_EXPORTER_OTLP_ENDPOINT="+strings.TrimSuffix(sink, "/mcp"), "OTEL_EXPORTER_OTLP_PROTOCOL=http/protobuf")
+	}
+	cmd := exec.Command(b.toolwireBin, args...)
+	cmd.Env = childEnv(extra...)
 	url, p, err := b.startAnnouncing(ctx, name, cmd, serveRE)
 	if err != nil {
 		return "", nil, err
@@ -302,10 +315,11 @@ func (b *bench) startServe(ctx context.Context, name string, lim serveLimits) (s
 }
 
 // openGatewayServe returns an opener of a go-sdk session asking for
-// version through `toolwire serve` with its limits as lim says.
-func openGatewayServe(name string, lim serveLimits, version string) func(context.Context, *bench) (*target, error) {
+// version through `toolwire serve` with its limits as lim says, and its
+// telemetry on if telemetry is set.
+func openGatewayServe(name string, lim serveLimits, version string, telemetry bool) func(context.Context, *bench) (*target, error) {
 	return func(ctx context.Context, b *bench) (*target, error) {
-		url, p, err := b.startServe(ctx, name, lim)
+		url, p, err := b.startServe(ctx, name, lim, telemetry)
 		if err != nil {
 			return nil, err
 		}

@@ -253,7 +253,7 @@ func (h *stateful) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	h.tr.busy(hs.ts)
 	defer h.tr.idle(hs.ts)
-	hs.t.ServeHTTP(w, r)
+	serveWhole(hs.t, w, r)
 }
 
 // batch answers a JSON-RPC batch with 400 and reports whether it did. A
@@ -328,7 +328,7 @@ func (h *stateful) open(w http.ResponseWriter, r *http.Request) {
 	}
 	hs := &held{id: t.SessionID, cred: credentialOf(auth.TokenInfoFromContext(r.Context())), t: t, ss: ss, ts: s}
 	h.register(hs)
-	t.ServeHTTP(w, r)
+	serveWhole(t, w, r)
 	if !h.tr.bound(s) { // not an initialize, or it failed (or was not stored)
 		_ = ss.Close()
 		h.tr.release(s, EndClosed)

@@ -14,11 +14,6 @@ import (
 	"net/http"
 	"os"
 	"os/exec"
-	"os/signal"
-	"path/filepath"
-	"runtime/pprof"
-	"strings"
-	"syscall"
 	"time"
 )
 
@@ -33,8 +28,6 @@ import (
 //	relay-http   the relay floor: echo-http answering through an echo-pipe child
 //	tools-http   an MCP server with -tools generated tools (listing.go)
 //	sessions     opens -n MCP sessions to -url, prints READY, holds them (sessions.go)
-//	mcpgo-proxy  a bare mcp-go pass-through gateway in front of -demo (proxies.go)
-//	sdk-proxy    the same with go-sdk (proxies.go)
 //	otlp-sink    takes OTLP/HTTP exports (any POST) and drops them
 func runChild(args []string) error {
 	if len(args) == 0 {
@@ -52,12 +45,6 @@ func runChild(args []string) error {
 		return serveTools(args)
 	case "sessions":
 		return holdSessions(args)
-	case "mcpgo-proxy":
-		profileOnSignals()
-		return serveMCPGoProxy(args)
-	case "sdk-proxy":
-		profileOnSignals()
-		return serveSDKProxy(args)
 	case "otlp-sink":
 		// Takes OTLP/HTTP exports and drops them: an empty body is an
 		// empty Export*ServiceResponse, which says all was accepted.
@@ -202,47 +189,4 @@ func childFlags(name string, args []string, define func(fs *flag.FlagSet)) error
 	fs := flag.NewFlagSet(name, flag.ContinueOnError)
 	define(fs)
 	return fs.Parse(args)
-}
-
-// profileOnSignals gives a child of this binary what the profiling hook
-// (profileHookSource) gives demoserver and toolwire: with profileDirEnv
-// set, SIGUSR1 starts a CPU profile (after an allocation profile) and
-// SIGUSR2 stops it (and writes another), under the names the bench waits
-// for. The proxies call it, so that the peers are profiled beside serve.
-func profileOnSignals() {
-	dir := os.Getenv(profileDirEnv)
-	if dir == "" {
-		return
-	}
-	c := make(chan os.Signal, 4)
-	signal.Notify(c, syscall.SIGUSR1, syscall.SIGUSR2)
-	go func() {
-		var f *os.File
-		n := 0
-		for s := range c {
-			switch {
-			case s == syscall.SIGUSR1 && f == nil:
-				n++
-				base := filepath.Join(dir, fmt.Sprintf("%d-%d", os.Getpid(), n))
-				_ = writeAllocs(base + ".allocs-start.pb.gz")
-				var err error
-				if f, err = os.Create(base + ".tmp"); err != nil {
-					f = nil
-					continue
-				}
-				if err := pprof.StartCPUProfile(f); err != nil {
-					f.Close()
-					f = nil
-				}
-			case s == syscall.SIGUSR2 && f != nil:
-				pprof.StopCPUProfile()
-				tmp := f.Name()
-				f.Close()
-				f = nil
-				base := strings.TrimSuffix(tmp, ".tmp")
-				_ = writeAllocs(base + ".allocs.pb.gz")
-				_ = os.Rename(tmp, base+".pprof") // last: the bench waits for this name
-			}
-		}
-	}()
 }

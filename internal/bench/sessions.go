@@ -166,11 +166,11 @@ func memServe(ctx context.Context, b *bench) (*memResult, error) {
 	return b.memProcess(ctx, url, p)
 }
 
-// memProxy returns the memory row of the mode child (sdk-proxy or
-// mcpgo-proxy), measured as memServe measures serve.
-func memProxy(mode string) func(context.Context, *bench) (*memResult, error) {
+// memProxy returns the memory row of benchproxy -impl impl, measured as
+// memServe measures serve.
+func memProxy(impl string) func(context.Context, *bench) (*memResult, error) {
 	return func(ctx context.Context, b *bench) (*memResult, error) {
-		url, p, _, err := b.startProxy(ctx, mode)
+		url, p, _, err := b.startProxy(ctx, impl)
 		if err != nil {
 			return nil, err
 		}

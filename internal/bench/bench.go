@@ -14,6 +14,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/toolwire/toolwire/audit"
@@ -124,9 +125,19 @@ func (b *bench) binaries(ctx context.Context) {
 		what = " with the profiling hook"
 	}
 	b.logf("building demoserver, toolwire and benchproxy%s in %s", what, b.dir)
-	b.demoBin, b.demoErr = goBuild(ctx, root, filepath.Join(b.dir, "demoserver"), "./examples/demoserver", overlay...)
-	b.toolwireBin, b.toolwireErr = goBuild(ctx, root, filepath.Join(b.dir, "toolwire"), "./cmd/toolwire", overlay...)
-	b.proxyBin, b.proxyErr = goBuild(ctx, root, filepath.Join(b.dir, "benchproxy"), "./internal/bench/benchproxy", overlay...)
+	// Three go commands at once: their compiles share the build cache,
+	// and their links, the slow part once it is warm, run side by side.
+	var wg sync.WaitGroup
+	wg.Go(func() {
+		b.demoBin, b.demoErr = goBuild(ctx, root, filepath.Join(b.dir, "demoserver"), "./examples/demoserver", overlay...)
+	})
+	wg.Go(func() {
+		b.toolwireBin, b.toolwireErr = goBuild(ctx, root, filepath.Join(b.dir, "toolwire"), "./cmd/toolwire", overlay...)
+	})
+	wg.Go(func() {
+		b.proxyBin, b.proxyErr = goBuild(ctx, root, filepath.Join(b.dir, "benchproxy"), "./internal/bench/benchproxy", overlay...)
+	})
+	wg.Wait()
 }
 
 func findBinary(dir, name string) (string, error) {

@@ -303,6 +303,8 @@ func badCases(t *testing.T, url string, mint func(*ecdsa.PrivateKey, string, str
 		// Batches went with 2025-06-18; post says 2025-11-25.
 		{"a batch", bob, ownSession, `[{"jsonrpc":"2.0","id":3,"method":"tools/list"}]`,
 			plain(http.StatusBadRequest, "JSON-RPC batching is not supported")},
+		{"a batch after white space", bob, ownSession, " \r\n\t [{\"jsonrpc\":\"2.0\",\"id\":3,\"method\":\"tools/list\"}]",
+			plain(http.StatusBadRequest, "JSON-RPC batching is not supported")},
 		{"unknown method", bob, ownSession, `{"jsonrpc":"2.0","id":3,"method":"no/such"}`,
 			plain(http.StatusBadRequest, `"no/such" unsupported`)},
 		{"params not an object", bob, ownSession, `{"jsonrpc":"2.0","id":3,"method":"tools/call","params":"x"}`,
@@ -396,7 +398,15 @@ func TestBadInputIsAnsweredAndOthersAreStillServed(t *testing.T) {
 		t.Errorf("a body of exactly %d bytes: status %d, body %.200s; want it served", badBodyLimit, r.status, r.body)
 	}
 
-	// The misbehaving caller's own session still answers.
+	// The misbehaving caller's own session still answers, also a request
+	// led by white space, which the batch check read and gave back.
+	r, err = post(ctxT(t), url, "bob-token", bobSID, " \n\t{\"jsonrpc\":\"2.0\",\"id\":8,\"method\":\"tools/list\"}")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r.status != http.StatusOK || r.msg == nil || r.msg.Result == nil || len(r.msg.Result.Tools) != 4 {
+		t.Errorf("a request led by white space: status %d, body %.300s; want 4 tools", r.status, r.body)
+	}
 	r, err = post(ctxT(t), url, "bob-token", bobSID, `{"jsonrpc":"2.0","id":9,"method":"tools/list"}`)
 	if err != nil {
 		t.Fatal(err)

@@ -169,9 +169,10 @@ func (g *Gateway) Handler(options *HTTPOptions) *Handler {
 	// Closing the stream of a 2026-07-28 request cancels it: that is how
 	// such a client cancels over HTTP, and how a parked call learns that
 	// its client went away.
-	stateless := tr.wrapRequests(mcp.NewStreamableHTTPHandler(getServer, &mcp.StreamableHTTPOptions{
+	// A whole answer goes as JSON (wholeanswer.go).
+	stateless := wholeAnswers(tr.wrapRequests(mcp.NewStreamableHTTPHandler(getServer, &mcp.StreamableHTTPOptions{
 		Stateless: true, PropagateRequestCancellation: true, MaxRequestBodyBytes: opts.MaxBodyBytes,
-	}))
+	})))
 	h := stateless
 	if sessions != nil {
 		sessions.getServer = getServer

@@ -1,7 +1,6 @@
 package gateway
 
 import (
-	"bufio"
 	"bytes"
 	"context"
 	"crypto/rand"
@@ -253,34 +252,53 @@ func (h *stateful) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	h.tr.busy(hs.ts)
 	defer h.tr.idle(hs.ts)
-	hs.t.ServeHTTP(w, r)
+	serveWhole(hs.t, w, r)
 }
 
 // batch answers a JSON-RPC batch with 400 and reports whether it did. A
 // body that is not a batch of messages is left for the transport to
-// refuse as it does (malformed, empty).
+// refuse as it does (malformed, empty). It reads the body a byte at a time
+// up to its first byte that is not white space (the body is buffered by
+// net/http), so that a request, which is not a batch, costs no buffer of
+// its own; the bytes read are put back.
 func (h *stateful) batch(w http.ResponseWriter, r *http.Request) bool {
-	br := bufio.NewReader(r.Body)
-	body := struct {
-		io.Reader
-		io.Closer
-	}{br, r.Body}
-	r.Body = body
+	body := r.Body
+	var lead []byte
+	var b [1]byte
+	var err error
 	for {
-		b, err := br.Peek(1)
-		if err != nil || b[0] != ' ' && b[0] != '\t' && b[0] != '\r' && b[0] != '\n' {
-			if err != nil || b[0] != '[' {
-				return false
+		var n int
+		n, err = body.Read(b[:])
+		if n == 1 {
+			lead = append(lead, b[0])
+			if b[0] != ' ' && b[0] != '\t' && b[0] != '\r' && b[0] != '\n' {
+				break
 			}
+			continue
+		}
+		if err != nil {
 			break
 		}
-		_, _ = br.ReadByte()
 	}
-	all, err := io.ReadAll(br)
+	if len(lead) == 0 || lead[len(lead)-1] != '[' {
+		// Not a batch: the transport reads the body again from its
+		// start (and an error where it happened).
+		rest := io.Reader(body)
+		if err != nil {
+			rest = errReader{err}
+		}
+		r.Body = struct {
+			io.Reader
+			io.Closer
+		}{io.MultiReader(bytes.NewReader(lead), rest), body}
+		return false
+	}
+	all, err := io.ReadAll(body)
+	all = append(lead, all...)
 	r.Body = struct {
 		io.Reader
 		io.Closer
-	}{io.MultiReader(bytes.NewReader(all), errReader{err}), body.Closer}
+	}{io.MultiReader(bytes.NewReader(all), errReader{err}), body}
 	var msgs []json.RawMessage
 	if err != nil || json.Unmarshal(all, &msgs) != nil || len(msgs) == 0 {
 		return false
@@ -328,7 +346,7 @@ func (h *stateful) open(w http.ResponseWriter, r *http.Request) {
 	}
 	hs := &held{id: t.SessionID, cred: credentialOf(auth.TokenInfoFromContext(r.Context())), t: t, ss: ss, ts: s}
 	h.register(hs)
-	t.ServeHTTP(w, r)
+	serveWhole(t, w, r)
 	if !h.tr.bound(s) { // not an initialize, or it failed (or was not stored)
 		_ = ss.Close()
 		h.tr.release(s, EndClosed)

@@ -6,9 +6,12 @@
 # gateway session in one interleaved run, and prints the markdown report that
 # docs/performance.md keeps (a few minutes on 2 cores). Flags are passed on;
 # the report is also written to /tmp/toolwire-bench.md unless -o is given.
+# The exit status is 1 when a row failed (the report says why) or -timeout
+# cut the run short.
 #
 #   scripts/bench.sh                               # the full run
-#   scripts/bench.sh -quick                        # a rough look
+#   scripts/bench.sh -quick                        # every row briefly, under a minute; exits 1
+#                                                  # if a row fails (CI runs this: .ci/run)
 #   scripts/bench.sh -rows tw-stdio,gw-serve -o /tmp/x.md
 #   GOGC=200 scripts/bench.sh                      # GC settings reach every process
 #   scripts/bench.sh -profile /tmp/prof            # then CPU and allocation profiles of

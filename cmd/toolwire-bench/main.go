@@ -3,12 +3,14 @@
 // Command toolwire-bench measures toolwire's hot paths against this
 // machine's floors, in one run, and prints one markdown report: the machine
 // on top, then a table of every row with its ratios to the same-run floor,
-// the gateway's memory per open session, and issue 8's targets.
+// the gateway's memory per open session, issue 8's targets, the gateways
+// side by side with issue 26's targets, and what makes up the toolwire
+// binary.
 //
 // Usage, from anywhere in the module:
 //
 //	go run ./cmd/toolwire-bench                     # everything, a few minutes
-//	go run ./cmd/toolwire-bench -quick              # a rough look in about a minute
+//	go run ./cmd/toolwire-bench -quick              # every row briefly (CI runs this), under a minute
 //	go run ./cmd/toolwire-bench -rows tw-stdio,gw-serve -o /tmp/bench.md
 //	GOGC=200 go run ./cmd/toolwire-bench            # GC settings apply to every process
 //	go run ./cmd/toolwire-bench -rows calls -profile /tmp/prof   # and profiles
@@ -25,12 +27,20 @@
 //	sdk-http      bare go-sdk client, demo server over Streamable HTTP (child)
 //	tw-stdio      mcpclient.Connect + tool.Executor, file audit, stdio demo child
 //	tw-http       the same over Streamable HTTP
-//	gw-serve      bare go-sdk client -> toolwire serve --http (child) -> stdio demo
+//	peer-sdk      bare go-sdk client -> a bare go-sdk pass-through (child) -> stdio demo
+//	peer-mcpgo    the same through a bare mark3labs/mcp-go pass-through answering
+//	              POSTs with JSON: the fastest peer's stand-in (issue 26);
+//	              peer-mcpgo-2026 with 2026-07-28 requests
+//	gw-serve      bare go-sdk client -> toolwire serve --http (child) -> stdio demo,
+//	              gateway.limits off (the peers it is compared with have none)
+//	gw-serve-2026 the same with 2026-07-28 requests (no session)
+//	gw-limits     the same with every limit on, set too high to refuse the load
 //	list-floor, list-sdk, list-tw-cold, list-tw-warm
 //	              a 1000-tool listing: raw HTTP + encoding/json, bare go-sdk
 //	              connect+list, toolwire Connect (adapt + register) cold and warm
-//	mem-gateway, mem-serve
-//	              memory per open downstream session on the gateway
+//	mem-gateway, mem-serve, mem-sdk-proxy, mem-mcpgo-proxy
+//	              idle memory and memory per open downstream session on the
+//	              gateway and on the two bare proxies
 //
 // Issue 8's targets compare tw-stdio's throughput with stock-stdio (go-sdk
 // as released, both ends), and gw-serve's latency with sdk-stdio: the same
@@ -43,6 +53,10 @@
 // concurrent callers on the row's one session. Listing rows run in
 // iterations, each row once per iteration, the order reversed every time.
 // Every loop is bounded in count and in time, and -timeout bounds the run.
+//
+// The command exits with status 1 when any row failed or -timeout cut the
+// run short, after printing the report (which says why each row failed),
+// so that CI's run of -quick catches a change that breaks a row.
 //
 // The demo server and toolwire are built into a temporary directory (or
 // taken from -bin). Every process the command starts is ended by its PID
@@ -110,10 +124,12 @@ type options struct {
 }
 
 // quickDefaults replace the defaults of the flags not given, with -quick.
+// They are small enough for CI (.ci/run runs -quick to catch a row that a
+// change broke) and still run every row through every phase.
 var quickDefaults = map[string]string{
-	"rounds": "3", "block-calls": "100", "block-time": "100ms", "warmup": "50",
-	"tput-rounds": "1", "tput-ramp": "50ms", "tput-window": "200ms",
-	"list-iters": "3", "sessions": "20",
+	"rounds": "2", "block-calls": "50", "list-tools": "250", "block-time": "50ms", "warmup": "20",
+	"tput-rounds": "1", "tput-ramp": "20ms", "tput-window": "100ms",
+	"list-iters": "2", "sessions": "10", "timeout": "3m",
 }
 
 func parseFlags(args []string, stderr io.Writer) (options, error) {
@@ -210,7 +226,7 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 
 func quickSummary() string {
 	var parts []string
-	for _, name := range []string{"rounds", "block-calls", "block-time", "warmup", "tput-rounds", "tput-ramp", "tput-window", "list-iters", "sessions"} {
+	for _, name := range []string{"rounds", "block-calls", "block-time", "warmup", "tput-rounds", "tput-ramp", "tput-window", "list-tools", "list-iters", "sessions", "timeout"} {
 		parts = append(parts, "-"+name+" "+quickDefaults[name])
 	}
 	return strings.Join(parts, ", ")
@@ -230,7 +246,7 @@ func parseCallers(s string) ([]int, error) {
 
 // run measures the selected rows and writes the report to stdout (and -o).
 // Progress goes to stderr.
-func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+func run(ctx context.Context, args []string, stdout, stderr io.Writer) (err error) {
 	o, err := parseFlags(args, stderr)
 	if err != nil {
 		return err
@@ -248,10 +264,17 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		defer outFile.Close()
 	}
 
-	text, err := bench.Run(ctx, &o.Options, stderr)
-	if err != nil {
-		return err
+	text, runErr := bench.Run(ctx, &o.Options, stderr)
+	if text == "" {
+		return runErr
 	}
+	// A report with failed rows is printed and written like any other;
+	// the failure is returned after it, for the exit status.
+	defer func() {
+		if err == nil {
+			err = runErr
+		}
+	}()
 	if _, err := io.WriteString(stdout, text); err != nil {
 		return err
 	}

@@ -14,6 +14,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/toolwire/toolwire/audit"
@@ -31,9 +32,10 @@ type bench struct {
 	dir  string // temporary: binaries, audit files, configuration
 	self string // this executable, for the children
 
-	// The demo server and toolwire binaries, or why they are missing.
-	demoBin, toolwireBin string
-	demoErr, toolwireErr error
+	// The demo server, toolwire and benchproxy binaries, or why they are
+	// missing.
+	demoBin, toolwireBin, proxyBin string
+	demoErr, toolwireErr, proxyErr error
 
 	procs *procSet
 	// httpClient keeps up to 128 idle connections per host, so that 64
@@ -105,25 +107,37 @@ func (b *bench) binaries(ctx context.Context) {
 	if b.opts.BinDir != "" {
 		b.demoBin, b.demoErr = findBinary(b.opts.BinDir, "demoserver")
 		b.toolwireBin, b.toolwireErr = findBinary(b.opts.BinDir, "toolwire")
+		b.proxyBin, b.proxyErr = findBinary(b.opts.BinDir, "benchproxy")
 		return
 	}
 	root, err := moduleRoot(ctx)
 	if err != nil {
-		b.demoErr, b.toolwireErr = err, err
+		b.demoErr, b.toolwireErr, b.proxyErr = err, err, err
 		return
 	}
-	overlay, err := b.overlayArgs(root, "examples/demoserver", "cmd/toolwire")
+	overlay, err := b.overlayArgs(root, "examples/demoserver", "cmd/toolwire", "internal/bench/benchproxy")
 	if err != nil {
-		b.demoErr, b.toolwireErr = err, err
+		b.demoErr, b.toolwireErr, b.proxyErr = err, err, err
 		return
 	}
 	what := ""
 	if overlay != nil {
 		what = " with the profiling hook"
 	}
-	b.logf("building demoserver and toolwire%s in %s", what, b.dir)
-	b.demoBin, b.demoErr = goBuild(ctx, root, filepath.Join(b.dir, "demoserver"), "./examples/demoserver", overlay...)
-	b.toolwireBin, b.toolwireErr = goBuild(ctx, root, filepath.Join(b.dir, "toolwire"), "./cmd/toolwire", overlay...)
+	b.logf("building demoserver, toolwire and benchproxy%s in %s", what, b.dir)
+	// Three go commands at once: their compiles share the build cache,
+	// and their links, the slow part once it is warm, run side by side.
+	var wg sync.WaitGroup
+	wg.Go(func() {
+		b.demoBin, b.demoErr = goBuild(ctx, root, filepath.Join(b.dir, "demoserver"), "./examples/demoserver", overlay...)
+	})
+	wg.Go(func() {
+		b.toolwireBin, b.toolwireErr = goBuild(ctx, root, filepath.Join(b.dir, "toolwire"), "./cmd/toolwire", overlay...)
+	})
+	wg.Go(func() {
+		b.proxyBin, b.proxyErr = goBuild(ctx, root, filepath.Join(b.dir, "benchproxy"), "./internal/bench/benchproxy", overlay...)
+	})
+	wg.Wait()
 }
 
 func findBinary(dir, name string) (string, error) {
@@ -332,6 +346,13 @@ func (b *bench) measure(ctx context.Context, sel []*row) *report {
 		}
 		for _, r := range rep.mems {
 			r.err = stopped(r.err)
+		}
+	}
+	if b.toolwireErr == nil && slices.ContainsFunc(sel, func(r *row) bool { return r.stack == "gw" }) {
+		if text, err := binaryMakeup(b.toolwireBin, 15); err != nil {
+			rep.notes = append(rep.notes, "The binary's makeup: "+oneLine(err)+".")
+		} else {
+			rep.binary = text
 		}
 	}
 	rep.wall = time.Since(b.started)

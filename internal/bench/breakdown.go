@@ -68,7 +68,13 @@ var components = map[string][]component{
 		comp("toolwire gateway handler and result conversion", `toolwire/gateway\.(\(\*Gateway\)\.handler|toMCP|rewriteContent)`),
 		comp("go-sdk Streamable HTTP server + net/http (request, servePOST decodes, SSE write and flush)", sdkHTTP.re.String()),
 		comp("go-sdk server session (dispatch, params and _meta decodes, response encoding)", `modelcontextprotocol/go-sdk/`)},
-	// The demo server, alone or behind serve.
+	// A bare pass-through of the peer rows: mcp-go's or go-sdk's.
+	"proxy": {gcBackground, stackGrowth,
+		comp("upstream leg: the proxy's stdio client (mcp-go's client, or go-sdk's client session)", `mark3labs/mcp-go/client|go-sdk/mcp\.\(\*ClientSession\)|jsonrpc2\.\(\*AsyncCall\)|go-sdk/mcp\.\(\*ioConn\)`),
+		comp("HTTP server: net/http and go-sdk's Streamable HTTP handler", sdkHTTP.re.String()),
+		comp("the SDK's server (mcp-go's server and its Streamable HTTP, or go-sdk's server session)", `mark3labs/mcp-go/|modelcontextprotocol/go-sdk/`),
+		comp("encoding/json", `^encoding/json\.`)},
+	// The demo server, alone or behind serve, or behind a proxy.
 	"demo": {gcBackground, stackGrowth, stdioConn, sdkHTTP,
 		comp("the demo's echo tool", `toolwire/internal/demo\.`),
 		comp("go-sdk server session (and, for stock-stdio, its stdio transport)", `modelcontextprotocol/go-sdk/`)},

@@ -28,6 +28,7 @@ import (
 //	relay-http   the relay floor: echo-http answering through an echo-pipe child
 //	tools-http   an MCP server with -tools generated tools (listing.go)
 //	sessions     opens -n MCP sessions to -url, prints READY, holds them (sessions.go)
+//	otlp-sink    takes OTLP/HTTP exports (any POST) and drops them
 func runChild(args []string) error {
 	if len(args) == 0 {
 		return errors.New("missing mode")
@@ -44,6 +45,14 @@ func runChild(args []string) error {
 		return serveTools(args)
 	case "sessions":
 		return holdSessions(args)
+	case "otlp-sink":
+		// Takes OTLP/HTTP exports and drops them: an empty body is an
+		// empty Export*ServiceResponse, which says all was accepted.
+		return serveHTTPChild(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			_, _ = io.Copy(io.Discard, io.LimitReader(r.Body, 64<<20))
+			w.Header().Set("Content-Type", "application/x-protobuf")
+			w.WriteHeader(http.StatusOK)
+		}))
 	}
 	return fmt.Errorf("unknown mode %q", mode)
 }

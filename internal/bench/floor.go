@@ -233,6 +233,13 @@ var listenRE = regexp.MustCompile(`^LISTEN (http://\S+)$`)
 func startHTTPChild(ctx context.Context, b *bench, name string, args ...string) (string, *proc, error) {
 	cmd := exec.Command(b.self, append([]string{"child"}, args...)...)
 	cmd.Env = childEnv()
+	return startListening(ctx, b, name, cmd)
+}
+
+// startListening starts cmd, which announces its URL as the children do
+// ("LISTEN <url>" on stdout) and ends when its stdin closes, and waits
+// (bounded) for the URL.
+func startListening(ctx context.Context, b *bench, name string, cmd *exec.Cmd) (string, *proc, error) {
 	stdout, err := cmd.StdoutPipe()
 	if err != nil {
 		return "", nil, err

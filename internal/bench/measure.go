@@ -11,6 +11,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/toolwire/toolwire/internal/benchkit"
 )
 
 // callTimeout bounds one call beyond a block's or window's own length: a
@@ -26,7 +28,8 @@ type callRun struct {
 	lat            []time.Duration // sequential latencies, every block
 	seqCalls       int
 	seqCPU         time.Duration
-	cpuKnown       bool // false once a server process's CPU could not be read
+	seqFront       time.Duration // of the first server process alone (the gateway, for gw and peer rows)
+	cpuKnown       bool          // false once a server process's CPU could not be read
 	bytes, mallocs uint64
 
 	tput map[int]*window // by number of callers
@@ -36,6 +39,19 @@ type callRun struct {
 type window struct {
 	calls int
 	wall  time.Duration
+	front time.Duration // CPU of the first server process over the measured part
+	// frontKnown is false once its CPU could not be read.
+	frontKnown bool
+}
+
+// frontCPU returns the CPU used so far by the first of pids (the process
+// the caller talks to), or false.
+func frontCPU(pids []int) (time.Duration, bool) {
+	if len(pids) == 0 {
+		return 0, false
+	}
+	c, err := benchkit.ProcessCPU(pids[0])
+	return c, err == nil
 }
 
 func (r *callRun) fail(err error) {
@@ -122,6 +138,7 @@ func (b *bench) block(ctx context.Context, r *callRun) {
 	runtime.ReadMemStats(&ms)
 	bytes0, mallocs0 := ms.TotalAlloc, ms.Mallocs
 	cpu0, cpuErr := cpuOf(r.t.pids)
+	front0, okFront0 := frontCPU(r.t.pids)
 	start := time.Now()
 	n := 0
 	for n < b.opts.BlockCalls {
@@ -140,14 +157,16 @@ func (b *bench) block(ctx context.Context, r *callRun) {
 		}
 	}
 	cpu1, err := cpuOf(r.t.pids)
+	front1, okFront1 := frontCPU(r.t.pids)
 	runtime.ReadMemStats(&ms)
 	r.seqCalls += n
 	r.bytes += ms.TotalAlloc - bytes0
 	r.mallocs += ms.Mallocs - mallocs0
-	if cpuErr != nil || err != nil {
+	if cpuErr != nil || err != nil || !okFront0 || !okFront1 {
 		r.cpuKnown = false
 	}
 	r.seqCPU += cpu1 - cpu0
+	r.seqFront += front1 - front0
 }
 
 // throughput runs, for each caller count, -tput-rounds rounds of one
@@ -223,6 +242,7 @@ func (b *bench) window(ctx context.Context, r *callRun, callers int) error {
 	if !sleepCtx(wctx, o.TputRamp) || stop.Load() {
 		return finish()
 	}
+	front0, okFront0 := frontCPU(r.t.pids)
 	n0 := done.Load()
 	t0 := time.Now()
 	deadline := t0.Add(o.TputWindow)
@@ -233,6 +253,7 @@ func (b *bench) window(ctx context.Context, r *callRun, callers int) error {
 	}
 	n1 := done.Load()
 	wall := time.Since(t0)
+	front1, okFront1 := frontCPU(r.t.pids)
 	if err := finish(); err != nil {
 		return err
 	}
@@ -241,11 +262,13 @@ func (b *bench) window(ctx context.Context, r *callRun, callers int) error {
 	}
 	w := r.tput[callers]
 	if w == nil {
-		w = &window{}
+		w = &window{frontKnown: true}
 		r.tput[callers] = w
 	}
 	w.calls += int(n1 - n0)
 	w.wall += wall
+	w.front += front1 - front0
+	w.frontKnown = w.frontKnown && okFront0 && okFront1
 	return nil
 }
 

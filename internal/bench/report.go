@@ -31,6 +31,8 @@ type report struct {
 	lists []*listRun
 	mems  []*memRun
 	notes []string
+
+	binary string // what makes up the toolwire binary, markdown; "" if not read
 }
 
 // machine describes the machine, the toolchain and the GC settings.
@@ -138,6 +140,26 @@ func (c *callRun) cpuPerCall() (time.Duration, bool) {
 	return c.seqCPU / time.Duration(c.seqCalls), true
 }
 
+// frontPerCall is the CPU per call of the row's first server process (the
+// gateway of a gw or peer row): sequential with callers 0, else in the
+// throughput windows with that many callers.
+func (c *callRun) frontPerCall(callers int) (time.Duration, bool) {
+	if c == nil || c.err != nil || len(c.t.pids) == 0 {
+		return 0, false
+	}
+	if callers == 0 {
+		if c.seqCalls == 0 || !c.cpuKnown {
+			return 0, false
+		}
+		return c.seqFront / time.Duration(c.seqCalls), true
+	}
+	w := c.tput[callers]
+	if w == nil || w.calls == 0 || !w.frontKnown {
+		return 0, false
+	}
+	return w.front / time.Duration(w.calls), true
+}
+
 func (c *callRun) rate(callers int) (float64, bool) {
 	if c == nil || c.err != nil {
 		return 0, false
@@ -219,6 +241,10 @@ func (r *report) markdown() string {
 	r.legend(&sb)
 	r.memTable(&sb)
 	r.targets(&sb)
+	r.gateways(&sb)
+	if r.binary != "" {
+		w("\n%s", r.binary)
+	}
 	for _, n := range r.notes {
 		w("\n%s\n", n)
 	}
@@ -376,17 +402,17 @@ func (r *report) memTable(sb *strings.Builder) {
 	}
 	w := func(format string, args ...any) { fmt.Fprintf(sb, format, args...) }
 	w("\nMemory per open downstream session on the gateway (%d sessions opened by a go-sdk client in a child process: initialize, the standalone GET stream, one call each):\n\n", r.opts.Sessions)
-	table := [][]string{{"row", "live heap / session", "stacks / session", "goroutines / session", "RSS / session", "how"}}
+	table := [][]string{{"row", "idle RSS", "live heap / session", "stacks / session", "goroutines / session", "RSS / session", "how"}}
 	for _, m := range r.mems {
 		if errors.Is(m.err, errStopped) {
-			table = append(table, []string{"`" + m.row.name + "`", "–", "–", "–", "–", "not measured: the run was stopped"})
+			table = append(table, []string{"`" + m.row.name + "`", "–", "–", "–", "–", "–", "not measured: the run was stopped"})
 			continue
 		}
 		if m.err != nil {
-			table = append(table, []string{"`" + m.row.name + "`", "–", "–", "–", "–", "**failed**: " + oneLine(m.err)})
+			table = append(table, []string{"`" + m.row.name + "`", "–", "–", "–", "–", "–", "**failed**: " + oneLine(m.err)})
 			continue
 		}
-		table = append(table, []string{"`" + m.row.name + "`",
+		table = append(table, []string{"`" + m.row.name + "`", fmtBytes(m.res.idle),
 			fmtBytes(m.res.heap), fmtBytes(m.res.stacks), fmtOpt(m.res.goroutines, "%.1f"), fmtBytes(m.res.rss), m.row.what})
 	}
 	writeTable(sb, table)
@@ -426,6 +452,9 @@ func (r *report) targets(sb *strings.Builder) {
 				}
 			}
 		case "gw":
+			if c.row.name != "gw-serve" {
+				continue
+			}
 			p50, ok := c.p(0.5)
 			dp50, okd := r.callRun(c.row.bare).p(0.5)
 			if ok && okd {
@@ -461,6 +490,125 @@ func (r *report) targets(sb *strings.Builder) {
 	}
 	fmt.Fprintf(sb, "\nIssue 8's targets, from this run's figures (p50s, ratios of the same run):\n\n")
 	writeTable(sb, append([][]string{{"target", "this run", "met"}}, table...))
+}
+
+// gateways renders the gateway rows side by side, with the CPU of the
+// gateway process alone, and checks issue 26's targets.
+func (r *report) gateways(sb *strings.Builder) {
+	var gws []*callRun
+	for _, c := range r.calls {
+		if c.row.stack == "gw" || c.row.stack == "peer" || c.row.name == "floor-relay" {
+			gws = append(gws, c)
+		}
+	}
+	if !slices.ContainsFunc(gws, func(c *callRun) bool { return c.row.stack == "gw" }) {
+		return
+	}
+	head := []string{"row", "p50"}
+	for _, n := range r.opts.Callers {
+		head = append(head, fmt.Sprintf("calls/s, %d", n))
+	}
+	head = append(head, "gateway CPU/call, sequential", "gateway CPU/call, 8 callers", "all processes' CPU/call, sequential")
+	table := [][]string{head}
+	for _, c := range gws {
+		p50, ok := c.p(0.5)
+		cells := []string{"`" + c.row.name + "`", fmtDur(p50, ok)}
+		for _, n := range r.opts.Callers {
+			v, ok := c.rate(n)
+			cells = append(cells, fmtRate(v, ok))
+		}
+		f0, ok0 := c.frontPerCall(0)
+		f8, ok8 := c.frontPerCall(8)
+		all, okAll := c.cpuPerCall()
+		cells = append(cells, fmtDur(f0, ok0), fmtDur(f8, ok8), fmtDur(all, okAll))
+		table = append(table, cells)
+	}
+	fmt.Fprintf(sb, "\nThe gateways (issue 26): gateway CPU is the CPU of the process the caller talks to (toolwire serve, the proxy, the relay floor), without its upstream or the caller; the last column adds every process, the caller's included.\n\n")
+	writeTable(sb, table)
+
+	var t [][]string
+	yes := func(ok bool) string {
+		if ok {
+			return "yes"
+		}
+		return "**no**"
+	}
+	ratio := func(a, b float64) string { return sig3(a/b) + "×" }
+	relay := r.callRun("floor-relay")
+	for _, c := range gws {
+		if c.row.stack != "gw" || c.row.peer == "" {
+			continue
+		}
+		peer := r.callRun(c.row.peer)
+		name, pname := "`"+c.row.name+"`", "`"+c.row.peer+"`"
+		if p50, ok := c.p(0.5); ok {
+			if pp50, okp := peer.p(0.5); okp {
+				x := float64(p50) / float64(pp50)
+				t = append(t, []string{fmt.Sprintf("%s p50 at most 0.8× %s", name, pname), fmt.Sprintf("%s (%s vs %s)", ratio(float64(p50), float64(pp50)), fmtDur(p50, true), fmtDur(pp50, true)), yes(x <= 0.8)})
+			}
+		}
+		for _, n := range []int{8, 64} {
+			v, ok := c.rate(n)
+			pv, okp := peer.rate(n)
+			if ok && okp {
+				t = append(t, []string{fmt.Sprintf("%s calls/s at %d callers at least 1.2× %s", name, n, pname), fmt.Sprintf("%s (%s vs %s)", ratio(v, pv), fmtRate(v, true), fmtRate(pv, true)), yes(v/pv >= 1.2)})
+			}
+		}
+		if f, ok := c.frontPerCall(8); ok {
+			if pf, okp := peer.frontPerCall(8); okp {
+				t = append(t, []string{fmt.Sprintf("%s gateway CPU per call (8 callers) at most %s's", name, pname), fmt.Sprintf("%s (%s vs %s)", ratio(float64(f), float64(pf)), fmtDur(f, true), fmtDur(pf, true)), yes(f <= pf)})
+			}
+		}
+		if p50, ok := c.p(0.5); ok {
+			if rp50, okr := relay.p(0.5); okr {
+				t = append(t, []string{fmt.Sprintf("%s p50 at most 2.5× `floor-relay`", name), fmt.Sprintf("%s (%s vs %s)", ratio(float64(p50), float64(rp50)), fmtDur(p50, true), fmtDur(rp50, true)), yes(float64(p50) <= 2.5*float64(rp50))})
+			}
+		}
+		if cpu, ok := c.cpuPerCall(); ok {
+			if rcpu, okr := relay.cpuPerCall(); okr {
+				t = append(t, []string{fmt.Sprintf("%s CPU per call (all processes, sequential) at most 2.5× `floor-relay`", name), fmt.Sprintf("%s (%s vs %s)", ratio(float64(cpu), float64(rcpu)), fmtDur(cpu, true), fmtDur(rcpu, true)), yes(float64(cpu) <= 2.5*float64(rcpu))})
+			}
+		}
+	}
+	var serve, bare *memRun
+	for _, m := range r.mems {
+		switch m.row.name {
+		case "mem-serve":
+			serve = m
+		case "mem-sdk-proxy":
+			bare = m
+		}
+	}
+	if serve != nil && bare != nil && serve.err == nil && bare.err == nil {
+		s, b := serve.res, bare.res
+		t = append(t, []string{"`mem-serve` idle RSS at most 1.5× `mem-sdk-proxy`'s", fmt.Sprintf("%s (%s vs %s)", ratio(s.idle, b.idle), fmtBytes(s.idle), fmtBytes(b.idle)), yes(s.idle <= 1.5*b.idle)})
+		t = append(t, []string{"`mem-serve` RSS per open session at most `mem-sdk-proxy`'s", fmt.Sprintf("%s vs %s", fmtBytes(s.rss), fmtBytes(b.rss)), yes(s.rss <= b.rss)})
+	}
+	if len(t) > 0 {
+		fmt.Fprintf(sb, "\nIssue 26's targets, from this run's figures (ratios of the same run):\n\n")
+		writeTable(sb, append([][]string{{"target", "this run", "met"}}, t...))
+	}
+}
+
+// failed returns the rows that failed, each with why; rows that the run's
+// end cut short are not among them.
+func (r *report) failed() []string {
+	var out []string
+	add := func(name string, err error) {
+		if err != nil && !errors.Is(err, errStopped) {
+			out = append(out, name+": "+oneLine(err))
+		}
+	}
+	for _, c := range r.calls {
+		add(c.row.name, c.err)
+	}
+	for _, l := range r.lists {
+		add(l.row.name, l.err)
+	}
+	for _, m := range r.mems {
+		add(m.row.name, m.err)
+	}
+	return out
 }
 
 // writeTable writes a markdown table; the first row is the header.

@@ -24,14 +24,18 @@ type row struct {
 	// columns; "" for a floor itself.
 	floor string
 	// stack and transport classify the row for issue 8's targets: stack
-	// is "floor", "sdk" (bare go-sdk), "tw" (toolwire's client stack) or
-	// "gw" (through the gateway); transport is "stdio" or "http".
+	// is "floor", "sdk" (bare go-sdk), "tw" (toolwire's client stack),
+	// "gw" (through the gateway) or "peer" (through another gateway);
+	// transport is "stdio" or "http".
 	stack, transport string
 	// bare names the bare go-sdk row that a "tw" row's throughput is
 	// compared with (go-sdk's stock transports on both sides), or the
 	// direct call a "gw" row's added latency is measured against (the
 	// same client and the same upstream process, without the gateway).
 	bare string
+	// peer names the row of the fastest peer's stand-in that a "gw" row is
+	// held against (issue 26), for the same protocol revision.
+	peer string
 
 	call func(ctx context.Context, b *bench) (*target, error)
 	list func(ctx context.Context, b *bench) (*listTarget, error)
@@ -73,8 +77,20 @@ var rows = []*row{
 		what: "bare go-sdk client over Streamable HTTP to the demo server (demoserver -http, child)"},
 	{name: "tw-http", floor: "floor-http", stack: "tw", transport: "http", bare: "sdk-http", call: openToolwireHTTP,
 		what: "mcpclient.Connect + tool.Executor.Call over Streamable HTTP, file audit, same demo child"},
-	{name: "gw-serve", floor: "floor-relay", stack: "gw", transport: "http", bare: "sdk-stdio", call: openGatewayServe,
-		what: "bare go-sdk client over Streamable HTTP to `toolwire serve --http` (built binary, child) in front of a stdio demo"},
+	{name: "peer-sdk", floor: "floor-relay", stack: "peer", transport: "http", call: openProxy("sdk", protocolVersion),
+		what: "bare go-sdk client over Streamable HTTP (2025-11-25 session) to a bare go-sdk v1.8.0 pass-through (benchproxy; mcp.CommandTransport to the demo, mcp.StreamableHTTPHandler with default options: SSE answers)"},
+	{name: "peer-mcpgo", floor: "floor-relay", stack: "peer", transport: "http", call: openProxy("mcpgo", protocolVersion),
+		what: "the fastest peer's stand-in: bare go-sdk client over Streamable HTTP (2025-11-25 session) to a bare mark3labs/mcp-go v1.2.1 pass-through (benchproxy, a binary of its own; mcp-go's stdio client to the demo, its Streamable HTTP server answering POSTs with JSON), no policy, validation or audit"},
+	{name: "peer-mcpgo-2026", floor: "floor-relay", stack: "peer", transport: "http", call: openProxy("mcpgo", modernVersion),
+		what: "the same peer called with 2026-07-28 requests (no session)"},
+	{name: "gw-serve", floor: "floor-relay", stack: "gw", transport: "http", bare: "sdk-stdio", peer: "peer-mcpgo", call: openGatewayServe("gw-serve", limitsOff, protocolVersion, false),
+		what: "bare go-sdk client over Streamable HTTP (2025-11-25 session) to `toolwire serve --http` (built binary, child) in front of a stdio demo, audit to a file, gateway.limits all off (0)"},
+	{name: "gw-serve-2026", floor: "floor-relay", stack: "gw", transport: "http", bare: "sdk-stdio", peer: "peer-mcpgo-2026", call: openGatewayServe("gw-serve-2026", limitsOff, modernVersion, false),
+		what: "the same gateway called with 2026-07-28 requests (no session), audit to a file"},
+	{name: "gw-limits", floor: "floor-relay", stack: "gw", transport: "http", bare: "gw-serve", call: openGatewayServe("gw-limits", limitsOn, protocolVersion, false),
+		what: "gw-serve with every gateway.limits count and rate on, each set too high to refuse the bench's load: what checking the limits costs"},
+	{name: "gw-telemetry", floor: "floor-relay", stack: "gw", transport: "http", bare: "gw-serve", call: openGatewayServe("gw-telemetry", limitsOff, protocolVersion, true),
+		what: "gw-serve with telemetry on: --metrics-listen (Prometheus) and OTLP/HTTP traces and metrics to a sink child that drops them: what telemetry adds"},
 
 	{name: "list-floor", stack: "floor", list: openListFloor,
 		what: "the 1000-tool tools/list response over HTTP/1.1, decoded by encoding/json into names and raw schemas"},
@@ -88,7 +104,11 @@ var rows = []*row{
 	{name: "mem-gateway", stack: "gw", mem: memGateway,
 		what: "gateway.Handler in this process on 127.0.0.1 (as serve assembles it); sessions opened by a child process"},
 	{name: "mem-serve", stack: "gw", mem: memServe,
-		what: "`toolwire serve --http` (built binary); its resident set size, no forced GC"},
+		what: "`toolwire serve --http` (built binary, gateway.limits off, audit to a file); its resident set size, no forced GC"},
+	{name: "mem-sdk-proxy", stack: "peer", mem: memProxy("sdk"),
+		what: "the bare go-sdk pass-through of `peer-sdk`; measured as `mem-serve`"},
+	{name: "mem-mcpgo-proxy", stack: "peer", mem: memProxy("mcpgo"),
+		what: "the bare mcp-go pass-through of `peer-mcpgo`; measured as `mem-serve`"},
 }
 
 func rowByName(name string) *row {
@@ -141,7 +161,7 @@ func selectRows(spec string) ([]*row, error) {
 		changed = false
 		for name := range want {
 			r := rowByName(name)
-			for _, dep := range []string{r.floor, r.bare} {
+			for _, dep := range []string{r.floor, r.bare, r.peer} {
 				if dep != "" && !want[dep] {
 					want[dep], changed = true, true
 				}

@@ -18,6 +18,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"strings"
 	"time"
 )
 
@@ -69,9 +70,17 @@ const DefaultTimeout = 20 * time.Minute
 // children.go.
 func RunChild(args []string) error { return runChild(args) }
 
+// ErrRowsFailed is wrapped by Run's error when a row failed: the report
+// is still returned, with each failure in it, and a command should print it
+// and then exit non-zero, so that a change that breaks a row (a default
+// that refuses the load, a protocol change) cannot pass unseen.
+var ErrRowsFailed = errors.New("rows failed")
+
 // Run measures the rows o selects and returns the report as markdown.
 // Progress goes to progress. When ctx ends or o.Timeout passes, Run stops
-// measuring and reports what was measured, with a note saying so.
+// measuring and reports what was measured, with a note saying so. If any
+// row failed, the report comes with an error wrapping ErrRowsFailed that
+// names each.
 func Run(ctx context.Context, opts *Options, progress io.Writer) (string, error) {
 	var o Options
 	if opts != nil {
@@ -107,6 +116,12 @@ func Run(ctx context.Context, opts *Options, progress io.Writer) (string, error)
 	rep := b.measure(ctx, selected)
 	if ctx.Err() != nil {
 		rep.notes = append(rep.notes, "Stopped early ("+stopReason(ctx)+"): the figures cover what was measured until then.")
+	}
+	if stopReason(ctx) == "-timeout" && ctx.Err() != nil {
+		return rep.markdown(), fmt.Errorf("-timeout %s passed before every row was measured", o.Timeout)
+	}
+	if failed := rep.failed(); len(failed) > 0 {
+		return rep.markdown(), fmt.Errorf("%w: %s", ErrRowsFailed, strings.Join(failed, "; "))
 	}
 	return rep.markdown(), nil
 }

@@ -42,6 +42,7 @@ type memResult struct {
 	stacks     float64 // bytes of goroutine stacks in use
 	goroutines float64
 	rss        float64 // bytes
+	idle       float64 // bytes of the process's resident set with one session, before the N; NaN in-process
 }
 
 // sessionsSettle is how long the gateway is left alone before each
@@ -144,6 +145,7 @@ func memGateway(ctx context.Context, b *bench) (*memResult, error) {
 		stacks:     (float64(stacks1) - float64(stacks0)) / float64(n),
 		goroutines: float64(g1-g0) / float64(n),
 		rss:        math.NaN(),
+		idle:       math.NaN(),
 	}
 	if rss0 >= 0 && rss1 >= 0 {
 		res.rss = float64(rss1-rss0) / float64(n)
@@ -155,12 +157,32 @@ func memGateway(ctx context.Context, b *bench) (*memResult, error) {
 // resident set is visible from here, read without forcing a collection,
 // so it includes garbage not yet collected.
 func memServe(ctx context.Context, b *bench) (*memResult, error) {
-	url, p, err := b.startServe(ctx, "mem-serve")
+	url, p, err := b.startServe(ctx, "mem-serve", limitsOff, false)
 	if err != nil {
 		return nil, err
 	}
 	b.procs.adoptDescendants(p.pid())
 	defer p.end()
+	return b.memProcess(ctx, url, p)
+}
+
+// memProxy returns the memory row of benchproxy -impl impl, measured as
+// memServe measures serve.
+func memProxy(impl string) func(context.Context, *bench) (*memResult, error) {
+	return func(ctx context.Context, b *bench) (*memResult, error) {
+		url, p, _, err := b.startProxy(ctx, impl)
+		if err != nil {
+			return nil, err
+		}
+		defer p.end()
+		return b.memProcess(ctx, url, p)
+	}
+}
+
+// memProcess reads the resident set of the gateway process p serving url:
+// idle (after the warm-up calls of one session) and per session opened
+// after that.
+func (b *bench) memProcess(ctx context.Context, url string, p *proc) (*memResult, error) {
 	closeWarm, err := b.warmGateway(ctx, url)
 	if err != nil {
 		return nil, withTail(err, p.tail)
@@ -174,7 +196,7 @@ func memServe(ctx context.Context, b *bench) (*memResult, error) {
 	n := b.opts.Sessions
 	s, err := b.openSessions(ctx, url, "demo__echo", n)
 	if err != nil {
-		return nil, err
+		return nil, withTail(err, p.tail)
 	}
 	defer s.end()
 	sleepCtx(ctx, sessionsSettle)
@@ -182,7 +204,8 @@ func memServe(ctx context.Context, b *bench) (*memResult, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &memResult{sessions: n, heap: math.NaN(), stacks: math.NaN(), goroutines: math.NaN(), rss: float64(rss1-rss0) / float64(n)}, nil
+	return &memResult{sessions: n, heap: math.NaN(), stacks: math.NaN(), goroutines: math.NaN(),
+		idle: float64(rss0), rss: float64(rss1-rss0) / float64(n)}, nil
 }
 
 // warmGateway opens one session from this process and makes warm-up calls

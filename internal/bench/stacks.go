@@ -24,6 +24,10 @@ import (
 // toolwire rows speak the same protocol.
 const protocolVersion = "2025-11-25"
 
+// modernVersion is the sessionless revision the gateway and the peer also
+// serve: the *-2026 rows ask for it.
+const modernVersion = "2026-07-28"
+
 var clientImpl = &mcp.Implementation{Name: "toolwire-bench", Version: "0"}
 
 // sdkCaller returns one echo call of the named tool on cs, checked. Each
@@ -34,7 +38,10 @@ func sdkCaller(cs *mcp.ClientSession, name string) func(context.Context) error {
 		if err != nil {
 			return err
 		}
-		if r.IsError || len(r.Content) != 1 {
+		if r.IsError {
+			return fmt.Errorf("echo: the result is an error: %s", resultText(r))
+		}
+		if len(r.Content) != 1 {
 			return fmt.Errorf("echo: unexpected result %+v", r)
 		}
 		if t, ok := r.Content[0].(*mcp.TextContent); !ok || t.Text != echoText {
@@ -42,6 +49,21 @@ func sdkCaller(cs *mcp.ClientSession, name string) func(context.Context) error {
 		}
 		return nil
 	}
+}
+
+// resultText is the text of r's content, for an error message: an
+// isError result says why in its text.
+func resultText(r *mcp.CallToolResult) string {
+	var parts []string
+	for _, c := range r.Content {
+		if t, ok := c.(*mcp.TextContent); ok {
+			parts = append(parts, strconv.Quote(t.Text))
+		}
+	}
+	if len(parts) == 0 {
+		return "(no text)"
+	}
+	return strings.Join(parts, ", ")
 }
 
 // toolwireCaller returns one call of the registered tool through ex.
@@ -137,9 +159,16 @@ func (b *bench) startAnnouncing(ctx context.Context, name string, cmd *exec.Cmd,
 // sdkHTTPSession connects a bare go-sdk client to url over Streamable HTTP
 // with the bench's pooled HTTP client.
 func (b *bench) sdkHTTPSession(ctx context.Context, url string) (*mcp.ClientSession, error) {
+	return b.sdkHTTPSessionVersion(ctx, url, protocolVersion)
+}
+
+// sdkHTTPSessionVersion is sdkHTTPSession asking for version: a 2025
+// revision opens a session (initialize, Mcp-Session-Id); 2026-07-28 has
+// none, every request carrying its version.
+func (b *bench) sdkHTTPSessionVersion(ctx context.Context, url, version string) (*mcp.ClientSession, error) {
 	return mcp.NewClient(clientImpl, nil).Connect(ctx,
 		&mcp.StreamableClientTransport{Endpoint: url, HTTPClient: b.httpClient},
-		&mcp.ClientSessionOptions{ProtocolVersion: protocolVersion})
+		&mcp.ClientSessionOptions{ProtocolVersion: version})
 }
 
 func openSDKHTTP(ctx context.Context, b *bench) (*target, error) {
@@ -209,11 +238,35 @@ func openToolwireHTTP(ctx context.Context, b *bench) (*target, error) {
 // serveRE matches toolwire serve's announcement of its URL on stderr.
 var serveRE = regexp.MustCompile(`toolwire: serving MCP at (http://\S+/mcp)`)
 
+// serveLimits says how a `toolwire serve` row sets gateway.limits.
+type serveLimits int
+
+const (
+	// limitsOff switches every per-caller and per-session limit off, as
+	// the peers the gateway is compared with have none: with serve's
+	// defaults (100 calls/s per caller, 64 calls in progress per session,
+	// 100 sessions per caller) one load generator on one address is
+	// refused within a second.
+	limitsOff serveLimits = iota
+	// limitsOn enables every limit, each set high enough that the bench's
+	// load is never refused, so that the row shows what checking them
+	// costs.
+	limitsOn
+)
+
+// limitsYAML is the gateway.limits block for each setting. Every count,
+// rate and burst is named: a default added later that could refuse the
+// load would otherwise apply unseen.
+var limitsYAML = map[serveLimits]string{
+	limitsOff: "gateway:\n  limits:\n    maxSessions: 0\n    maxSessionsPerCaller: 0\n    maxCallsPerSession: 0\n    maxCallsPerCaller: 0\n    callRate: 0\n    callBurst: 0\n    maxListensPerCaller: 0\n",
+	limitsOn:  "gateway:\n  limits:\n    maxSessions: 100000\n    maxSessionsPerCaller: 100000\n    maxCallsPerSession: 4096\n    maxCallsPerCaller: 4096\n    callRate: 1000000\n    callBurst: 1000000\n    maxListensPerCaller: 4096\n",
+}
+
 // startServe starts `toolwire serve --http 127.0.0.1:0` in front of a
 // stdio demo server, with an audit file and its pins file in the
-// temporary directory, and returns its URL and process. The demo child
-// (serve's) is adopted.
-func (b *bench) startServe(ctx context.Context, name string) (string, *proc, error) {
+// temporary directory and its limits as lim says, and returns its URL and
+// process. The demo child (serve's) is adopted.
+func (b *bench) startServe(ctx context.Context, name string, lim serveLimits, telemetry bool) (string, *proc, error) {
 	if b.toolwireErr != nil {
 		return "", nil, b.toolwireErr
 	}
@@ -229,17 +282,31 @@ func (b *bench) startServe(ctx context.Context, name string) (string, *proc, err
 		envBlock = "    env:\n" + env.String()
 	}
 	cfgPath := filepath.Join(b.dir, name+".yaml")
-	cfg := fmt.Sprintf("servers:\n  demo:\n    command: %s\n%saudit:\n  file: %s\nsecurity:\n  pinsFile: %s\n",
+	cfg := fmt.Sprintf("servers:\n  demo:\n    command: %s\n%saudit:\n  file: %s\nsecurity:\n  pinsFile: %s\n%s",
 		strconv.Quote(b.demoBin), envBlock,
 		strconv.Quote(filepath.Join(b.dir, name+"-audit.jsonl")),
-		strconv.Quote(filepath.Join(b.dir, name+"-pins.json")))
+		strconv.Quote(filepath.Join(b.dir, name+"-pins.json")),
+		limitsYAML[lim])
 	if err := os.WriteFile(cfgPath, []byte(cfg), 0o600); err != nil {
 		return "", nil, err
 	}
-	cmd := exec.Command(b.toolwireBin, "--config", cfgPath, "serve", "--http", "127.0.0.1:0")
+	args := []string{"--config", cfgPath, "serve", "--http", "127.0.0.1:0"}
 	// XDG_CONFIG_HOME keeps anything serve might keep per user out of
 	// the user's own directories.
-	cmd.Env = childEnv("XDG_CONFIG_HOME=" + filepath.Join(b.dir, "xdg"))
+	extra := []string{"XDG_CONFIG_HOME=" + filepath.Join(b.dir, "xdg")}
+	if telemetry {
+		// Metrics for a Prometheus reader, and traces and metrics over
+		// OTLP/HTTP to a sink that takes and drops them: telemetry as an
+		// operator switches it on.
+		sink, _, err := startHTTPChild(ctx, b, name+" otlp sink", "otlp-sink")
+		if err != nil {
+			return "", nil, err
+		}
+		args = append(args, "--metrics-listen", "127.0.0.1:0")
+		extra = append(extra, "OTEL_EXPORTER_OTLP_ENDPOINT="+strings.TrimSuffix(sink, "/mcp"), "OTEL_EXPORTER_OTLP_PROTOCOL=http/protobuf")
+	}
+	cmd := exec.Command(b.toolwireBin, args...)
+	cmd.Env = childEnv(extra...)
 	url, p, err := b.startAnnouncing(ctx, name, cmd, serveRE)
 	if err != nil {
 		return "", nil, err
@@ -247,24 +314,29 @@ func (b *bench) startServe(ctx context.Context, name string) (string, *proc, err
 	return url, p, nil
 }
 
-func openGatewayServe(ctx context.Context, b *bench) (*target, error) {
-	url, p, err := b.startServe(ctx, "gw-serve")
-	if err != nil {
-		return nil, err
+// openGatewayServe returns an opener of a go-sdk session asking for
+// version through `toolwire serve` with its limits as lim says, and its
+// telemetry on if telemetry is set.
+func openGatewayServe(name string, lim serveLimits, version string, telemetry bool) func(context.Context, *bench) (*target, error) {
+	return func(ctx context.Context, b *bench) (*target, error) {
+		url, p, err := b.startServe(ctx, name, lim, telemetry)
+		if err != nil {
+			return nil, err
+		}
+		cs, err := b.sdkHTTPSessionVersion(ctx, url, version)
+		if err != nil {
+			return nil, withTail(fmt.Errorf("connecting to toolwire serve: %w", err), p.tail)
+		}
+		// serve starts its servers before it listens: the demo is there.
+		pids := append([]int{p.pid()}, b.procs.adoptDescendants(p.pid())...)
+		if len(pids) < 2 {
+			_ = cs.Close()
+			return nil, withTail(fmt.Errorf("toolwire serve (pid %d) has no upstream child", p.pid()), p.tail)
+		}
+		roles := []string{"serve"}
+		for range pids[1:] {
+			roles = append(roles, "upstream")
+		}
+		return &target{call: sdkCaller(cs, "demo__echo"), pids: pids, roles: roles, close: func() { _ = cs.Close() }}, nil
 	}
-	cs, err := b.sdkHTTPSession(ctx, url)
-	if err != nil {
-		return nil, withTail(fmt.Errorf("connecting to toolwire serve: %w", err), p.tail)
-	}
-	// serve starts its servers before it listens: the demo is there.
-	pids := append([]int{p.pid()}, b.procs.adoptDescendants(p.pid())...)
-	if len(pids) < 2 {
-		_ = cs.Close()
-		return nil, withTail(fmt.Errorf("toolwire serve (pid %d) has no upstream child", p.pid()), p.tail)
-	}
-	roles := []string{"serve"}
-	for range pids[1:] {
-		roles = append(roles, "upstream")
-	}
-	return &target{call: sdkCaller(cs, "demo__echo"), pids: pids, roles: roles, close: func() { _ = cs.Close() }}, nil
 }

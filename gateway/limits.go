@@ -177,6 +177,7 @@ type tracker struct {
 type callerState struct {
 	sessions int
 	calls    int
+	retries  int // 2026-07-28 retries in progress (see startRetry)
 	listens  int
 	lim      *rate.Limiter
 }
@@ -270,7 +271,7 @@ func (t *tracker) caller(key string) *callerState {
 	if len(t.callers) >= 64 {
 		now := time.Now()
 		for k, c := range t.callers {
-			if c.sessions == 0 && c.calls == 0 && c.listens == 0 && (c.lim == nil || c.lim.TokensAt(now) >= float64(c.lim.Burst())) {
+			if c.sessions == 0 && c.calls == 0 && c.retries == 0 && c.listens == 0 && (c.lim == nil || c.lim.TokensAt(now) >= float64(c.lim.Burst())) {
 				delete(t.callers, k)
 			}
 		}
@@ -536,6 +537,55 @@ func (t *tracker) startCall(ctx context.Context, s *session) (context.Context, f
 	return ctx, done, ""
 }
 
+// startRetry admits a 2026-07-28 retry (a tools/call carrying a
+// requestState) of s, before its state is opened, and returns the
+// function that ends it, or the limit that refuses it. A retry draws on
+// its caller's call rate like a new call. It takes no call slot: the call
+// it answers holds one already, and a caller at MaxCallsPerCaller must
+// still be able to answer its calls' questions. Its retries in progress
+// are bounded by MaxCallsPerCaller instead, since each call has at most one
+// request waiting on it. The drain does not refuse a retry: it starts no
+// work, and answers or collects a call the drain waits for.
+func (t *tracker) startRetry(ctx context.Context, s *session) (func(), string) {
+	t.mu.Lock()
+	c := t.caller(s.caller)
+	switch {
+	case s.ending != "":
+		t.mu.Unlock()
+		return nil, LimitDraining
+	case t.limits.MaxCallsPerCaller > 0 && c.retries >= t.limits.MaxCallsPerCaller:
+		t.mu.Unlock()
+		return nil, LimitCallsPerCaller
+	case c.lim != nil && !c.lim.Allow():
+		t.mu.Unlock()
+		return nil, LimitCallRate
+	}
+	c.retries++
+	perSecond, burst := t.limits.CallRate, t.limits.CallBurst
+	t.mu.Unlock()
+	done := func() {
+		t.mu.Lock()
+		defer t.mu.Unlock()
+		if c := t.callers[s.caller]; c != nil {
+			c.retries--
+		}
+	}
+	if t.limiter != nil && perSecond > 0 {
+		if burst <= 0 {
+			burst = max(1, int(math.Ceil(perSecond)))
+		}
+		ok, err := t.limiter.Allow(ctx, s.caller, perSecond, burst)
+		if err != nil || !ok {
+			done()
+			if err != nil {
+				return nil, LimitRateUnchecked
+			}
+			return nil, LimitCallRate
+		}
+	}
+	return done, ""
+}
+
 // startListen admits a subscriptions/listen stream of s, returning its
 // context (cancelled when the gateway drains) and the function that ends
 // it, or the limit that refuses it.
@@ -657,7 +707,16 @@ func (t *tracker) middleware(next mcp.MethodHandler) mcp.MethodHandler {
 			isModern := modern(revisionOf(req))
 			if isModern && p != nil && p.RequestState != "" {
 				// A retry answering a parked call, which holds its slot
-				// from its first request to its result.
+				// from its first request to its result. The retry is
+				// counted before anything reads its state: a forged one
+				// costs its caller, and the audit log sees no more of
+				// them than the caller's rate allows.
+				done, limit := t.startRetry(ctx, s)
+				if limit != "" {
+					t.observe(Event{Kind: CallRefused, Caller: s.caller, Limit: limit, Tool: name})
+					return nil, &jsonrpc.Error{Code: jsonrpc.CodeInvalidRequest, Message: refusalText(limit, fmt.Sprintf("retry of the call to %q", name))}
+				}
+				defer done()
 				return next(ctx, method, req)
 			}
 			base := ctx

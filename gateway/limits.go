@@ -59,6 +59,12 @@ type Limits struct {
 	// streams (2026-07-28); one more is refused with an error naming the
 	// limit.
 	MaxListensPerCaller int
+	// MaxListenResources caps the resources one subscriptions/listen
+	// may name (2026-07-28); a listen naming more is refused with an
+	// error naming the limit. Each resource it names is also counted as
+	// a resources/subscribe is, against the call rate and the limits of
+	// calls in progress, since each may be a request to an upstream.
+	MaxListenResources int
 	// RetryAfter is what a refused session is told to wait; 0 means 1 s.
 	RetryAfter time.Duration
 }
@@ -74,6 +80,7 @@ var DefaultLimits = Limits{
 	CallRate:             100,
 	CallBurst:            200,
 	MaxListensPerCaller:  64,
+	MaxListenResources:   64,
 	RetryAfter:           time.Second,
 }
 
@@ -86,6 +93,7 @@ const (
 	LimitCallsPerCaller    = "max_calls_per_caller"
 	LimitCallRate          = "call_rate"
 	LimitListensPerCaller  = "max_listens_per_caller"
+	LimitListenResources   = "max_listen_resources"
 	LimitDraining          = "draining" // the gateway is shutting down
 	// LimitRateUnchecked refuses a call whose caller's rate could not be
 	// checked against a fleet's [CallLimiter] (its store is unreachable):
@@ -740,13 +748,32 @@ func (t *tracker) middleware(next mcp.MethodHandler) mcp.MethodHandler {
 			defer done()
 			return next(callCtx, method, req)
 		case "subscriptions/listen":
+			if p, ok := req.GetParams().(*mcp.SubscriptionsListenParams); ok && p != nil && p.Notifications != nil {
+				if n, most := len(p.Notifications.ResourceSubscriptions), t.limits.MaxListenResources; most > 0 && n > most {
+					t.observe(Event{Kind: CallRefused, Caller: s.caller, Limit: LimitListenResources})
+					return nil, &jsonrpc.Error{Code: jsonrpc.CodeInvalidParams, Message: fmt.Sprintf(
+						"subscriptions/listen refused: notifications.resourceSubscriptions names %d resources, more than the %d one listen may name (%s); listen to fewer, or open another listen",
+						n, most, LimitListenResources)}
+				}
+			}
 			listenCtx, done, limit := t.startListen(ctx, s)
 			if limit != "" {
 				t.observe(Event{Kind: CallRefused, Caller: s.caller, Limit: limit})
 				return nil, &jsonrpc.Error{Code: jsonrpc.CodeInvalidRequest, Message: refusalText(limit, fmt.Sprintf("request %q", method))}
 			}
 			defer done()
-			return next(listenCtx, method, req)
+			// go-sdk subscribes to each resource the listen names by
+			// calling the subscribe handler itself, past this
+			// middleware: the handler asks the gate (see admitSubscribe).
+			gate := func(ctx context.Context) (context.Context, func(), error) {
+				subCtx, done, limit := t.startCall(ctx, s)
+				if limit != "" {
+					t.observe(Event{Kind: CallRefused, Caller: s.caller, Limit: limit})
+					return nil, nil, &jsonrpc.Error{Code: jsonrpc.CodeInvalidRequest, Message: refusalText(limit, fmt.Sprintf("request %q (a resource it names)", method))}
+				}
+				return subCtx, done, nil
+			}
+			return next(context.WithValue(listenCtx, subscribeGateKey{}, gate), method, req)
 		case "resources/read", "prompts/get", "completion/complete", "resources/subscribe":
 			// Not calls, but each is a request to an upstream: the same
 			// limits hold, so that no method fans out past them.
@@ -760,6 +787,22 @@ func (t *tracker) middleware(next mcp.MethodHandler) mcp.MethodHandler {
 		}
 		return next(ctx, method, req)
 	}
+}
+
+// subscribeGateKey carries, in a subscriptions/listen's context, the
+// function that admits each subscription the listen makes.
+type subscribeGateKey struct{}
+
+// admitSubscribe counts a subscription made for a subscriptions/listen
+// against its caller's limits, as a resources/subscribe request is
+// counted: it returns the context to subscribe with and the function that
+// ends it, or the refusal. Outside a listen (a resources/subscribe the
+// middleware counted already) it admits at once.
+func admitSubscribe(ctx context.Context) (context.Context, func(), error) {
+	if gate, ok := ctx.Value(subscribeGateKey{}).(func(context.Context) (context.Context, func(), error)); ok {
+		return gate(ctx)
+	}
+	return ctx, func() {}, nil
 }
 
 // refuseCall audits a refused call the one way the gateway audits every

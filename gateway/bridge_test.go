@@ -24,6 +24,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/modelcontextprotocol/go-sdk/auth"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"github.com/toolwire/toolwire/audit"
 	"github.com/toolwire/toolwire/config"
@@ -288,6 +289,9 @@ type bridgeOptions struct {
 	parkTimeout time.Duration
 	limits      Limits
 	noAuth      bool // no tokens: every caller is the same, by address
+	// verifier, when set, verifies the callers' tokens instead of the
+	// static tokens of alice and bob alone.
+	verifier auth.TokenVerifier
 }
 
 func newBridge(t *testing.T, o bridgeOptions) *bridge {
@@ -329,6 +333,9 @@ func newBridge(t *testing.T, o bridgeOptions) *bridge {
 		})
 		if err != nil {
 			t.Fatal(err)
+		}
+		if o.verifier != nil {
+			verify = o.verifier
 		}
 		opts.Verifier, opts.Roles = verify, bridgeRoles
 	}

@@ -13,7 +13,10 @@ import (
 	"strings"
 	"sync/atomic"
 	"testing"
+	"time"
 
+	jose "github.com/go-jose/go-jose/v4"
+	"github.com/modelcontextprotocol/go-sdk/auth"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"github.com/toolwire/toolwire/audit"
 	"github.com/toolwire/toolwire/config"
@@ -177,4 +180,89 @@ func errorMessage(m map[string]any) string {
 	e, _ := m["error"].(map[string]any)
 	msg, _ := e["message"].(string)
 	return msg
+}
+
+// staticAndJWT verifies the static tokens of alice and bob (the bridge's)
+// and JWTs of testIssuer signed with the ES256 test key, as a gateway
+// configured with both does; mint makes a JWT of sub with role admin.
+func staticAndJWT(t *testing.T) (verify auth.TokenVerifier, mint func(sub string) string) {
+	t.Helper()
+	static, err := StaticVerifier([]StaticToken{
+		{SHA256: HashToken(aliceToken), Subject: "alice", Role: "reader"},
+		{SHA256: HashToken(bobToken), Subject: "bob", Role: "admin"},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	k := testKeys()
+	j := newJWKS(t, publicJWK(k.ec, "ec-1", "ES256"))
+	jv, err := JWTVerifier(ctxT(t), &JWTOptions{JWKSURL: j.url(), Issuer: testIssuer, Audience: testAudience})
+	if err != nil {
+		t.Fatal(err)
+	}
+	verify = func(ctx context.Context, token string, r *http.Request) (*auth.TokenInfo, error) {
+		if ti, err := static(ctx, token, r); err == nil {
+			return ti, nil
+		}
+		return jv(ctx, token, r)
+	}
+	mint = func(sub string) string {
+		return sign(t, k.ec, "ec-1", jose.ES256, map[string]any{
+			"iss": testIssuer, "aud": testAudience, "sub": sub, "role": "admin",
+			"iat": time.Now().Add(-time.Minute).Unix(), "exp": time.Now().Add(time.Hour).Unix(),
+		})
+	}
+	return verify, mint
+}
+
+// TestOneSubjectFromTwoCredentialsIsTwoCallers: a static token of subject
+// "bob" and a JWT whose sub is "bob" are two callers: each has its own
+// call rate and its own listens, and neither can continue the other's
+// parked call.
+func TestOneSubjectFromTwoCredentialsIsTwoCallers(t *testing.T) {
+	t.Parallel()
+	verify, mint := staticAndJWT(t)
+	b := newBridge(t, bridgeOptions{verifier: verify, limits: Limits{CallRate: 0.001, CallBurst: 3, MaxListensPerCaller: 1}})
+	jwtBob := mint("bob")
+	// Whatever this test leaves waiting (a call continued by the wrong
+	// caller waits on a question nobody answers) is cancelled, so that
+	// the upstream can close.
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), waitBound)
+		defer cancel()
+		b.h.Drain(ctx, 0)
+	})
+
+	// The static bob parks a call (one token of its rate); the JWT's bob
+	// cannot answer its question.
+	static, jwt := b.manual(t, bobToken), b.manual(t, jwtBob)
+	args := map[string]any{"env": "prod"}
+	parked := question(t, static, "up__deploy_ask", args)
+	if _, err := answer(ctxT(t), jwt, "up__deploy_ask", args, parked, parked.RequestState, approve); err == nil || !strings.Contains(err.Error(), "another caller") {
+		t.Errorf("the JWT's bob answering the static bob's parked call: %v, want it refused as another caller's", err)
+	}
+	// The static bob spends the rest of its burst; the JWT's bob has a
+	// bucket of its own.
+	for range 2 {
+		if got, isErr := call(t, b.dial(t, bobToken, Revision2026, nil), "up__echo", nil); isErr {
+			t.Errorf("a call within the static bob's burst: %q", got)
+		}
+	}
+	if got, isErr := call(t, b.dial(t, bobToken, Revision2026, nil), "up__echo", nil); !isErr || !strings.Contains(got, LimitCallRate) {
+		t.Errorf("the static bob past its burst: %q (isError %v), want refused by %s", got, isErr, LimitCallRate)
+	}
+	if got, isErr := call(t, b.dial(t, jwtBob, Revision2026, nil), "up__echo", nil); isErr {
+		t.Errorf("the JWT's bob is refused for the static bob's rate: %q", got)
+	}
+	// One listen each.
+	ack, closeStatic := b.openListen(t, bobToken, `{"toolsListChanged":true}`)
+	defer closeStatic()
+	if ack["method"] != "notifications/subscriptions/acknowledged" {
+		t.Fatalf("the static bob's listen: %v", ack)
+	}
+	ack, closeJWT := b.openListen(t, jwtBob, `{"toolsListChanged":true}`)
+	closeJWT()
+	if ack["method"] != "notifications/subscriptions/acknowledged" {
+		t.Errorf("the JWT's bob's listen while the static bob holds one: %v, want its own", ack)
+	}
 }

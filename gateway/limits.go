@@ -26,8 +26,10 @@ import (
 // no limit, so the zero value serves as go-sdk does; [DefaultLimits] are
 // the limits "toolwire serve" applies unless told otherwise.
 //
-// A caller is the authenticated subject when the gateway verifies tokens,
-// else the client's IP address. A 2026-07-28 client has no session: its
+// A caller is the authenticated party when the gateway verifies tokens
+// (its subject, with its credential's kind and issuer: a static token's
+// "bob" and a JWT's "bob" are two callers), else the client's IP
+// address. A 2026-07-28 client has no session: its
 // calls count against the per-caller limits only (a call in progress
 // holds its slot across the rounds of its multi round-trip exchange), and
 // its open subscriptions/listen streams, which stay open as long as the
@@ -137,11 +139,11 @@ type Event struct {
 	Calls  int
 }
 
-// callerKey returns who a request is from for the limits, and the
-// authenticated subject ("" without one).
+// callerKey returns who a request is from for the limits (see
+// callerName), and the authenticated subject ("" without one).
 func callerKey(r *http.Request) (key, subject string) {
 	if ti := auth.TokenInfoFromContext(r.Context()); ti != nil && ti.UserID != "" {
-		return "subject:" + ti.UserID, ti.UserID
+		return callerName(ti), ti.UserID
 	}
 	host, _, err := net.SplitHostPort(r.RemoteAddr)
 	if err != nil {

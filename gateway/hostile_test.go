@@ -7,6 +7,7 @@ package gateway
 import (
 	"context"
 	"fmt"
+	"io"
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
@@ -264,5 +265,77 @@ func TestOneSubjectFromTwoCredentialsIsTwoCallers(t *testing.T) {
 	closeJWT()
 	if ack["method"] != "notifications/subscriptions/acknowledged" {
 		t.Errorf("the JWT's bob's listen while the static bob holds one: %v, want its own", ack)
+	}
+}
+
+// openSession opens a session of revision version by hand (initialize,
+// then initialized) and returns its id.
+func openSession(t *testing.T, url, version string) string {
+	t.Helper()
+	send := func(sid, body string) *http.Response {
+		req, _ := http.NewRequestWithContext(ctxT(t), http.MethodPost, url+"/mcp", strings.NewReader(body))
+		req.Header.Set("Content-Type", "application/json")
+		req.Header.Set("Accept", "application/json, text/event-stream")
+		if sid != "" {
+			req.Header.Set("Mcp-Session-Id", sid)
+			req.Header.Set("Mcp-Protocol-Version", version)
+		}
+		res, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, _ = io.Copy(io.Discard, res.Body)
+		_ = res.Body.Close()
+		return res
+	}
+	res := send("", `{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"`+version+`","capabilities":{},"clientInfo":{"name":"raw","version":"1"}}}`)
+	sid := res.Header.Get("Mcp-Session-Id")
+	if res.StatusCode != http.StatusOK || sid == "" {
+		t.Fatalf("initialize %s: %s, session %q", version, res.Status, sid)
+	}
+	if res := send(sid, `{"jsonrpc":"2.0","method":"notifications/initialized"}`); res.StatusCode != http.StatusAccepted {
+		t.Fatalf("initialized: %s", res.Status)
+	}
+	return sid
+}
+
+// TestABatchIsJudgedByTheSessionsRevision: a session that negotiated
+// 2025-06-18 or later cannot send a JSON-RPC batch by claiming an older
+// revision in its request's version header, or by sending none; a
+// 2025-03-26 session's batch is served whatever its header says.
+func TestABatchIsJudgedByTheSessionsRevision(t *testing.T) {
+	t.Parallel()
+	r := newLimitRig(t, HTTPOptions{})
+	batch := `[{"jsonrpc":"2.0","id":3,"method":"tools/list"},{"jsonrpc":"2.0","id":4,"method":"tools/list"}]`
+	send := func(sid, header string) (int, string) {
+		req, _ := http.NewRequestWithContext(ctxT(t), http.MethodPost, r.url+"/mcp", strings.NewReader(batch))
+		req.Header.Set("Content-Type", "application/json")
+		req.Header.Set("Accept", "application/json, text/event-stream")
+		req.Header.Set("Mcp-Session-Id", sid)
+		if header != "" {
+			req.Header.Set("Mcp-Protocol-Version", header)
+		}
+		res, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer res.Body.Close()
+		body, _ := io.ReadAll(res.Body)
+		return res.StatusCode, string(body)
+	}
+	for _, rev := range []string{"2025-11-25", "2025-06-18"} {
+		sid := openSession(t, r.url, rev)
+		for _, header := range []string{"2025-03-26", "2024-11-05", ""} {
+			status, body := send(sid, header)
+			if status != http.StatusBadRequest || !strings.Contains(body, "batching is not supported") || !strings.Contains(body, rev) {
+				t.Errorf("a batch in a %s session with version header %q: %d %q, want 400 refusing batches of %s", rev, header, status, body, rev)
+			}
+		}
+	}
+	sid := openSession(t, r.url, "2025-03-26")
+	for _, header := range []string{"2025-03-26", ""} {
+		if status, body := send(sid, header); status != http.StatusOK || strings.Count(body, `"tools"`) != 2 {
+			t.Errorf("a batch in a 2025-03-26 session with version header %q: %d %q, want both answered", header, status, body)
+		}
 	}
 }

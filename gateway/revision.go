@@ -2,6 +2,7 @@ package gateway
 
 import (
 	"context"
+	"slices"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"github.com/toolwire/toolwire/tool"
@@ -21,6 +22,16 @@ const latestLegacy = "2025-11-25"
 // 2026-07-28 is served statelessly over HTTP (see [Gateway.Handler]) and on
 // any connection, such as stdio, whose client opens with it.
 var protocolVersions = []string{Revision2026, latestLegacy, "2025-06-18", "2025-03-26", "2024-11-05"}
+
+// negotiated is the revision of a session whose initialize asked for
+// asked, as go-sdk negotiates it: the one asked for when the gateway
+// serves it and it has an initialize, else the latest that has one.
+func negotiated(asked string) string {
+	if slices.Contains(protocolVersions, asked) && !modern(asked) {
+		return asked
+	}
+	return latestLegacy
+}
 
 // modern reports whether version is a revision without sessions. Revisions
 // are dates, so they compare as strings.

@@ -6,6 +6,7 @@ package gateway
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"io"
 	"log/slog"
@@ -336,6 +337,59 @@ func TestABatchIsJudgedByTheSessionsRevision(t *testing.T) {
 	for _, header := range []string{"2025-03-26", ""} {
 		if status, body := send(sid, header); status != http.StatusOK || strings.Count(body, `"tools"`) != 2 {
 			t.Errorf("a batch in a 2025-03-26 session with version header %q: %d %q, want both answered", header, status, body)
+		}
+	}
+}
+
+// TestATitledMultiSelectIsRelayed: a titled multi-select elicitation
+// (SEP-1330), written with "type": "string" beside the items' anyOf as
+// go-sdk's reference server writes it, reaches the gateway's clients of
+// both generations with its titles, and their answer reaches the
+// upstream: go-sdk's client-side check inside toolwire does not refuse it.
+func TestATitledMultiSelectIsRelayed(t *testing.T) {
+	t.Parallel()
+	titled := []map[string]any{{"const": "value1", "title": "First Option"}, {"const": "value2", "title": "Second Option"}}
+	schema := map[string]any{"type": "object", "properties": map[string]any{
+		"titledMulti":   map[string]any{"type": "array", "minItems": 1, "items": map[string]any{"type": "string", "anyOf": titled}},
+		"untitledMulti": map[string]any{"type": "array", "items": map[string]any{"type": "string", "enum": []string{"a", "b"}}},
+	}}
+	srv := mcp.NewServer(&mcp.Implementation{Name: "up", Version: "1"}, nil)
+	srv.AddTool(&mcp.Tool{Name: "pick", InputSchema: json.RawMessage(`{"type":"object"}`)}, func(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+		// A decline: go-sdk's server checks an accepted answer's content
+		// against its own schema, which it then refuses itself.
+		r, err := req.Session.Elicit(ctx, &mcp.ElicitParams{Message: "Pick some options", RequestedSchema: schema})
+		if err != nil {
+			return nil, err
+		}
+		return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: "upstream got " + r.Action}}}, nil
+	})
+	up := httptest.NewServer(mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return srv }, nil))
+	t.Cleanup(func() { up.CloseClientConnections(); up.Close() })
+	reg := tool.NewRegistry(nil)
+	conn, err := mcpclient.Connect(ctxT(t), config.Server{Name: "up", Transport: "http", URL: up.URL, DefaultTier: "read"}, reg,
+		&mcpclient.Options{Logger: slog.New(slog.DiscardHandler), Relay: mcpclient.RelayCapabilities{Elicitation: true}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = conn.Close() })
+	gw := New(tool.NewExecutor(reg, nil), &Options{Upstreams: []Upstream{conn.Catalog()}, Logger: slog.New(slog.DiscardHandler)})
+	h := gw.Handler(&HTTPOptions{})
+	ts := httptest.NewServer(h)
+	t.Cleanup(func() { ts.CloseClientConnections(); ts.Close(); h.Close() })
+	b := &bridge{url: ts.URL}
+	for _, rev := range []string{"2025-11-25", Revision2026} {
+		var shown []string
+		cs := b.dial(t, "", rev, &mcp.ClientOptions{ElicitationHandler: func(_ context.Context, req *mcp.ElicitRequest) (*mcp.ElicitResult, error) {
+			raw, _ := json.Marshal(req.Params.RequestedSchema)
+			shown = append(shown, req.Params.Message+" "+string(raw))
+			return &mcp.ElicitResult{Action: "decline"}, nil
+		}})
+		got, isErr := call(t, cs, "up__pick", nil)
+		if isErr || got != "upstream got decline" {
+			t.Errorf("%s: %q (isError %v), want the client's answer to reach the upstream", rev, got, isErr)
+		}
+		if len(shown) != 1 || !strings.Contains(shown[0], "Pick some options") || !strings.Contains(shown[0], `"title":"Second Option"`) {
+			t.Errorf("%s: the client was shown %q, want the question with its titled options", rev, shown)
 		}
 	}
 }

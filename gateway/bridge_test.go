@@ -289,6 +289,7 @@ type bridgeOptions struct {
 	parkTimeout time.Duration
 	limits      Limits
 	noAuth      bool // no tokens: every caller is the same, by address
+	stateless   bool // HTTPOptions.Stateless: no sessions at all
 	// verifier, when set, verifies the callers' tokens instead of the
 	// static tokens of alice and bob alone.
 	verifier auth.TokenVerifier
@@ -321,7 +322,7 @@ func newBridge(t *testing.T, o bridgeOptions) *bridge {
 		ParkTimeout: o.parkTimeout,
 		CacheTTL:    time.Minute,
 	})
-	opts := HTTPOptions{Limits: o.limits, Audit: log, Observe: func(e Event) {
+	opts := HTTPOptions{Limits: o.limits, Audit: log, Stateless: o.stateless, Observe: func(e Event) {
 		b.mu.Lock()
 		defer b.mu.Unlock()
 		b.events = append(b.events, e)

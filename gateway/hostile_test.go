@@ -393,3 +393,130 @@ func TestATitledMultiSelectIsRelayed(t *testing.T) {
 		}
 	}
 }
+
+// dialStateless connects a go-sdk client of revision rev to a --stateless
+// gateway, as the caller of token, answering elicitations with handler.
+func (b *bridge) dialStateless(t *testing.T, token, rev string, opts *mcp.ClientOptions) *mcp.ClientSession {
+	t.Helper()
+	if opts == nil {
+		opts = &mcp.ClientOptions{}
+	}
+	opts.Logger = slog.New(slog.DiscardHandler)
+	cs, err := mcp.NewClient(&mcp.Implementation{Name: "client-" + rev, Version: "1.0"}, opts).Connect(ctxT(t),
+		&mcp.StreamableClientTransport{Endpoint: b.url + "/mcp", HTTPClient: bearerFor(token), MaxRetries: -1},
+		&mcp.ClientSessionOptions{ProtocolVersion: rev})
+	if err != nil {
+		t.Fatalf("connect %s: %v", rev, err)
+	}
+	t.Cleanup(func() { _ = cs.Close() })
+	return cs
+}
+
+// TestAStatelessCancelReachesTheUpstream: with --stateless, a 2025
+// client's notifications/cancelled (its own request, with no session to
+// tie it to the call) cancels the call it names, upstream too, and the
+// call is audited as cancelled.
+func TestAStatelessCancelReachesTheUpstream(t *testing.T) {
+	t.Parallel()
+	b := newBridge(t, bridgeOptions{stateless: true})
+	// A call left running (the cancel lost) is cancelled at the end, so
+	// that the upstream can close.
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), waitBound)
+		defer cancel()
+		b.h.Drain(ctx, 0)
+	})
+	for _, rev := range []string{"2025-03-26", "2025-11-25"} {
+		cs := b.dialStateless(t, bobToken, rev, nil)
+		ctx, cancel := context.WithCancel(ctxT(t))
+		done := make(chan error, 1)
+		key := "stateless " + rev
+		go func() {
+			_, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: "up__wait", Arguments: map[string]any{"key": key}})
+			done <- err
+		}()
+		b.up.sig.wait(t, key+" entered")
+		cancel()
+		receive(t, done, "the cancelled call's return")
+		select {
+		case <-b.up.sig.ch(key + " cancelled"):
+		case <-time.After(waitBound):
+			t.Errorf("%s: the upstream's call was not cancelled", rev)
+		}
+	}
+	if !t.Failed() {
+		for _, ev := range b.waitOutcome(t, "up__wait", "", 2) {
+			if ev.Reason != string(tool.ReasonCancelled) {
+				t.Errorf("a cancelled call is audited as %s %s %q", ev.Kind, ev.Reason, ev.Error)
+			}
+		}
+	}
+	// No call is left over upstream to take another client's question
+	// for its own: a 2026-07-28 client's sampling request is matched to
+	// its call.
+	cs := b.dial(t, bobToken, Revision2026, &mcp.ClientOptions{
+		CreateMessageHandler: func(context.Context, *mcp.CreateMessageRequest) (*mcp.CreateMessageResult, error) {
+			return &mcp.CreateMessageResult{Role: "assistant", Model: "m", Content: &mcp.TextContent{Text: "Paris"}}, nil
+		},
+	})
+	if got, isErr := call(t, cs, "up__sample", nil); isErr || got != "the model said Paris" {
+		t.Errorf("another client's sampling after the cancelled calls: %q (isError %v)", got, isErr)
+	}
+}
+
+// TestAStatelessCancelCancelsOnlyTheCallersOwnCall: with --stateless, a
+// notifications/cancelled naming the request id of another caller's call
+// cancels nothing; the caller's own cancels it.
+func TestAStatelessCancelCancelsOnlyTheCallersOwnCall(t *testing.T) {
+	t.Parallel()
+	b := newBridge(t, bridgeOptions{stateless: true})
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), waitBound)
+		defer cancel()
+		b.h.Drain(ctx, 0)
+	})
+	hdr := map[string]string{"Mcp-Protocol-Version": "2025-11-25"}
+	answered := make(chan raw, 1)
+	go func() {
+		answered <- b.post26(ctxT(t), bobToken, hdr, `{"jsonrpc":"2.0","id":77,"method":"tools/call","params":{"name":"up__wait","arguments":{"key":"own"}}}`)
+	}()
+	b.up.sig.wait(t, "own entered")
+	cancelBody := `{"jsonrpc":"2.0","method":"notifications/cancelled","params":{"requestId":77,"reason":"x"}}`
+	if r := b.post26(ctxT(t), aliceToken, hdr, cancelBody); r.status != http.StatusAccepted {
+		t.Fatalf("alice's notifications/cancelled: %d %s", r.status, r.body)
+	}
+	if evs := b.eventsOf(CallsCancelled); len(evs) != 0 {
+		t.Fatalf("alice's notifications/cancelled cancelled bob's call: %+v", evs)
+	}
+	if r := b.post26(ctxT(t), bobToken, hdr, cancelBody); r.status != http.StatusAccepted {
+		t.Fatalf("bob's notifications/cancelled: %d %s", r.status, r.body)
+	}
+	b.up.sig.wait(t, "own cancelled")
+	if evs := b.eventsOf(CallsCancelled); len(evs) != 1 || evs[0].End != EndClientCancelled || evs[0].Caller != "subject:bob" {
+		t.Errorf("cancellations observed: %+v, want bob's own", evs)
+	}
+	<-answered
+}
+
+// TestAStatelessRequestWithoutAVersionHeaderIsNotAuditedAsAGuess: with
+// --stateless, a 2025 request without MCP-Protocol-Version (a 2024-11-05
+// or 2025-03-26 client: neither sends one) is audited with no protocol,
+// not go-sdk's guess of 2025-03-26; one with the header, with its revision.
+func TestAStatelessRequestWithoutAVersionHeaderIsNotAuditedAsAGuess(t *testing.T) {
+	t.Parallel()
+	b := newBridge(t, bridgeOptions{stateless: true})
+	for i, header := range []string{"", "2025-06-18"} {
+		hdr := map[string]string{"Mcp-Protocol-Version": header}
+		r := b.post26(ctxT(t), bobToken, hdr, fmt.Sprintf(`{"jsonrpc":"2.0","id":%d,"method":"tools/call","params":{"name":"up__echo","arguments":{"n":%d}}}`, i+1, i))
+		if r.msg["result"] == nil {
+			t.Fatalf("a call with version header %q: %d %s", header, r.status, r.body)
+		}
+	}
+	var protocols []string
+	for _, ev := range b.waitOutcome(t, "up__echo", "", 2) {
+		protocols = append(protocols, ev.Protocol)
+	}
+	if len(protocols) != 2 || protocols[0] != "" || protocols[1] != "2025-06-18" {
+		t.Errorf("the calls are audited with protocols %q, want none for the header-less one and 2025-06-18", protocols)
+	}
+}

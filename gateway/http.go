@@ -171,7 +171,7 @@ func (g *Gateway) Handler(options *HTTPOptions) *Handler {
 	// its client went away.
 	stateless := tr.wrapRequests(mcp.NewStreamableHTTPHandler(getServer, &mcp.StreamableHTTPOptions{
 		Stateless: true, PropagateRequestCancellation: true, MaxRequestBodyBytes: opts.MaxBodyBytes,
-	}))
+	}), limit)
 	h := stateless
 	if sessions != nil {
 		sessions.getServer = getServer

@@ -8,6 +8,7 @@ import (
 	"math"
 	"net"
 	"net/http"
+	"slices"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -125,6 +126,9 @@ const (
 	// goes on (its record lives in the [SessionStore]); the next request
 	// of the session on this replica rebuilds it.
 	EndDropped = "dropped"
+	// EndClientCancelled: a 2025 client of a stateless gateway cancelled
+	// its call with notifications/cancelled.
+	EndClientCancelled = "client_cancelled"
 )
 
 // Event is one thing the HTTP gateway's limits and lifecycle did, for
@@ -180,8 +184,10 @@ type tracker struct {
 	callers  map[string]*callerState
 	calls    map[*inflight]struct{}
 	listens  map[*inflight]struct{}
-	draining bool
-	drained  chan struct{} // closed once draining and no call is in flight
+	// stateless are the 2025 calls served statelessly, by statelessRef.
+	stateless map[string][]*session
+	draining  bool
+	drained   chan struct{} // closed once draining and no call is in flight
 }
 
 type callerState struct {
@@ -222,6 +228,7 @@ func newTracker(l Limits, observe func(Event), log *audit.Log) *tracker {
 		limits: l, observe: observe, audit: log,
 		sessions: map[string]*session{}, callers: map[string]*callerState{},
 		calls: map[*inflight]struct{}{}, listens: map[*inflight]struct{}{},
+		stateless: map[string][]*session{},
 	}
 }
 
@@ -235,13 +242,117 @@ func trackedFrom(ctx context.Context) *session {
 // wrapRequests tracks each request around next, go-sdk's stateless
 // handler: with no session, each request is counted for itself, against
 // its caller's limits. It runs after authentication, so the caller is
-// known.
-func (t *tracker) wrapRequests(next http.Handler) http.Handler {
+// known. maxBody bounds what it reads of a 2025 request (< 0: no limit).
+//
+// A 2025 client served statelessly (--stateless) cancels a call with a
+// notifications/cancelled of its own, a request that go-sdk's stateless
+// handler serves in a session of its own, where the call it names is
+// unknown. The tracker keeps such clients' calls in progress by caller,
+// address and request id, and cancels the one a notifications/cancelled
+// names (see cancelStateless). (A 2026-07-28 client cancels by closing
+// its request's stream.)
+func (t *tracker) wrapRequests(next http.Handler, maxBody int64) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		key, subject := callerKey(r)
 		s := &session{caller: key, subject: subject}
+		if r.Method == http.MethodPost && !modern(r.Header.Get(protocolHeader)) {
+			if body, complete := peek(r, maxBody); complete {
+				if id, cancels := legacyCall(body); id != "" {
+					ref := statelessRef(r, key, id)
+					if cancels {
+						t.cancelStateless(ref)
+					} else {
+						t.mu.Lock()
+						t.stateless[ref] = append(t.stateless[ref], s)
+						t.mu.Unlock()
+						defer t.forgetStateless(ref, s)
+					}
+				}
+			}
+		}
 		next.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), trackedKey{}, s)))
 	})
+}
+
+// errClientCancelled is the cause of a call its client cancelled with
+// notifications/cancelled.
+var errClientCancelled = errors.New("the client cancelled the request")
+
+// legacyCall reads a 2025 message: the JSON-RPC id of a tools/call, or the
+// requestId a notifications/cancelled names (cancels true); "" for
+// anything else (a batch included).
+func legacyCall(body []byte) (id string, cancels bool) {
+	var msg struct {
+		ID     json.RawMessage `json:"id"`
+		Method string          `json:"method"`
+		Params struct {
+			RequestID json.RawMessage `json:"requestId"`
+		} `json:"params"`
+	}
+	if json.Unmarshal(body, &msg) != nil {
+		return "", false
+	}
+	switch msg.Method {
+	case "tools/call":
+		return canonicalID(msg.ID), false
+	case "notifications/cancelled":
+		return canonicalID(msg.Params.RequestID), true
+	}
+	return "", false
+}
+
+// canonicalID is a JSON-RPC id as one spelling: 3, 3.0 and "3" differ as
+// JSON-RPC says; "" when raw is no id (absent, null, another type).
+func canonicalID(raw json.RawMessage) string {
+	var v any
+	if json.Unmarshal(raw, &v) != nil {
+		return ""
+	}
+	switch id := v.(type) {
+	case string:
+		return "s" + id
+	case float64:
+		return "n" + strconv.FormatFloat(id, 'g', -1, 64)
+	}
+	return ""
+}
+
+// statelessRef names a 2025 stateless request by caller, the client's
+// address and its id: all a notifications/cancelled has to find it by.
+func statelessRef(r *http.Request, caller, id string) string {
+	host, _, err := net.SplitHostPort(r.RemoteAddr)
+	if err != nil {
+		host = r.RemoteAddr
+	}
+	return caller + "\x00" + host + "\x00" + id
+}
+
+// cancelStateless cancels the call ref names, when exactly one is in
+// progress: two clients of one caller at one address may use the same
+// ids, and then which one cancelled cannot be told (none is cancelled).
+func (t *tracker) cancelStateless(ref string) {
+	t.mu.Lock()
+	var n int
+	var caller string
+	if ss := t.stateless[ref]; len(ss) == 1 {
+		n, caller = t.cancelLocked(ss[0].calls, errClientCancelled), ss[0].caller
+	}
+	t.mu.Unlock()
+	if n > 0 {
+		t.observe(Event{Kind: CallsCancelled, Caller: caller, End: EndClientCancelled, Calls: n})
+	}
+}
+
+// forgetStateless drops s from the requests ref names, once it is served.
+func (t *tracker) forgetStateless(ref string, s *session) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	ss := slices.DeleteFunc(t.stateless[ref], func(x *session) bool { return x == s })
+	if len(ss) == 0 {
+		delete(t.stateless, ref)
+	} else {
+		t.stateless[ref] = ss
+	}
 }
 
 // admit reserves a session slot for a caller, or names the limit that

@@ -75,6 +75,9 @@ func withClient(ctx context.Context, req mcp.Request) context.Context {
 		return ctx
 	}
 	c := tool.Client{Protocol: ri.ProtocolVersion()}
+	if unknownRevision(ctx, req, c.Protocol) {
+		c.Protocol = ""
+	}
 	name, version := "", ""
 	// The request's own _meta first, as it came: go-sdk's ClientInfo
 	// decodes it again, a cost per request.
@@ -100,6 +103,21 @@ func withClient(ctx context.Context, req mcp.Request) context.Context {
 		return ctx
 	}
 	return tool.WithClient(ctx, c)
+}
+
+// unknownRevision reports whether the revision go-sdk gives req, rev, is
+// a guess: a 2025 request served without a session (--stateless) that
+// carries no version header. go-sdk then takes it for 2025-03-26's, but a
+// 2024-11-05 client sends no header either, and neither says its revision
+// anywhere else in the request; the audit records none rather than a
+// wrong one.
+func unknownRevision(ctx context.Context, req mcp.Request, rev string) bool {
+	s := trackedFrom(ctx)
+	if s == nil || s.stateful || modern(rev) {
+		return false
+	}
+	extra := req.GetExtra()
+	return extra == nil || extra.Header.Get(protocolHeader) == ""
 }
 
 // capInitialize is receiving middleware: an initialize that asks for

@@ -520,3 +520,50 @@ func TestAStatelessRequestWithoutAVersionHeaderIsNotAuditedAsAGuess(t *testing.T
 		t.Errorf("the calls are audited with protocols %q, want none for the header-less one and 2025-06-18", protocols)
 	}
 }
+
+// TestRetriesInProgressAreBoundedPerCaller: a caller's 2026-07-28 retries
+// in progress are bounded by MaxCallsPerCaller (a call has at most one
+// request waiting on it), before their state is opened: while the
+// caller's one retry waits on its call, a forged one is refused by the
+// limit, not opened; the call the waiting retry answered is not disturbed.
+func TestRetriesInProgressAreBoundedPerCaller(t *testing.T) {
+	t.Parallel()
+	b := newBridge(t, bridgeOptions{limits: Limits{MaxCallsPerCaller: 1}})
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), waitBound)
+		defer cancel()
+		b.h.Drain(ctx, 0)
+	})
+	cs := b.manual(t, bobToken)
+	args := map[string]any{"key": "bounded"}
+	parked := question(t, cs, "up__deploy_wait", args)
+	// The approved call runs upstream until cancelled; the retry that
+	// approved it waits on it meanwhile.
+	ctx, cancel := context.WithCancel(ctxT(t))
+	defer cancel()
+	waiting := make(chan error, 1)
+	go func() {
+		_, err := answer(ctx, cs, "up__deploy_wait", args, parked, parked.RequestState, approve)
+		waiting <- err
+	}()
+	b.up.sig.wait(t, "bounded entered")
+	_, err := cs.CallTool(ctxT(t), &mcp.CallToolParams{
+		Name: "up__echo", RequestState: "eyJ2IjoxfQ.Zm9yZ2Vk", InputResponses: mcp.InputResponseMap{"q1": approve},
+	})
+	if err == nil || !strings.Contains(err.Error(), LimitCallsPerCaller) {
+		t.Errorf("a forged retry while the caller's one retry waits: %v, want it refused by %s", err, LimitCallsPerCaller)
+	}
+	for _, ev := range b.mem.Events() {
+		if ev.Tool == "up__echo" {
+			t.Errorf("the refused retry is audited: %s %s", ev.Kind, ev.Reason)
+		}
+	}
+	select {
+	case err := <-waiting:
+		t.Errorf("the waiting retry returned: %v", err)
+	default:
+	}
+	cancel()
+	receive(t, waiting, "the waiting retry's end")
+	b.up.sig.wait(t, "bounded cancelled")
+}

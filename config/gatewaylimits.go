@@ -21,6 +21,7 @@ type GatewayLimits struct {
 	CallRate             *float64 // calls per second per caller
 	CallBurst            *int
 	MaxListensPerCaller  *int // open subscriptions/listen streams (2026-07-28)
+	MaxListenResources   *int // resources one subscriptions/listen may name
 	ReadHeaderTimeout    *time.Duration
 	ReadBodyTimeout      *time.Duration
 	IdleTimeout          *time.Duration // of a keep-alive connection
@@ -39,7 +40,7 @@ type GatewayTLS struct {
 var (
 	limitsFields = []string{
 		"sessionIdleTimeout", "maxSessions", "maxSessionsPerCaller", "maxCallsPerSession", "maxCallsPerCaller",
-		"callRate", "callBurst", "maxListensPerCaller", "readHeaderTimeout", "readBodyTimeout", "idleTimeout", "maxHeaderBytes", "maxBodyBytes", "drainGrace",
+		"callRate", "callBurst", "maxListensPerCaller", "maxListenResources", "readHeaderTimeout", "readBodyTimeout", "idleTimeout", "maxHeaderBytes", "maxBodyBytes", "drainGrace",
 	}
 	tlsFields = []string{"certFile", "keyFile"}
 )
@@ -102,6 +103,8 @@ func (d *decoder) gatewayLimits(v *node, lpath string) *GatewayLimits {
 			l.CallBurst = count(f.value, fpath)
 		case "maxListensPerCaller":
 			l.MaxListensPerCaller = count(f.value, fpath)
+		case "maxListenResources":
+			l.MaxListenResources = count(f.value, fpath)
 		case "maxHeaderBytes":
 			l.MaxHeaderBytes = count(f.value, fpath)
 		case "maxBodyBytes":
@@ -174,6 +177,7 @@ func limitsNode(l *GatewayLimits) *yaml.Node {
 	}
 	count("callBurst", l.CallBurst)
 	count("maxListensPerCaller", l.MaxListensPerCaller)
+	count("maxListenResources", l.MaxListenResources)
 	dur("readHeaderTimeout", l.ReadHeaderTimeout)
 	dur("readBodyTimeout", l.ReadBodyTimeout)
 	dur("idleTimeout", l.IdleTimeout)

@@ -20,6 +20,7 @@ gateway:
     callRate: 2.5
     callBurst: 5
     maxListensPerCaller: 4
+    maxListenResources: 12
     readHeaderTimeout: 5s
     readBodyTimeout: 20s
     idleTimeout: 1m
@@ -38,7 +39,7 @@ func TestGatewayLimitsParseAndRoundTrip(t *testing.T) {
 	l := f.Gateway.Limits
 	if l == nil || *l.SessionIdleTimeout != 10*time.Minute || *l.MaxSessions != 50 || *l.MaxSessionsPerCaller != 0 ||
 		*l.CallRate != 2.5 || *l.CallBurst != 5 || *l.DrainGrace != 3*time.Second || *l.MaxBodyBytes != 1<<20 || l.MaxCallsPerSession == nil ||
-		*l.MaxListensPerCaller != 4 {
+		*l.MaxListensPerCaller != 4 || *l.MaxListenResources != 12 {
 		t.Fatalf("limits: %+v", l)
 	}
 	if len(f.Gateway.AllowedOrigins) != 2 || f.Gateway.TLS == nil || f.Gateway.TLS.KeyFile != "/etc/tw/key.pem" {

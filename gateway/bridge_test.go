@@ -24,6 +24,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/modelcontextprotocol/go-sdk/auth"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"github.com/toolwire/toolwire/audit"
 	"github.com/toolwire/toolwire/config"
@@ -288,6 +289,10 @@ type bridgeOptions struct {
 	parkTimeout time.Duration
 	limits      Limits
 	noAuth      bool // no tokens: every caller is the same, by address
+	stateless   bool // HTTPOptions.Stateless: no sessions at all
+	// verifier, when set, verifies the callers' tokens instead of the
+	// static tokens of alice and bob alone.
+	verifier auth.TokenVerifier
 }
 
 func newBridge(t *testing.T, o bridgeOptions) *bridge {
@@ -317,7 +322,7 @@ func newBridge(t *testing.T, o bridgeOptions) *bridge {
 		ParkTimeout: o.parkTimeout,
 		CacheTTL:    time.Minute,
 	})
-	opts := HTTPOptions{Limits: o.limits, Audit: log, Observe: func(e Event) {
+	opts := HTTPOptions{Limits: o.limits, Audit: log, Stateless: o.stateless, Observe: func(e Event) {
 		b.mu.Lock()
 		defer b.mu.Unlock()
 		b.events = append(b.events, e)
@@ -329,6 +334,9 @@ func newBridge(t *testing.T, o bridgeOptions) *bridge {
 		})
 		if err != nil {
 			t.Fatal(err)
+		}
+		if o.verifier != nil {
+			verify = o.verifier
 		}
 		opts.Verifier, opts.Roles = verify, bridgeRoles
 	}

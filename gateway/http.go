@@ -172,7 +172,7 @@ func (g *Gateway) Handler(options *HTTPOptions) *Handler {
 	// A whole answer goes as JSON (wholeanswer.go).
 	stateless := wholeAnswers(tr.wrapRequests(mcp.NewStreamableHTTPHandler(getServer, &mcp.StreamableHTTPOptions{
 		Stateless: true, PropagateRequestCancellation: true, MaxRequestBodyBytes: opts.MaxBodyBytes,
-	})))
+	}), limit))
 	h := stateless
 	if sessions != nil {
 		sessions.getServer = getServer

@@ -421,13 +421,14 @@ func (v *jwtVerifier) verify(ctx context.Context, token string, _ *http.Request)
 		Extra:      map[string]any{roleKey: role, IssuerKey: v.issuer},
 	}
 	// A JWT that names the client it was issued to (RFC 9068's client_id,
-	// or OIDC's azp) is, with its subject, the credential a session is bound
-	// to, so that the same client's refreshed token goes on with the
-	// session and another client's token of the same subject does not.
+	// or OIDC's azp) is, with its issuer and subject, the credential a
+	// session is bound to, so that the same client's refreshed token goes
+	// on with the session and another client's token of the same subject
+	// (or another issuer's of the same subject and client) does not.
 	// Without a client claim, the session is bound to the token itself.
 	for _, name := range []string{"client_id", "azp"} {
 		if c, ok := extra[name].(string); ok && c != "" {
-			info.Extra[credentialKey] = "jwt\x00" + claims.Subject + "\x00" + c
+			info.Extra[credentialKey] = "jwt\x00" + v.issuer + "\x00" + claims.Subject + "\x00" + c
 			break
 		}
 	}

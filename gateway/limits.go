@@ -8,6 +8,7 @@ import (
 	"math"
 	"net"
 	"net/http"
+	"slices"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -26,8 +27,10 @@ import (
 // no limit, so the zero value serves as go-sdk does; [DefaultLimits] are
 // the limits "toolwire serve" applies unless told otherwise.
 //
-// A caller is the authenticated subject when the gateway verifies tokens,
-// else the client's IP address. A 2026-07-28 client has no session: its
+// A caller is the authenticated party when the gateway verifies tokens
+// (its subject, with its credential's kind and issuer: a static token's
+// "bob" and a JWT's "bob" are two callers), else the client's IP
+// address. A 2026-07-28 client has no session: its
 // calls count against the per-caller limits only (a call in progress
 // holds its slot across the rounds of its multi round-trip exchange), and
 // its open subscriptions/listen streams, which stay open as long as the
@@ -59,6 +62,12 @@ type Limits struct {
 	// streams (2026-07-28); one more is refused with an error naming the
 	// limit.
 	MaxListensPerCaller int
+	// MaxListenResources caps the resources one subscriptions/listen
+	// may name (2026-07-28); a listen naming more is refused with an
+	// error naming the limit. Each resource it names is also counted as
+	// a resources/subscribe is, against the call rate and the limits of
+	// calls in progress, since each may be a request to an upstream.
+	MaxListenResources int
 	// RetryAfter is what a refused session is told to wait; 0 means 1 s.
 	RetryAfter time.Duration
 }
@@ -74,6 +83,7 @@ var DefaultLimits = Limits{
 	CallRate:             100,
 	CallBurst:            200,
 	MaxListensPerCaller:  64,
+	MaxListenResources:   64,
 	RetryAfter:           time.Second,
 }
 
@@ -86,6 +96,7 @@ const (
 	LimitCallsPerCaller    = "max_calls_per_caller"
 	LimitCallRate          = "call_rate"
 	LimitListensPerCaller  = "max_listens_per_caller"
+	LimitListenResources   = "max_listen_resources"
 	LimitDraining          = "draining" // the gateway is shutting down
 	// LimitRateUnchecked refuses a call whose caller's rate could not be
 	// checked against a fleet's [CallLimiter] (its store is unreachable):
@@ -115,6 +126,9 @@ const (
 	// goes on (its record lives in the [SessionStore]); the next request
 	// of the session on this replica rebuilds it.
 	EndDropped = "dropped"
+	// EndClientCancelled: a 2025 client of a stateless gateway cancelled
+	// its call with notifications/cancelled.
+	EndClientCancelled = "client_cancelled"
 )
 
 // Event is one thing the HTTP gateway's limits and lifecycle did, for
@@ -129,11 +143,11 @@ type Event struct {
 	Calls  int
 }
 
-// callerKey returns who a request is from for the limits, and the
-// authenticated subject ("" without one).
+// callerKey returns who a request is from for the limits (see
+// callerName), and the authenticated subject ("" without one).
 func callerKey(r *http.Request) (key, subject string) {
 	if ti := auth.TokenInfoFromContext(r.Context()); ti != nil && ti.UserID != "" {
-		return "subject:" + ti.UserID, ti.UserID
+		return callerName(ti), ti.UserID
 	}
 	host, _, err := net.SplitHostPort(r.RemoteAddr)
 	if err != nil {
@@ -170,13 +184,16 @@ type tracker struct {
 	callers  map[string]*callerState
 	calls    map[*inflight]struct{}
 	listens  map[*inflight]struct{}
-	draining bool
-	drained  chan struct{} // closed once draining and no call is in flight
+	// stateless are the 2025 calls served statelessly, by statelessRef.
+	stateless map[string][]*session
+	draining  bool
+	drained   chan struct{} // closed once draining and no call is in flight
 }
 
 type callerState struct {
 	sessions int
 	calls    int
+	retries  int // 2026-07-28 retries in progress (see startRetry)
 	listens  int
 	lim      *rate.Limiter
 }
@@ -211,6 +228,7 @@ func newTracker(l Limits, observe func(Event), log *audit.Log) *tracker {
 		limits: l, observe: observe, audit: log,
 		sessions: map[string]*session{}, callers: map[string]*callerState{},
 		calls: map[*inflight]struct{}{}, listens: map[*inflight]struct{}{},
+		stateless: map[string][]*session{},
 	}
 }
 
@@ -224,13 +242,117 @@ func trackedFrom(ctx context.Context) *session {
 // wrapRequests tracks each request around next, go-sdk's stateless
 // handler: with no session, each request is counted for itself, against
 // its caller's limits. It runs after authentication, so the caller is
-// known.
-func (t *tracker) wrapRequests(next http.Handler) http.Handler {
+// known. maxBody bounds what it reads of a 2025 request (< 0: no limit).
+//
+// A 2025 client served statelessly (--stateless) cancels a call with a
+// notifications/cancelled of its own, a request that go-sdk's stateless
+// handler serves in a session of its own, where the call it names is
+// unknown. The tracker keeps such clients' calls in progress by caller,
+// address and request id, and cancels the one a notifications/cancelled
+// names (see cancelStateless). (A 2026-07-28 client cancels by closing
+// its request's stream.)
+func (t *tracker) wrapRequests(next http.Handler, maxBody int64) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		key, subject := callerKey(r)
 		s := &session{caller: key, subject: subject}
+		if r.Method == http.MethodPost && !modern(r.Header.Get(protocolHeader)) {
+			if body, complete := peek(r, maxBody); complete {
+				if id, cancels := legacyCall(body); id != "" {
+					ref := statelessRef(r, key, id)
+					if cancels {
+						t.cancelStateless(ref)
+					} else {
+						t.mu.Lock()
+						t.stateless[ref] = append(t.stateless[ref], s)
+						t.mu.Unlock()
+						defer t.forgetStateless(ref, s)
+					}
+				}
+			}
+		}
 		next.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), trackedKey{}, s)))
 	})
+}
+
+// errClientCancelled is the cause of a call its client cancelled with
+// notifications/cancelled.
+var errClientCancelled = errors.New("the client cancelled the request")
+
+// legacyCall reads a 2025 message: the JSON-RPC id of a tools/call, or the
+// requestId a notifications/cancelled names (cancels true); "" for
+// anything else (a batch included).
+func legacyCall(body []byte) (id string, cancels bool) {
+	var msg struct {
+		ID     json.RawMessage `json:"id"`
+		Method string          `json:"method"`
+		Params struct {
+			RequestID json.RawMessage `json:"requestId"`
+		} `json:"params"`
+	}
+	if json.Unmarshal(body, &msg) != nil {
+		return "", false
+	}
+	switch msg.Method {
+	case "tools/call":
+		return canonicalID(msg.ID), false
+	case "notifications/cancelled":
+		return canonicalID(msg.Params.RequestID), true
+	}
+	return "", false
+}
+
+// canonicalID is a JSON-RPC id as one spelling: 3, 3.0 and "3" differ as
+// JSON-RPC says; "" when raw is no id (absent, null, another type).
+func canonicalID(raw json.RawMessage) string {
+	var v any
+	if json.Unmarshal(raw, &v) != nil {
+		return ""
+	}
+	switch id := v.(type) {
+	case string:
+		return "s" + id
+	case float64:
+		return "n" + strconv.FormatFloat(id, 'g', -1, 64)
+	}
+	return ""
+}
+
+// statelessRef names a 2025 stateless request by caller, the client's
+// address and its id: all a notifications/cancelled has to find it by.
+func statelessRef(r *http.Request, caller, id string) string {
+	host, _, err := net.SplitHostPort(r.RemoteAddr)
+	if err != nil {
+		host = r.RemoteAddr
+	}
+	return caller + "\x00" + host + "\x00" + id
+}
+
+// cancelStateless cancels the call ref names, when exactly one is in
+// progress: two clients of one caller at one address may use the same
+// ids, and then which one cancelled cannot be told (none is cancelled).
+func (t *tracker) cancelStateless(ref string) {
+	t.mu.Lock()
+	var n int
+	var caller string
+	if ss := t.stateless[ref]; len(ss) == 1 {
+		n, caller = t.cancelLocked(ss[0].calls, errClientCancelled), ss[0].caller
+	}
+	t.mu.Unlock()
+	if n > 0 {
+		t.observe(Event{Kind: CallsCancelled, Caller: caller, End: EndClientCancelled, Calls: n})
+	}
+}
+
+// forgetStateless drops s from the requests ref names, once it is served.
+func (t *tracker) forgetStateless(ref string, s *session) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	ss := slices.DeleteFunc(t.stateless[ref], func(x *session) bool { return x == s })
+	if len(ss) == 0 {
+		delete(t.stateless, ref)
+	} else {
+		t.stateless[ref] = ss
+	}
 }
 
 // admit reserves a session slot for a caller, or names the limit that
@@ -270,7 +392,7 @@ func (t *tracker) caller(key string) *callerState {
 	if len(t.callers) >= 64 {
 		now := time.Now()
 		for k, c := range t.callers {
-			if c.sessions == 0 && c.calls == 0 && c.listens == 0 && (c.lim == nil || c.lim.TokensAt(now) >= float64(c.lim.Burst())) {
+			if c.sessions == 0 && c.calls == 0 && c.retries == 0 && c.listens == 0 && (c.lim == nil || c.lim.TokensAt(now) >= float64(c.lim.Burst())) {
 				delete(t.callers, k)
 			}
 		}
@@ -536,6 +658,55 @@ func (t *tracker) startCall(ctx context.Context, s *session) (context.Context, f
 	return ctx, done, ""
 }
 
+// startRetry admits a 2026-07-28 retry (a tools/call carrying a
+// requestState) of s, before its state is opened, and returns the
+// function that ends it, or the limit that refuses it. A retry draws on
+// its caller's call rate like a new call. It takes no call slot: the call
+// it answers holds one already, and a caller at MaxCallsPerCaller must
+// still be able to answer its calls' questions. Its retries in progress
+// are bounded by MaxCallsPerCaller instead, since each call has at most one
+// request waiting on it. The drain does not refuse a retry: it starts no
+// work, and answers or collects a call the drain waits for.
+func (t *tracker) startRetry(ctx context.Context, s *session) (func(), string) {
+	t.mu.Lock()
+	c := t.caller(s.caller)
+	switch {
+	case s.ending != "":
+		t.mu.Unlock()
+		return nil, LimitDraining
+	case t.limits.MaxCallsPerCaller > 0 && c.retries >= t.limits.MaxCallsPerCaller:
+		t.mu.Unlock()
+		return nil, LimitCallsPerCaller
+	case c.lim != nil && !c.lim.Allow():
+		t.mu.Unlock()
+		return nil, LimitCallRate
+	}
+	c.retries++
+	perSecond, burst := t.limits.CallRate, t.limits.CallBurst
+	t.mu.Unlock()
+	done := func() {
+		t.mu.Lock()
+		defer t.mu.Unlock()
+		if c := t.callers[s.caller]; c != nil {
+			c.retries--
+		}
+	}
+	if t.limiter != nil && perSecond > 0 {
+		if burst <= 0 {
+			burst = max(1, int(math.Ceil(perSecond)))
+		}
+		ok, err := t.limiter.Allow(ctx, s.caller, perSecond, burst)
+		if err != nil || !ok {
+			done()
+			if err != nil {
+				return nil, LimitRateUnchecked
+			}
+			return nil, LimitCallRate
+		}
+	}
+	return done, ""
+}
+
 // startListen admits a subscriptions/listen stream of s, returning its
 // context (cancelled when the gateway drains) and the function that ends
 // it, or the limit that refuses it.
@@ -657,7 +828,16 @@ func (t *tracker) middleware(next mcp.MethodHandler) mcp.MethodHandler {
 			isModern := modern(revisionOf(req))
 			if isModern && p != nil && p.RequestState != "" {
 				// A retry answering a parked call, which holds its slot
-				// from its first request to its result.
+				// from its first request to its result. The retry is
+				// counted before anything reads its state: a forged one
+				// costs its caller, and the audit log sees no more of
+				// them than the caller's rate allows.
+				done, limit := t.startRetry(ctx, s)
+				if limit != "" {
+					t.observe(Event{Kind: CallRefused, Caller: s.caller, Limit: limit, Tool: name})
+					return nil, &jsonrpc.Error{Code: jsonrpc.CodeInvalidRequest, Message: refusalText(limit, fmt.Sprintf("retry of the call to %q", name))}
+				}
+				defer done()
 				return next(ctx, method, req)
 			}
 			base := ctx
@@ -681,13 +861,32 @@ func (t *tracker) middleware(next mcp.MethodHandler) mcp.MethodHandler {
 			defer done()
 			return next(callCtx, method, req)
 		case "subscriptions/listen":
+			if p, ok := req.GetParams().(*mcp.SubscriptionsListenParams); ok && p != nil && p.Notifications != nil {
+				if n, most := len(p.Notifications.ResourceSubscriptions), t.limits.MaxListenResources; most > 0 && n > most {
+					t.observe(Event{Kind: CallRefused, Caller: s.caller, Limit: LimitListenResources})
+					return nil, &jsonrpc.Error{Code: jsonrpc.CodeInvalidParams, Message: fmt.Sprintf(
+						"subscriptions/listen refused: notifications.resourceSubscriptions names %d resources, more than the %d one listen may name (%s); listen to fewer, or open another listen",
+						n, most, LimitListenResources)}
+				}
+			}
 			listenCtx, done, limit := t.startListen(ctx, s)
 			if limit != "" {
 				t.observe(Event{Kind: CallRefused, Caller: s.caller, Limit: limit})
 				return nil, &jsonrpc.Error{Code: jsonrpc.CodeInvalidRequest, Message: refusalText(limit, fmt.Sprintf("request %q", method))}
 			}
 			defer done()
-			return next(listenCtx, method, req)
+			// go-sdk subscribes to each resource the listen names by
+			// calling the subscribe handler itself, past this
+			// middleware: the handler asks the gate (see admitSubscribe).
+			gate := func(ctx context.Context) (context.Context, func(), error) {
+				subCtx, done, limit := t.startCall(ctx, s)
+				if limit != "" {
+					t.observe(Event{Kind: CallRefused, Caller: s.caller, Limit: limit})
+					return nil, nil, &jsonrpc.Error{Code: jsonrpc.CodeInvalidRequest, Message: refusalText(limit, fmt.Sprintf("request %q (a resource it names)", method))}
+				}
+				return subCtx, done, nil
+			}
+			return next(context.WithValue(listenCtx, subscribeGateKey{}, gate), method, req)
 		case "resources/read", "prompts/get", "completion/complete", "resources/subscribe":
 			// Not calls, but each is a request to an upstream: the same
 			// limits hold, so that no method fans out past them.
@@ -701,6 +900,22 @@ func (t *tracker) middleware(next mcp.MethodHandler) mcp.MethodHandler {
 		}
 		return next(ctx, method, req)
 	}
+}
+
+// subscribeGateKey carries, in a subscriptions/listen's context, the
+// function that admits each subscription the listen makes.
+type subscribeGateKey struct{}
+
+// admitSubscribe counts a subscription made for a subscriptions/listen
+// against its caller's limits, as a resources/subscribe request is
+// counted: it returns the context to subscribe with and the function that
+// ends it, or the refusal. Outside a listen (a resources/subscribe the
+// middleware counted already) it admits at once.
+func admitSubscribe(ctx context.Context) (context.Context, func(), error) {
+	if gate, ok := ctx.Value(subscribeGateKey{}).(func(context.Context) (context.Context, func(), error)); ok {
+		return gate(ctx)
+	}
+	return ctx, func() {}, nil
 }
 
 // refuseCall audits a refused call the one way the gateway audits every

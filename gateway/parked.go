@@ -250,10 +250,11 @@ func carryCaller(to, from context.Context) context.Context {
 }
 
 // principalOf is who a request's requestState is bound to: the
-// authenticated subject, or nobody without authentication.
+// authenticated caller (see callerName: its subject, with its credential's
+// kind and issuer), or nobody without authentication.
 func principalOf(req mcp.Request) string {
-	if extra := req.GetExtra(); extra != nil && extra.TokenInfo != nil {
-		return extra.TokenInfo.UserID
+	if extra := req.GetExtra(); extra != nil {
+		return callerName(extra.TokenInfo)
 	}
 	return ""
 }

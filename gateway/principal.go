@@ -2,6 +2,7 @@ package gateway
 
 import (
 	"context"
+	"strconv"
 	"strings"
 
 	"github.com/modelcontextprotocol/go-sdk/auth"
@@ -17,6 +18,24 @@ import (
 // without one (a static token of the gateway's) is known by subject
 // alone, and its token never leaves the gateway.
 const IssuerKey = "toolwire.issuer"
+
+// callerName names the caller of the verified token ti wherever the
+// gateway keys something by caller (its limits, its listens, the
+// requestState that continues a parked call, a session's record): by the
+// kind of credential and its issuer as well as the subject, since one
+// subject from two credentials is two parties. A JWT's caller is
+// jwt:"<issuer>":<sub>; a caller known by a token of the verifier's own
+// configuration (a static token, or a verifier that names no issuer) is
+// subject:<subject>, which no JWT's caller can be. "" without a subject.
+func callerName(ti *auth.TokenInfo) string {
+	if ti == nil || ti.UserID == "" {
+		return ""
+	}
+	if iss, _ := ti.Extra[IssuerKey].(string); iss != "" {
+		return "jwt:" + strconv.Quote(iss) + ":" + ti.UserID
+	}
+	return "subject:" + ti.UserID
+}
 
 // callerPrincipal returns the caller of req as a tool's source sees it: the
 // authenticated subject, the issuer the verifier names, and, for a JWT

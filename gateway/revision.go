@@ -2,6 +2,7 @@ package gateway
 
 import (
 	"context"
+	"slices"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"github.com/toolwire/toolwire/tool"
@@ -21,6 +22,16 @@ const latestLegacy = "2025-11-25"
 // 2026-07-28 is served statelessly over HTTP (see [Gateway.Handler]) and on
 // any connection, such as stdio, whose client opens with it.
 var protocolVersions = []string{Revision2026, latestLegacy, "2025-06-18", "2025-03-26", "2024-11-05"}
+
+// negotiated is the revision of a session whose initialize asked for
+// asked, as go-sdk negotiates it: the one asked for when the gateway
+// serves it and it has an initialize, else the latest that has one.
+func negotiated(asked string) string {
+	if slices.Contains(protocolVersions, asked) && !modern(asked) {
+		return asked
+	}
+	return latestLegacy
+}
 
 // modern reports whether version is a revision without sessions. Revisions
 // are dates, so they compare as strings.
@@ -64,6 +75,9 @@ func withClient(ctx context.Context, req mcp.Request) context.Context {
 		return ctx
 	}
 	c := tool.Client{Protocol: ri.ProtocolVersion()}
+	if unknownRevision(ctx, req, c.Protocol) {
+		c.Protocol = ""
+	}
 	name, version := "", ""
 	// The request's own _meta first, as it came: go-sdk's ClientInfo
 	// decodes it again, a cost per request.
@@ -89,6 +103,21 @@ func withClient(ctx context.Context, req mcp.Request) context.Context {
 		return ctx
 	}
 	return tool.WithClient(ctx, c)
+}
+
+// unknownRevision reports whether the revision go-sdk gives req, rev, is
+// a guess: a 2025 request served without a session (--stateless) that
+// carries no version header. go-sdk then takes it for 2025-03-26's, but a
+// 2024-11-05 client sends no header either, and neither says its revision
+// anywhere else in the request; the audit records none rather than a
+// wrong one.
+func unknownRevision(ctx context.Context, req mcp.Request, rev string) bool {
+	s := trackedFrom(ctx)
+	if s == nil || s.stateful || modern(rev) {
+		return false
+	}
+	extra := req.GetExtra()
+	return extra == nil || extra.Header.Get(protocolHeader) == ""
 }
 
 // capInitialize is receiving middleware: an initialize that asks for

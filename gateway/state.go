@@ -31,13 +31,13 @@ const stateContext = "toolwire requestState v1\x00"
 const minStateKey = 32
 
 // sealedState is what a requestState says, in the clear (the client sees
-// its own call's id, round and subject; the MAC keeps it from changing
+// its own call's id, round and caller; the MAC keeps it from changing
 // them).
 type sealedState struct {
 	V         int    `json:"v"`
 	ID        string `json:"id"` // the parked call
 	Round     int    `json:"r"`
-	Principal string `json:"p"` // the caller's subject; "" without authentication
+	Principal string `json:"p"` // the caller (callerName); "" without authentication
 	Tool      string `json:"t"` // as served
 	Args      string `json:"a"` // argsDigest of the call's arguments
 	Expires   int64  `json:"e"` // Unix milliseconds

@@ -166,13 +166,14 @@ func (h *stateful) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			http.Error(w, "Accept must contain both 'application/json' and 'text/event-stream'", http.StatusBadRequest)
 			return
 		}
-		// Batches went with 2025-06-18 (go-sdk refuses them by the
-		// version its handler puts in the request's context, which only
-		// it can).
-		if version >= "2025-06-18" && h.batch(w, r) {
-			return
-		}
 		if sid == "" {
+			// Batches went with 2025-06-18 (go-sdk refuses them by the
+			// version its handler puts in the request's context, which
+			// only it can). Without a session, the header is all there
+			// is to go by; in a session, its revision decides (below).
+			if version >= "2025-06-18" && h.batch(w, r, version) {
+				return
+			}
 			h.open(w, r)
 			return
 		}
@@ -219,6 +220,14 @@ func (h *stateful) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if hs == nil {
 		return
 	}
+	// What a session may send is its negotiated revision's, whatever
+	// the request's header claims (an older revision, or none: go-sdk's
+	// transport would then take the batch as 2025-03-26's).
+	if r.Method == http.MethodPost {
+		if rev := hs.protocol(); rev >= "2025-06-18" && h.batch(w, r, rev) {
+			return
+		}
+	}
 	if h.store != nil {
 		rev, err := h.store.Touch(r.Context(), sid, h.idle())
 		switch {
@@ -255,13 +264,23 @@ func (h *stateful) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	serveWhole(hs.t, w, r)
 }
 
-// batch answers a JSON-RPC batch with 400 and reports whether it did. A
-// body that is not a batch of messages is left for the transport to
-// refuse as it does (malformed, empty). It reads the body a byte at a time
-// up to its first byte that is not white space (the body is buffered by
-// net/http), so that a request, which is not a batch, costs no buffer of
-// its own; the bytes read are put back.
-func (h *stateful) batch(w http.ResponseWriter, r *http.Request) bool {
+// protocol is the revision the session negotiated at its initialize (a
+// copy's record keeps the negotiated one as its initialize's).
+func (hs *held) protocol() string {
+	if ip := hs.ss.InitializeParams(); ip != nil {
+		return negotiated(ip.ProtocolVersion)
+	}
+	return ""
+}
+
+// batch answers a JSON-RPC batch with 400, naming the revision rev that
+// has none, and reports whether it did. A body that is not a batch of
+// messages is left for the transport to refuse as it does (malformed,
+// empty). It reads the body a byte at a time up to its first byte that is
+// not white space (the body is buffered by net/http), so that a request,
+// which is not a batch, costs no buffer of its own; the bytes read are put
+// back.
+func (h *stateful) batch(w http.ResponseWriter, r *http.Request, rev string) bool {
 	body := r.Body
 	var lead []byte
 	var b [1]byte
@@ -303,7 +322,7 @@ func (h *stateful) batch(w http.ResponseWriter, r *http.Request) bool {
 	if err != nil || json.Unmarshal(all, &msgs) != nil || len(msgs) == 0 {
 		return false
 	}
-	http.Error(w, fmt.Sprintf("JSON-RPC batching is not supported in 2025-06-18 and later (request version: %s)", r.Header.Get(protocolHeader)), http.StatusBadRequest)
+	http.Error(w, fmt.Sprintf("JSON-RPC batching is not supported in 2025-06-18 and later (revision: %s)", rev), http.StatusBadRequest)
 	return true
 }
 

@@ -428,6 +428,11 @@ func (s *served) subscribe(ctx context.Context, req *mcp.SubscribeRequest) error
 	if !ok {
 		return mcp.ResourceNotFoundError(req.Params.URI)
 	}
+	ctx, done, err := admitSubscribe(ctx)
+	if err != nil {
+		return err
+	}
+	defer done()
 	return s.g.subs.add(withCaller(ctx, req), req.Session, req.Params.URI, up, uri)
 }
 

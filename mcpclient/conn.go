@@ -218,6 +218,7 @@ func (d *dialer) dialAs(ctx, life context.Context, cfg config.Server, ep *endpoi
 		client.AddSendingMiddleware(d.set.opts.Middleware(cfg.Name)...)
 	}
 	client.AddSendingMiddleware(d.stampLogLevel)
+	client.AddReceivingMiddleware(relaxTitledMultiSelect)
 
 	cctx, cancel := context.WithTimeout(ctx, d.set.timeout)
 	defer cancel()

@@ -45,6 +45,7 @@ func ServingOf(gwc *config.Gateway) Serving {
 		}
 		setI(&s.Limits.CallBurst, l.CallBurst)
 		setI(&s.Limits.MaxListensPerCaller, l.MaxListensPerCaller)
+		setI(&s.Limits.MaxListenResources, l.MaxListenResources)
 		setD(&s.Server.ReadHeaderTimeout, l.ReadHeaderTimeout)
 		setD(&s.Server.ReadBodyTimeout, l.ReadBodyTimeout)
 		setD(&s.Server.IdleTimeout, l.IdleTimeout)

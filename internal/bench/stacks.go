@@ -258,8 +258,8 @@ const (
 // rate and burst is named: a default added later that could refuse the
 // load would otherwise apply unseen.
 var limitsYAML = map[serveLimits]string{
-	limitsOff: "gateway:\n  limits:\n    maxSessions: 0\n    maxSessionsPerCaller: 0\n    maxCallsPerSession: 0\n    maxCallsPerCaller: 0\n    callRate: 0\n    callBurst: 0\n    maxListensPerCaller: 0\n",
-	limitsOn:  "gateway:\n  limits:\n    maxSessions: 100000\n    maxSessionsPerCaller: 100000\n    maxCallsPerSession: 4096\n    maxCallsPerCaller: 4096\n    callRate: 1000000\n    callBurst: 1000000\n    maxListensPerCaller: 4096\n",
+	limitsOff: "gateway:\n  limits:\n    maxSessions: 0\n    maxSessionsPerCaller: 0\n    maxCallsPerSession: 0\n    maxCallsPerCaller: 0\n    callRate: 0\n    callBurst: 0\n    maxListensPerCaller: 0\n    maxListenResources: 0\n",
+	limitsOn:  "gateway:\n  limits:\n    maxSessions: 100000\n    maxSessionsPerCaller: 100000\n    maxCallsPerSession: 4096\n    maxCallsPerCaller: 4096\n    callRate: 1000000\n    callBurst: 1000000\n    maxListensPerCaller: 4096\n    maxListenResources: 4096\n",
 }
 
 // startServe starts `toolwire serve --http 127.0.0.1:0` in front of a

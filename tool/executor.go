@@ -10,6 +10,7 @@ import (
 	"log/slog"
 	"runtime/debug"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/toolwire/toolwire/audit"
@@ -48,6 +49,9 @@ type ExecutorOptions struct {
 	// Observer sees every step of every call as it happens (see
 	// [Observer]). Nil means none.
 	Observer Observer
+	// Policy decides on calls beyond their tiers (see [Policy]); nil
+	// means the tiers alone decide. [Executor.SetPolicy] replaces it.
+	Policy Policy
 }
 
 // Executor runs calls against a registry: validate, confirm, run, audit.
@@ -59,6 +63,7 @@ type Executor struct {
 	logger  *slog.Logger
 	mask    *audit.Secrets
 	obs     Observer
+	policy  atomic.Pointer[policyBox]
 }
 
 // NewExecutor returns an executor for reg. A nil opts means defaults.
@@ -69,6 +74,7 @@ func NewExecutor(reg *Registry, opts *ExecutorOptions) *Executor {
 		e.logArgs = opts.LogArguments
 		e.mask = opts.Mask
 		e.obs = opts.Observer
+		e.SetPolicy(opts.Policy)
 		if opts.Logger != nil {
 			e.logger = opts.Logger
 		}
@@ -305,7 +311,15 @@ func (b *batch) execute(ctx context.Context, p *pending) *Result {
 	if err := ctx.Err(); err != nil {
 		return b.errored(p, contextResult(err, t.Name), 0)
 	}
-	if t.Tier.NeedsConfirmation() {
+	confirm := t.Tier.NeedsConfirmation()
+	pol := b.ex.Policy()
+	if pol != nil {
+		var res *Result
+		if res, confirm = b.decide(ctx, p, pol); res != nil {
+			return res
+		}
+	}
+	if confirm {
 		if res := b.confirm(ctx, p); res != nil {
 			return res
 		}
@@ -320,6 +334,13 @@ func (b *batch) execute(ctx context.Context, p *pending) *Result {
 		return b.errored(p, failure(ctx, t.Name, err), d)
 	case res == nil:
 		return b.errored(p, ErrorResult(ReasonFailed, fmt.Sprintf("tool %q returned no result", t.Name)), d)
+	}
+	if pol != nil {
+		if w := b.withhold(ctx, p, pol, res); w != res {
+			return b.errored(p, w, d)
+		}
+	}
+	switch {
 	case res.IsError:
 		normalizeError(res)
 		return b.errored(p, res, d)

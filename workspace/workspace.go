@@ -197,6 +197,10 @@ func Open(ctx context.Context, file *config.File, opts *Options) (*Workspace, er
 		}
 	}
 
+	pol, err := Policy(file)
+	if err != nil {
+		return nil, err
+	}
 	storeURL, err := StoreURL(file, &o)
 	if err != nil {
 		return nil, err
@@ -229,6 +233,9 @@ func Open(ctx context.Context, file *config.File, opts *Options) (*Workspace, er
 	w.executor = tool.NewExecutor(w.registry, &tool.ExecutorOptions{
 		Audit: w.audit, LogArguments: file.Audit.LogArguments, Logger: logger, Mask: w.secrets, Observer: o.Telemetry.Observer,
 	})
+	if pol != nil {
+		w.executor.SetPolicy(pol)
+	}
 
 	var egress *mcpclient.EgressPolicy
 	if w.security.Strict {
@@ -279,6 +286,13 @@ func Open(ctx context.Context, file *config.File, opts *Options) (*Workspace, er
 		w.Close()
 		return nil, &marked{errors.New("no server could be started"), ErrNotStarted}
 	}
+	// The tools are known now: a rule that does not fit one it applies to
+	// is the configuration's error, as a misspelt field would be.
+	if err := w.checkPolicy(pol); err != nil {
+		w.Close()
+		return nil, err
+	}
+	w.watchPolicy()
 	return w, nil
 }
 

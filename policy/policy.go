@@ -12,6 +12,7 @@ import (
 
 	"cel.dev/cel-go/cel"
 	"cel.dev/cel-go/common/types"
+	"cel.dev/cel-go/interpreter"
 	"github.com/toolwire/toolwire/tool"
 )
 
@@ -385,7 +386,7 @@ func (p *Policy) Withhold(ctx context.Context, t *tool.Tool, args json.RawMessag
 
 func (p *Policy) first(ctx context.Context, b *bound, prs []program, raw json.RawMessage, res *tool.Result) tool.Decision {
 	vars := map[string]any{"caller": callerOf(ctx), "tool": toolOf(b.t)}
-	argsDone := false
+	var act interpreter.Activation // made once the arguments are decoded, for every rule after
 	for _, pr := range prs {
 		r := pr.rule
 		if pr.err != nil {
@@ -394,7 +395,7 @@ func (p *Policy) first(ctx context.Context, b *bound, prs []program, raw json.Ra
 		if pr.prg == nil {
 			return decision(r)
 		}
-		if !argsDone {
+		if act == nil {
 			args, err := decodeArgs(raw, b.args)
 			if err != nil {
 				return tool.Decision{Effect: tool.Deny, Rule: r.Name, Reason: err.Error()}
@@ -403,9 +404,11 @@ func (p *Policy) first(ctx context.Context, b *bound, prs []program, raw json.Ra
 			if res != nil {
 				vars["result"] = resultOf(res)
 			}
-			argsDone = true
+			if act, err = interpreter.NewActivation(vars); err != nil {
+				return tool.Decision{Effect: tool.Deny, Rule: r.Name, Reason: err.Error()}
+			}
 		}
-		out, _, err := pr.prg.ContextEval(ctx, vars)
+		out, _, err := pr.prg.ContextEval(ctx, act)
 		if err != nil {
 			return tool.Decision{Effect: tool.Deny, Rule: r.Name, Reason: fmt.Sprintf("the rule could not be evaluated for this call, so it denies: %v", err)}
 		}

@@ -50,7 +50,7 @@ func BenchmarkExecutorPolicy(b *testing.B) {
 		b.Run(c.name, func(b *testing.B) {
 			reg := tool.NewRegistry(nil)
 			err := reg.Register(&tool.Tool{Name: "files__write_file", Tier: tool.Read, InputSchema: schema,
-				Origin: tool.Origin{Source: "files", Name: "write_file"},
+				Origin:  tool.Origin{Source: "files", Name: "write_file"},
 				Handler: func(context.Context, json.RawMessage) (*tool.Result, error) { return tool.TextResult("ok"), nil }})
 			if err != nil {
 				b.Fatal(err)

@@ -193,6 +193,9 @@ type pending struct {
 	// upstream is where the handler notes the identity it reached its
 	// upstream with (NoteUpstreamIdentity); nil until the handler runs.
 	upstream *upstreamNote
+	// asked is the policy's Ask decision, when a rule asks for the
+	// call to be confirmed.
+	asked Decision
 }
 
 // newBatch returns the batch of calls made under ctx.
@@ -400,7 +403,8 @@ func (b *batch) ask(ctx context.Context, p *pending) (ok bool, err error) {
 			ok, err = false, fmt.Errorf("confirmer panicked: %v", r)
 		}
 	}()
-	ok, err = c.Confirm(ctx, PendingCall{Name: p.tool.Name, Tier: p.tool.Tier, Args: p.args, Description: p.tool.Description, Source: p.tool.Origin.Source})
+	ok, err = c.Confirm(ctx, PendingCall{Name: p.tool.Name, Tier: p.tool.Tier, Args: p.args, Description: p.tool.Description, Source: p.tool.Origin.Source,
+		Rule: p.asked.Rule, Reason: p.asked.Reason})
 	if err == nil && ctx.Err() != nil {
 		return false, ctx.Err()
 	}

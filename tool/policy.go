@@ -117,7 +117,8 @@ func (b *batch) decide(ctx context.Context, p *pending, pol Policy) (res *Result
 	if d.Effect == Allow {
 		return nil, false
 	}
-	return nil, true // Ask, or an effect this executor does not know: ask
+	p.asked = d // Ask, or an effect this executor does not know: ask
+	return nil, true
 }
 
 // withhold asks the policy about res, the result of call p; it returns

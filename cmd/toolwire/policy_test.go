@@ -11,6 +11,7 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"github.com/toolwire/toolwire/audit"
+	"github.com/toolwire/toolwire/gateway"
 )
 
 // sharedNotesPolicy is the issue's first example on the demo server,
@@ -152,5 +153,69 @@ func TestPolicyStopsAWriteOutsideSharedThroughTheGateway(t *testing.T) {
 	}
 	if titles := f.noteTitles(t); !slices.Equal(titles, []string{"/srv/shared/a"}) {
 		t.Errorf("notes %v, want the one under /srv/shared", titles)
+	}
+}
+
+// Through the gateway, a rule sees the caller's role: only admin deletes.
+// And a rule that asks about a call has a person asked even where the
+// gateway's approvals allow the tier without asking: a client that
+// cannot be asked has the call refused, not run.
+func TestPolicySeesTheGatewayCallersRoleAndItsAskIsNotApprovedByTier(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t, "")
+	adminToken, devToken := "admin-token-of-the-policy-test", "dev-token-of-the-policy-test"
+	f.addPolicy(t, `gateway:
+  approvals:
+    write: allow
+    destructive: allow
+  roles:
+    admin: ["*"]
+    dev: ["*"]
+  tokens:
+    - sha256: `+gateway.HashToken(adminToken)+`
+      subject: ann
+      role: admin
+    - sha256: `+gateway.HashToken(devToken)+`
+      subject: bob
+      role: dev
+policy:
+  rules:
+    - name: admins-destroy
+      tiers: [destructive]
+      when: caller.role != "admin" || caller.credential != "static"
+      decision: deny
+      reason: destructive tools are for admins
+    - name: drafts-ask
+      tools: [demo__write_note]
+      when: args.title.startsWith("draft/")
+      decision: ask
+`)
+	s := f.serveHTTPInProcess(t, "--http", "127.0.0.1:0")
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	call := func(token, name string, args map[string]any) *mcp.CallToolResult {
+		cs := connectHTTP(t, s.url, token, nil)
+		defer cs.Close()
+		res, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: name, Arguments: args})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return res
+	}
+	call(adminToken, "demo__write_note", map[string]any{"title": "a", "body": "x"})
+	call(adminToken, "demo__write_note", map[string]any{"title": "b", "body": "x"})
+	if res := call(devToken, "demo__delete_note", map[string]any{"title": "a"}); !res.IsError || !strings.Contains(resultText(res), "destructive tools are for admins") {
+		t.Errorf("dev's delete: %s, want refused by admins-destroy", resultText(res))
+	}
+	if res := call(adminToken, "demo__delete_note", map[string]any{"title": "b"}); res.IsError {
+		t.Errorf("admin's delete: %s", resultText(res))
+	}
+	if res := call(adminToken, "demo__write_note", map[string]any{"title": "draft/c", "body": "x"}); !res.IsError {
+		t.Errorf("a write the rule asks about ran without anyone asked: %s", resultText(res))
+	}
+	titles := f.noteTitles(t)
+	slices.Sort(titles)
+	if !slices.Equal(titles, []string{"a"}) {
+		t.Errorf("notes %v, want a (b deleted by admin, a kept from dev, draft/c never written)", titles)
 	}
 }

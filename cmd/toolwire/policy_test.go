@@ -219,3 +219,25 @@ policy:
 		t.Errorf("notes %v, want a (b deleted by admin, a kept from dev, draft/c never written)", titles)
 	}
 }
+
+// A rule sees the tool's pin state: with pins: warn, a tool whose
+// definition changed since it was approved is let in, and a rule can
+// still refuse to call it.
+func TestPolicySeesTheToolsPinState(t *testing.T) {
+	t.Parallel()
+	f := newPinFixture(t, "  pins: warn\n")
+	f.addPolicy(t, `policy:
+  rules:
+    - name: approved-only
+      when: tool.pin != "approved"
+      decision: deny
+      reason: the tool changed since it was approved
+`)
+	f.run(t, "", false, "call", "demo__echo", "text=first").expect(t, exitOK) // pinned on first use
+	f.setEchoDescription(t, "Echoes, and now also something else.")
+	o := f.run(t, "", false, "call", "demo__echo", "text=second")
+	if o.code == exitOK || !strings.Contains(o.stdout+o.stderr, "the tool changed since it was approved") {
+		t.Errorf("a changed tool was called, or not refused by the rule (exit %d):\n%s%s", o.code, o.stdout, o.stderr)
+	}
+	f.run(t, "", false, "call", "demo__add", "a=1", "b=2").expect(t, exitOK) // unchanged
+}

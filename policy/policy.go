@@ -2,6 +2,8 @@ package policy
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -74,8 +76,9 @@ func (r *Rule) where(line int) string {
 // tool is seen (see [Policy.Check]), and the compiled programs kept until
 // the tool's definition changes. It is safe for concurrent use.
 type Policy struct {
-	rules []*compiled
-	env   *cel.Env
+	rules    []*compiled
+	env      *cel.Env
+	revision string
 
 	// bound caches, by tool name, the programs of the rules that apply
 	// to the tool as it is now (a changed tool is a new *tool.Tool).
@@ -142,8 +145,23 @@ func New(rules []Rule) (*Policy, error) {
 	if len(errs) > 0 {
 		return nil, errors.Join(errs...)
 	}
+	p.revision = revision(rules)
 	return p, nil
 }
+
+// revision is the SHA-256 (hex) of what the rules decide (not where they
+// are written), which lasting approvals are bound to: a changed rule
+// needs new approvals.
+func revision(rules []Rule) string {
+	h := sha256.New()
+	for _, r := range rules {
+		fmt.Fprintf(h, "%q %q %q %q %v %d %q %d %q\n", r.Name, r.Tools, r.Servers, r.Tiers, r.On, r.Effect, r.When, len(r.Reason), r.Reason)
+	}
+	return hex.EncodeToString(h.Sum(nil))
+}
+
+// Revision identifies the rules' content (see [tool.Revisioned]).
+func (p *Policy) Revision() string { return p.revision }
 
 func (r *Rule) validate(seen map[string]bool) error {
 	switch {

@@ -29,6 +29,10 @@ type PendingCall struct {
 	// asking anyone (a gateway's "write: allow") must still ask a person
 	// for a call a rule asks about: the rule is there to make sure one is.
 	Rule, Reason string
+	// Key is what a lasting approval of this call would be bound to,
+	// for a confirmer that offers one (see [Approvals]); zero when the
+	// executor has no approvals.
+	Key ApprovalKey
 }
 
 // The bounds of what [PendingCall.Render] shows of text that others wrote.

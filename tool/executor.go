@@ -52,6 +52,9 @@ type ExecutorOptions struct {
 	// Policy decides on calls beyond their tiers (see [Policy]); nil
 	// means the tiers alone decide. [Executor.SetPolicy] replaces it.
 	Policy Policy
+	// Approvals are the lasting approvals consulted before the
+	// confirmer is asked (see [Approvals]); nil means none.
+	Approvals Approvals
 }
 
 // Executor runs calls against a registry: validate, confirm, run, audit.
@@ -64,6 +67,7 @@ type Executor struct {
 	mask    *audit.Secrets
 	obs     Observer
 	policy  atomic.Pointer[policyBox]
+	grants  Approvals
 }
 
 // NewExecutor returns an executor for reg. A nil opts means defaults.
@@ -75,6 +79,7 @@ func NewExecutor(reg *Registry, opts *ExecutorOptions) *Executor {
 		e.mask = opts.Mask
 		e.obs = opts.Observer
 		e.SetPolicy(opts.Policy)
+		e.grants = opts.Approvals
 		if opts.Logger != nil {
 			e.logger = opts.Logger
 		}
@@ -364,7 +369,22 @@ func (b *batch) confirm(ctx context.Context, p *pending) *Result {
 		return b.errored(p, auditFailed(t.Name, err), 0)
 	}
 	start := time.Now()
-	ok, err := b.ask(ctx, p)
+	var key ApprovalKey
+	// A call through a gateway without caller authentication has nobody
+	// an approval could be bound to: the terminal's own approvals ("")
+	// must not cover it.
+	if b.ex.grants != nil && (b.caller != "" || b.client == (Client{})) {
+		key = b.approvalKey(p)
+		if id, err := b.ex.grants.Approved(ctx, key); err == nil && id != "" {
+			ev := b.event(p.index, audit.ConfirmationAccepted, t)
+			ev.Duration, ev.Reason = time.Since(start), "approval "+id
+			if err := b.record(ev); err != nil {
+				return b.errored(p, auditFailed(t.Name, err), 0)
+			}
+			return nil
+		}
+	}
+	ok, err := b.ask(ctx, p, key)
 	ev := b.event(p.index, audit.ConfirmationAccepted, t)
 	ev.Duration = time.Since(start)
 	if ok && err == nil {
@@ -393,7 +413,7 @@ func (b *batch) confirm(ctx context.Context, p *pending) *Result {
 
 // ask calls the confirmer, treating a missing confirmer, a panic and a done
 // context as refusals.
-func (b *batch) ask(ctx context.Context, p *pending) (ok bool, err error) {
+func (b *batch) ask(ctx context.Context, p *pending, key ApprovalKey) (ok bool, err error) {
 	c := b.ex.reg.confirmer
 	if c == nil {
 		return false, ErrNeedsConfirmer
@@ -404,7 +424,7 @@ func (b *batch) ask(ctx context.Context, p *pending) (ok bool, err error) {
 		}
 	}()
 	ok, err = c.Confirm(ctx, PendingCall{Name: p.tool.Name, Tier: p.tool.Tier, Args: p.args, Description: p.tool.Description, Source: p.tool.Origin.Source,
-		Rule: p.asked.Rule, Reason: p.asked.Reason})
+		Rule: p.asked.Rule, Reason: p.asked.Reason, Key: key})
 	if err == nil && ctx.Err() != nil {
 		return false, ctx.Err()
 	}

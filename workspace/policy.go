@@ -3,9 +3,13 @@ package workspace
 import (
 	"errors"
 	"fmt"
+	"path/filepath"
+
+	"github.com/toolwire/toolwire/approval"
 
 	"github.com/toolwire/toolwire/config"
 	"github.com/toolwire/toolwire/policy"
+	"github.com/toolwire/toolwire/store"
 	"github.com/toolwire/toolwire/tool"
 )
 
@@ -80,3 +84,22 @@ func (w *Workspace) watchPolicy() (stop func()) {
 		}
 	})
 }
+
+// ApprovalsFile is the name of the file of lasting approvals, beside the
+// pins file of a files store.
+const ApprovalsFile = "approvals.json"
+
+// ApprovalsOf returns the lasting approvals st keeps, as a workspace on it
+// consults them: on files, the file beside its pins file; nil on
+// PostgreSQL, where they are not kept yet.
+func ApprovalsOf(st *store.Store) *approval.Files {
+	if st.Kind() != store.Files || st.Pins() == nil || st.Pins().Path() == "" {
+		return nil
+	}
+	return approval.NewFiles(filepath.Join(filepath.Dir(st.Pins().Path()), ApprovalsFile))
+}
+
+// Approvals returns the lasting approvals the executor consults before it
+// asks its confirmer, for a confirmer that grants them and the commands
+// that list and revoke them; nil when the store keeps none (PostgreSQL).
+func (w *Workspace) Approvals() *approval.Files { return w.approvals }

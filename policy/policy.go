@@ -262,7 +262,7 @@ func check(base *cel.Env, c *compiled, args *shape) (cel.Program, error) {
 	if t := ast.OutputType(); !t.IsExactType(types.BoolType) && !t.IsExactType(types.DynType) {
 		return nil, issues{{msg: fmt.Sprintf("the condition is a %s, not a bool", t)}}
 	}
-	return env.Program(ast, cel.CostLimit(costLimit), cel.InterruptCheckFrequency(100))
+	return env.Program(ast, cel.CostLimit(costLimit))
 }
 
 // Rules returns the rules as given to New.
@@ -426,7 +426,7 @@ func (p *Policy) first(ctx context.Context, b *bound, prs []program, raw json.Ra
 				return tool.Decision{Effect: tool.Deny, Rule: r.Name, Reason: err.Error()}
 			}
 		}
-		out, _, err := pr.prg.ContextEval(ctx, act)
+		out, _, err := pr.prg.Eval(act)
 		if err != nil {
 			return tool.Decision{Effect: tool.Deny, Rule: r.Name, Reason: fmt.Sprintf("the rule could not be evaluated for this call, so it denies: %v", err)}
 		}

@@ -241,3 +241,37 @@ func TestPolicySeesTheToolsPinState(t *testing.T) {
 	}
 	f.run(t, "", false, "call", "demo__add", "a=1", "b=2").expect(t, exitOK) // unchanged
 }
+
+// config check --json carries each rule, and with --tools the tools it
+// applies to.
+func TestConfigCheckJSONShowsTheRules(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t, "")
+	at := f.addPolicy(t, sharedNotesPolicy)
+	for _, withTools := range []bool{false, true} {
+		args := []string{"config", "check", "--json"}
+		if withTools {
+			args = append(args, "--tools")
+		}
+		o := f.run(t, "", false, args...)
+		o.expect(t, exitOK)
+		var r configReport
+		if err := json.Unmarshal([]byte(o.stdout), &r); err != nil {
+			t.Fatalf("%s: %v", o.stdout, err)
+		}
+		if r.Policy == nil || len(r.Policy.Rules) != 2 || r.Policy.Checked != withTools {
+			t.Fatalf("--tools %v: policy %+v", withTools, r.Policy)
+		}
+		first := r.Policy.Rules[0]
+		if first.Name != "shared-only" || first.Line != at+2 || first.Decision != "deny" || first.Reason != "notes are written under /srv/shared only" {
+			t.Errorf("first rule %+v", first)
+		}
+		wantTools := []string(nil)
+		if withTools {
+			wantTools = []string{"demo__write_note"}
+		}
+		if !slices.Equal(first.Tools, wantTools) {
+			t.Errorf("--tools %v: applies to %v, want %v", withTools, first.Tools, wantTools)
+		}
+	}
+}

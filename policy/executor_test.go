@@ -154,3 +154,35 @@ func TestExecutorSetPolicyTakesEffect(t *testing.T) {
 		t.Errorf("policy removed: %+v", res)
 	}
 }
+
+// Through the executor, the rules read the executor's own decoding of the
+// arguments: numbers are typed by the schema there too.
+func TestExecutorTypesNumbersBySchema(t *testing.T) {
+	t.Parallel()
+	reg := tool.NewRegistry(nil)
+	err := reg.Register(&tool.Tool{Name: "files__chmod", Tier: tool.Read,
+		InputSchema: json.RawMessage(`{"type":"object","properties":{"mode":{"type":"integer"},"ratio":{"type":"number"}},"required":["mode","ratio"]}`),
+		Handler:     func(context.Context, json.RawMessage) (*tool.Result, error) { return tool.TextResult("ok"), nil }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, err := policy.New([]policy.Rule{{Name: "modes", When: `args.mode > 511 || args.ratio == 2.0 || args.mode == 7`, Effect: tool.Deny}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := p.Check(reg.List()); err != nil {
+		t.Fatal(err)
+	}
+	ex := tool.NewExecutor(reg, &tool.ExecutorOptions{Policy: p})
+	for args, denied := range map[string]bool{
+		`{"mode":420,"ratio":1}`:   false,
+		`{"mode":4095,"ratio":1}`:  true,
+		`{"mode":420,"ratio":2}`:   true, // an integral "number" is a double: 2 == 2.0
+		`{"mode":7.0,"ratio":1.5}`: true, // 7.0 is an integer in JSON Schema
+	} {
+		res := ex.Call(t.Context(), "files__chmod", json.RawMessage(args))
+		if got := res.Reason == tool.ReasonPolicy; got != denied {
+			t.Errorf("%s: %+v, want denied %v", args, res, denied)
+		}
+	}
+}

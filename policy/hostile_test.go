@@ -20,12 +20,12 @@ func TestCostLimitDenies(t *testing.T) {
 		items[i] = "v"
 	}
 	args, _ := json.Marshal(map[string]any{"items": items})
-	d := p.Decide(t.Context(), tl, args)
+	d := p.Decide(t.Context(), tool.PolicyCall{Tool: tl, Args: args})
 	if d.Effect != tool.Deny || !strings.Contains(d.Reason, "cost") {
 		t.Errorf("decision %+v, want a denial for the cost", d)
 	}
 	small, _ := json.Marshal(map[string]any{"items": []string{"a", "b"}})
-	if d := p.Decide(t.Context(), tl, small); d.Effect != tool.NoMatch {
+	if d := p.Decide(t.Context(), tool.PolicyCall{Tool: tl, Args: small}); d.Effect != tool.NoMatch {
 		t.Errorf("small: %+v", d)
 	}
 }
@@ -62,7 +62,7 @@ func TestHostileSchemas(t *testing.T) {
 		if (err == nil) != tc.checks {
 			t.Errorf("%s against %s: Check = %v, want passing %v", tc.when, tc.schema, err, tc.checks)
 		}
-		if d := p.Decide(t.Context(), tl, json.RawMessage(tc.args)); d.Effect != tc.want {
+		if d := p.Decide(t.Context(), tool.PolicyCall{Tool: tl, Args: json.RawMessage(tc.args)}); d.Effect != tc.want {
 			t.Errorf("%s on %s: %+v, want %v", tc.when, tc.args, d, tc.want)
 		}
 	}

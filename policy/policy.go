@@ -1,6 +1,7 @@
 package policy
 
 import (
+	"bytes"
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
@@ -384,25 +385,25 @@ func (p *Policy) Check(tools []*tool.Tool) (applied map[string][]string, err err
 // Decide implements [tool.Policy]: the first rule on calls that applies
 // to t and whose condition holds decides. A rule whose condition fails
 // to evaluate (it reads an argument this call lacks) denies, saying why.
-func (p *Policy) Decide(ctx context.Context, t *tool.Tool, args json.RawMessage) tool.Decision {
-	b := p.bind(t)
+func (p *Policy) Decide(ctx context.Context, c tool.PolicyCall) tool.Decision {
+	b := p.bind(c.Tool)
 	if len(b.call) == 0 {
 		return tool.Decision{}
 	}
-	return p.first(ctx, b, b.call, args, nil)
+	return p.first(ctx, b, b.call, c, nil)
 }
 
 // Withhold implements [tool.Policy]: the first rule on results that
 // applies to t and whose condition holds decides; Deny withholds res.
-func (p *Policy) Withhold(ctx context.Context, t *tool.Tool, args json.RawMessage, res *tool.Result) tool.Decision {
-	b := p.bind(t)
+func (p *Policy) Withhold(ctx context.Context, c tool.PolicyCall, res *tool.Result) tool.Decision {
+	b := p.bind(c.Tool)
 	if len(b.result) == 0 {
 		return tool.Decision{}
 	}
-	return p.first(ctx, b, b.result, args, res)
+	return p.first(ctx, b, b.result, c, res)
 }
 
-func (p *Policy) first(ctx context.Context, b *bound, prs []program, raw json.RawMessage, res *tool.Result) tool.Decision {
+func (p *Policy) first(ctx context.Context, b *bound, prs []program, c tool.PolicyCall, res *tool.Result) tool.Decision {
 	vars := map[string]any{"caller": callerOf(ctx), "tool": toolOf(b.t)}
 	var act interpreter.Activation // made once the arguments are decoded, for every rule after
 	for _, pr := range prs {
@@ -414,7 +415,7 @@ func (p *Policy) first(ctx context.Context, b *bound, prs []program, raw json.Ra
 			return decision(r)
 		}
 		if act == nil {
-			args, err := decodeArgs(raw, b.args)
+			args, err := decodeArgs(c, b.args)
 			if err != nil {
 				return tool.Decision{Effect: tool.Deny, Rule: r.Name, Reason: err.Error()}
 			}
@@ -445,17 +446,17 @@ func decision(r *compiled) tool.Decision {
 	return tool.Decision{Effect: r.Effect, Rule: r.Name, Reason: r.Reason}
 }
 
-// decodeArgs decodes a call's validated arguments as the rules see them.
-func decodeArgs(raw json.RawMessage, sh *shape) (map[string]any, error) {
+// decodeArgs returns a call's validated arguments as the rules see them,
+// from the executor's decoding when it gave it.
+func decodeArgs(c tool.PolicyCall, sh *shape) (map[string]any, error) {
 	out := map[string]any{}
-	if len(raw) == 0 {
-		return out, nil
-	}
-	dec := json.NewDecoder(strings.NewReader(string(raw)))
-	dec.UseNumber()
-	var v map[string]any
-	if err := dec.Decode(&v); err != nil {
-		return nil, fmt.Errorf("policy: arguments: %v", err)
+	v := c.Decoded
+	if v == nil && len(c.Args) > 0 {
+		dec := json.NewDecoder(bytes.NewReader(c.Args))
+		dec.UseNumber()
+		if err := dec.Decode(&v); err != nil {
+			return nil, fmt.Errorf("policy: arguments: %v", err)
+		}
 	}
 	for k, e := range v {
 		out[k] = sh.field(k).value(e)

@@ -54,7 +54,7 @@ func TestWritesOutsideSharedAreDenied(t *testing.T) {
 		{"/srv/shared/a\x00/../../x", tool.Deny},
 	} {
 		args, _ := json.Marshal(map[string]any{"path": tc.path, "content": "x"})
-		d := p.Decide(t.Context(), w, args)
+		d := p.Decide(t.Context(), tool.PolicyCall{Tool: w, Args: args})
 		if d.Effect != tc.want {
 			t.Errorf("path %q: %v (%s), want %v", tc.path, d.Effect, d.Reason, tc.want)
 		}
@@ -64,7 +64,7 @@ func TestWritesOutsideSharedAreDenied(t *testing.T) {
 	}
 	// A read tool of the same server is not selected by the rule.
 	r := filesTool("read_file", tool.Read, writeSchema)
-	if d := p.Decide(t.Context(), r, json.RawMessage(`{"path":"/etc/passwd","content":""}`)); d.Effect != tool.NoMatch {
+	if d := p.Decide(t.Context(), tool.PolicyCall{Tool: r, Args: json.RawMessage(`{"path":"/etc/passwd","content":""}`)}); d.Effect != tool.NoMatch {
 		t.Errorf("read tool: %+v, want no match", d)
 	}
 }
@@ -91,7 +91,7 @@ func TestMisspeltArgumentFailsTheCheck(t *testing.T) {
 		t.Errorf("error %q names a tool the rule does not apply to", msg)
 	}
 	// Called anyway, the rule denies, saying why.
-	d := p.Decide(t.Context(), w, json.RawMessage(`{"path":"/srv/shared/a","content":"x"}`))
+	d := p.Decide(t.Context(), tool.PolicyCall{Tool: w, Args: json.RawMessage(`{"path":"/srv/shared/a","content":"x"}`)})
 	if d.Effect != tool.Deny || !strings.Contains(d.Reason, "pth") {
 		t.Errorf("decision %+v, want a denial naming pth", d)
 	}
@@ -115,16 +115,16 @@ func TestAbsentArgumentDeniesSayingWhy(t *testing.T) {
 	t.Parallel()
 	p := mustNew(t, Rule{Name: "small-modes", Tools: []string{"*"}, When: `args.mode > 511`, Effect: tool.Deny})
 	w := filesTool("write_file", tool.Write, writeSchema)
-	d := p.Decide(t.Context(), w, json.RawMessage(`{"path":"/a","content":"x"}`))
+	d := p.Decide(t.Context(), tool.PolicyCall{Tool: w, Args: json.RawMessage(`{"path":"/a","content":"x"}`)})
 	if d.Effect != tool.Deny || d.Rule != "small-modes" || !strings.Contains(d.Reason, "mode") {
 		t.Errorf("decision %+v, want a denial by small-modes naming mode", d)
 	}
-	d = p.Decide(t.Context(), w, json.RawMessage(`{"path":"/a","content":"x","mode":420}`))
+	d = p.Decide(t.Context(), tool.PolicyCall{Tool: w, Args: json.RawMessage(`{"path":"/a","content":"x","mode":420}`)})
 	if d.Effect != tool.NoMatch {
 		t.Errorf("decision %+v, want no match", d)
 	}
 	p = mustNew(t, Rule{Name: "guarded", Tools: []string{"*"}, When: `has(args.mode) && args.mode > 511`, Effect: tool.Deny})
-	if d := p.Decide(t.Context(), w, json.RawMessage(`{"path":"/a","content":"x"}`)); d.Effect != tool.NoMatch {
+	if d := p.Decide(t.Context(), tool.PolicyCall{Tool: w, Args: json.RawMessage(`{"path":"/a","content":"x"}`)}); d.Effect != tool.NoMatch {
 		t.Errorf("has(): decision %+v, want no match", d)
 	}
 }
@@ -135,13 +135,13 @@ func TestAdminOnlyDestructive(t *testing.T) {
 	del := filesTool("delete", tool.Destructive, `{"type":"object","properties":{"path":{"type":"string"}}}`)
 	admin := tool.WithPrincipal(t.Context(), tool.Principal{Subject: "ann", Role: "admin", Credential: tool.CredentialStatic})
 	dev := tool.WithPrincipal(t.Context(), tool.Principal{Subject: "bob", Role: "dev", Credential: tool.CredentialStatic})
-	if d := p.Decide(admin, del, nil); d.Effect != tool.NoMatch {
+	if d := p.Decide(admin, tool.PolicyCall{Tool: del, Args: nil}); d.Effect != tool.NoMatch {
 		t.Errorf("admin: %+v", d)
 	}
-	if d := p.Decide(dev, del, nil); d.Effect != tool.Deny {
+	if d := p.Decide(dev, tool.PolicyCall{Tool: del, Args: nil}); d.Effect != tool.Deny {
 		t.Errorf("dev: %+v", d)
 	}
-	if d := p.Decide(t.Context(), del, nil); d.Effect != tool.Deny {
+	if d := p.Decide(t.Context(), tool.PolicyCall{Tool: del, Args: nil}); d.Effect != tool.Deny {
 		t.Errorf("nobody: %+v", d)
 	}
 }
@@ -164,7 +164,7 @@ func TestEmailOutsideDomainAsks(t *testing.T) {
 		{[]string{"\"a@example.com\"@evil.com"}, tool.Ask},
 	} {
 		args, _ := json.Marshal(map[string]any{"to": tc.to, "body": "hi"})
-		if d := p.Decide(t.Context(), send, args); d.Effect != tc.want {
+		if d := p.Decide(t.Context(), tool.PolicyCall{Tool: send, Args: args}); d.Effect != tc.want {
 			t.Errorf("to %q: %v (%s), want %v", tc.to, d.Effect, d.Reason, tc.want)
 		}
 	}
@@ -174,13 +174,13 @@ func TestResultWithheld(t *testing.T) {
 	t.Parallel()
 	p := mustNew(t, Rule{Name: "no-keys", On: OnResult, When: `result.text.contains("PRIVATE KEY")`, Effect: tool.Deny, Reason: "a private key"})
 	r := filesTool("read_file", tool.Read, writeSchema)
-	if d := p.Withhold(t.Context(), r, nil, tool.TextResult("-----BEGIN PRIVATE KEY-----")); d.Effect != tool.Deny {
+	if d := p.Withhold(t.Context(), tool.PolicyCall{Tool: r, Args: nil}, tool.TextResult("-----BEGIN PRIVATE KEY-----")); d.Effect != tool.Deny {
 		t.Errorf("key: %+v", d)
 	}
-	if d := p.Withhold(t.Context(), r, nil, tool.TextResult("hello")); d.Effect != tool.NoMatch {
+	if d := p.Withhold(t.Context(), tool.PolicyCall{Tool: r, Args: nil}, tool.TextResult("hello")); d.Effect != tool.NoMatch {
 		t.Errorf("hello: %+v", d)
 	}
-	if d := p.Decide(t.Context(), r, nil); d.Effect != tool.NoMatch {
+	if d := p.Decide(t.Context(), tool.PolicyCall{Tool: r, Args: nil}); d.Effect != tool.NoMatch {
 		t.Errorf("a rule on results decided a call: %+v", d)
 	}
 }

@@ -201,6 +201,9 @@ type pending struct {
 	// asked is the policy's Ask decision, when a rule asks for the
 	// call to be confirmed.
 	asked Decision
+	// decoded are the validated arguments as decoded, kept for the
+	// policy (nil without one).
+	decoded map[string]any
 }
 
 // newBatch returns the batch of calls made under ctx.
@@ -271,6 +274,9 @@ func (b *batch) prepare(i int) (*pending, *Result) {
 		ev.Args = encoded
 	}
 	p := &pending{index: i, tool: t, args: encoded}
+	if b.ex.policy.Load() != nil {
+		p.decoded = args
+	}
 	if err := b.record(ev); err != nil {
 		return nil, b.errored(p, auditFailed(c.Name, err), 0)
 	}

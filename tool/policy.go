@@ -18,14 +18,26 @@ import (
 // A policy that cannot decide (a rule that fails to evaluate) returns
 // [Deny] with the reason: it fails closed.
 type Policy interface {
-	// Decide returns the decision on call c of tool t, whose arguments
-	// passed t's input schema (args is what the tool is given). The
-	// caller is in ctx ([PrincipalFrom], [IdentityFrom]).
-	Decide(ctx context.Context, t *Tool, args json.RawMessage) Decision
-	// Withhold returns the decision on res, the result of the call of t
-	// with args: [Deny] withholds it from the caller, with the decision's
-	// reason; anything else lets it through.
-	Withhold(ctx context.Context, t *Tool, args json.RawMessage, res *Result) Decision
+	// Decide returns the decision on call c, whose arguments passed its
+	// tool's input schema. The caller is in ctx ([PrincipalFrom],
+	// [IdentityFrom]).
+	Decide(ctx context.Context, c PolicyCall) Decision
+	// Withhold returns the decision on res, the result of call c: [Deny]
+	// withholds it from the caller, with the decision's reason; anything
+	// else lets it through.
+	Withhold(ctx context.Context, c PolicyCall, res *Result) Decision
+}
+
+// PolicyCall is a validated call as a [Policy] is asked about it.
+type PolicyCall struct {
+	Tool *Tool
+	// Args are the validated arguments, the bytes the tool is given.
+	Args json.RawMessage
+	// Decoded are the same arguments as the executor decoded them to
+	// validate them (numbers as json.Number), so that a policy need not
+	// decode them again; nil when the caller of the policy has none. A
+	// policy must not change them.
+	Decoded map[string]any
 }
 
 // Effect is what a [Decision] does to a call.
@@ -101,7 +113,7 @@ func (e *Executor) Policy() Policy {
 func (b *batch) decide(ctx context.Context, p *pending, pol Policy) (res *Result, confirm bool) {
 	t := p.tool
 	confirm = t.Tier.NeedsConfirmation()
-	d := safeDecide(func() Decision { return pol.Decide(ctx, t, p.args) })
+	d := safeDecide(func() Decision { return pol.Decide(ctx, PolicyCall{Tool: t, Args: p.args, Decoded: p.decoded}) })
 	if d.Effect == NoMatch {
 		return nil, confirm
 	}
@@ -125,7 +137,7 @@ func (b *batch) decide(ctx context.Context, p *pending, pol Policy) (res *Result
 // the result the caller gets.
 func (b *batch) withhold(ctx context.Context, p *pending, pol Policy, res *Result) *Result {
 	t := p.tool
-	d := safeDecide(func() Decision { return pol.Withhold(ctx, t, p.args, res) })
+	d := safeDecide(func() Decision { return pol.Withhold(ctx, PolicyCall{Tool: t, Args: p.args, Decoded: p.decoded}, res) })
 	if d.Effect != Deny {
 		return res
 	}

@@ -25,8 +25,19 @@ func Policy(file *config.File) (*policy.Policy, error) {
 	if file.Policy == nil || len(file.Policy.Rules) == 0 {
 		return nil, nil
 	}
+	configured := map[string]bool{}
+	for _, s := range file.Servers {
+		configured[s.Name] = true
+	}
+	var unknown []error
 	rules := make([]policy.Rule, 0, len(file.Policy.Rules))
 	for _, r := range file.Policy.Rules {
+		// A misspelt server would make a rule that never matches.
+		for _, name := range r.Servers {
+			if !configured[name] {
+				unknown = append(unknown, fmt.Errorf("%s:%d: policy rule %q: servers: no server %q is configured", file.Policy.File, r.Line, r.Name, name))
+			}
+		}
 		pr := policy.Rule{
 			Name: r.Name, File: file.Policy.File, Line: r.Line, WhenLine: r.WhenLine,
 			Tools: r.Tools, Servers: r.Servers, When: r.When, Reason: r.Reason,
@@ -52,8 +63,8 @@ func Policy(file *config.File) (*policy.Policy, error) {
 		rules = append(rules, pr)
 	}
 	p, err := policy.New(rules)
-	if err != nil {
-		return nil, &marked{err, ErrPolicy}
+	if err != nil || len(unknown) > 0 {
+		return nil, &marked{errors.Join(append(unknown, err)...), ErrPolicy}
 	}
 	return p, nil
 }
@@ -64,8 +75,14 @@ func (w *Workspace) checkPolicy(p *policy.Policy) error {
 	if p == nil {
 		return nil
 	}
-	if _, err := p.Check(w.registry.List()); err != nil {
+	applied, err := p.Check(w.registry.List())
+	if err != nil {
 		return &marked{err, ErrPolicy}
+	}
+	for _, r := range p.Rules() {
+		if len(applied[r.Name]) == 0 {
+			w.logger.Warn(fmt.Sprintf("%s:%d: policy rule %q applies to no tool the servers list now", r.File, r.Line, r.Name))
+		}
 	}
 	return nil
 }

@@ -275,3 +275,16 @@ func TestConfigCheckJSONShowsTheRules(t *testing.T) {
 		}
 	}
 }
+
+// A rule naming a server the configuration does not have would never
+// match: it is an error naming the rule's line.
+func TestPolicyRuleNamingAnUnknownServerIsAnError(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t, "")
+	at := f.addPolicy(t, "policy:\n  rules:\n    - name: typo\n      servers: [dmeo]\n      decision: deny\n")
+	o := f.run(t, "", false, "config", "check")
+	o.expect(t, exitUsage)
+	if want := "toolwire.yaml:" + itoa(at+2) + `: policy rule "typo": servers: no server "dmeo" is configured`; !strings.Contains(o.stderr, want) {
+		t.Errorf("stderr does not say %q:\n%s", want, o.stderr)
+	}
+}

@@ -12,7 +12,7 @@ var (
 // shape; package policy compiles and checks the conditions.
 type Policy struct {
 	File  string // the file the section is in, for errors that name it
-	Line  int    // of the "policy" key's value
+	Line  int    // of the "policy" key
 	Rules []PolicyRule
 }
 
@@ -36,12 +36,13 @@ type PolicyRule struct {
 }
 
 // policy reads the "policy" section.
-func (d *decoder) policy(v *node) *Policy {
+func (d *decoder) policy(kv pair) *Policy {
 	const path = "policy"
+	v := kv.value
 	if !d.wantMap(v, path, "a map with rules") {
 		return nil
 	}
-	p := &Policy{File: d.name, Line: v.line}
+	p := &Policy{File: d.name, Line: kv.keyLine}
 	for _, e := range d.entries(v, path) {
 		switch e.key {
 		case "rules":

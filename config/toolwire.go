@@ -54,7 +54,7 @@ func (d *decoder) toolwireFile(root *node, f *File) {
 		case "store":
 			f.Store = d.store(p.value)
 		case "policy":
-			f.Policy = d.policy(p.value)
+			f.Policy = d.policy(p)
 		case "inputs", "oauth":
 		default:
 			d.unknownField(p, "", toolwireTopFields)

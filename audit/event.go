@@ -53,6 +53,10 @@ const (
 	// executor (by the gateway: a tool the caller's role is not offered, a
 	// limit); Reason and Error say why, Caller who asked.
 	CallRefused Kind = "call.refused"
+	// PolicyDecided records a policy rule's decision on a call (Reason
+	// "allow", "deny" or "ask") or on its result ("withhold"): Rule names
+	// the rule and Error carries the rule's reason.
+	PolicyDecided Kind = "policy.decided"
 	// Server lifecycle events; Source names the server.
 	ServerStarted     Kind = "server.started"     // Transport, Tools
 	ServerFailed      Kind = "server.failed"      // Reason (the phase), Error
@@ -122,6 +126,8 @@ type Event struct {
 	// (for an MCP server with per-caller OAuth credentials, the caller and
 	// how their upstream token was obtained). Never a token.
 	UpstreamIdentity string `json:"upstream_identity,omitempty"`
+	// Rule names the policy rule that decided (policy.decided).
+	Rule string `json:"rule,omitempty"`
 	// Args and Result are present only when argument logging is on.
 	Args   json.RawMessage `json:"args,omitempty"`
 	Result json.RawMessage `json:"result,omitempty"`

@@ -32,7 +32,11 @@ type File struct {
 	// "" for the files of one machine, or a PostgreSQL URL
 	// (postgres://USER@HOST:PORT/DATABASE) shared by a fleet. It may be a
 	// ${VAR} placeholder, kept as text like every other; see store.Open.
-	Store    string
+	Store string
+	// Policy holds the rules that decide on calls beyond their tiers
+	// (toolwire's own file only); nil when the file has no "policy"
+	// section. See [Policy].
+	Policy   *Policy
 	Warnings []string // every warning, in file order, as "file:line: path: message"
 	// WarningDetails holds the same warnings, in the same order, with the
 	// server each one concerns, so that they can be shown per server.

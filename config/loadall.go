@@ -13,7 +13,7 @@ const DialectMixed = "mixed"
 
 // LoadAll loads each file as [Load] does and combines them into one File:
 // the servers of every file, in order, and each section (audit, security,
-// agent, gateway) from the one file that has it. A server name defined in
+// agent, gateway, policy) from the one file that has it. A server name defined in
 // two files is an error naming both places. A section in two files is an
 // error naming both files too, rather than a silent pick: preferring one
 // file's tokens or approvals over another's, say, is how a gateway ends up
@@ -64,6 +64,14 @@ func LoadAll(paths []string) (*File, error) {
 					p, f.Gateway.Line, gatewayFrom, merged.Gateway.Line))
 			} else {
 				merged.Gateway, gatewayFrom = f.Gateway, p
+			}
+		}
+		if f.Policy != nil {
+			if merged.Policy != nil {
+				errs = append(errs, fmt.Errorf("%s:%d: policy: also configured at %s:%d; only one configuration file may have a policy section (rules apply in file order)",
+					p, f.Policy.Line, merged.Policy.File, merged.Policy.Line))
+			} else {
+				merged.Policy = f.Policy
 			}
 		}
 		if f.Agent != (Agent{}) {

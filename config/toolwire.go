@@ -9,7 +9,7 @@ import (
 )
 
 var (
-	toolwireTopFields    = []string{"servers", "audit", "inputs", "gateway", "security", "agent", "oauth", "store"}
+	toolwireTopFields    = []string{"servers", "audit", "inputs", "gateway", "security", "agent", "oauth", "store", "policy"}
 	toolwireServerFields = []string{
 		"transport", "command", "args", "env", "envFile", "cwd", "url", "headers", "bearerToken", "oauth",
 		"prefix", "defaultTier", "tierOverrides", "onlyTools", "excludeTools", "timeout", "required", "disabled",
@@ -53,6 +53,8 @@ func (d *decoder) toolwireFile(root *node, f *File) {
 			d.agent(p.value, &f.Agent)
 		case "store":
 			f.Store = d.store(p.value)
+		case "policy":
+			f.Policy = d.policy(p)
 		case "inputs", "oauth":
 		default:
 			d.unknownField(p, "", toolwireTopFields)

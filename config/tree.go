@@ -40,6 +40,7 @@ type node struct {
 	line  int
 	typ   string // scalar type: one of the type* constants or a YAML tag
 	text  string // scalar text as written, after unquoting
+	block bool   // a YAML block scalar (| or >): its text starts on the line after line
 	pairs []pair
 	items []*node
 }
@@ -259,7 +260,7 @@ func (c *yamlConverter) convert(n *yaml.Node, depth int) (*node, error) {
 		}
 		return out, nil
 	case yaml.ScalarNode:
-		out := &node{kind: scalarNode, line: n.Line, text: n.Value}
+		out := &node{kind: scalarNode, line: n.Line, text: n.Value, block: n.Style&(yaml.LiteralStyle|yaml.FoldedStyle) != 0}
 		switch tag := n.ShortTag(); tag {
 		case "!!str":
 			out.typ = typeString

@@ -50,14 +50,19 @@ type ApprovalPolicy struct {
 }
 
 func (p ApprovalPolicy) forCall(call tool.PendingCall) Approval {
-	if a, ok := p.Tools[call.Name]; ok {
-		return a
+	a, ok := p.Tools[call.Name]
+	if !ok {
+		switch call.Tier {
+		case tool.Read: // here only because a policy rule asks about it
+		case tool.Write:
+			a = p.Write
+		default:
+			a = p.Destructive
+		}
 	}
-	a := p.Destructive
-	if call.Tier == tool.Write {
-		a = p.Write
-	}
-	if a == "" {
+	// A policy rule that asks about the call wants a person asked, not
+	// the call approved by its tier (tool.PendingCall.Rule).
+	if a == "" || (a == Allow && call.Rule != "") {
 		return Elicit
 	}
 	return a

@@ -418,7 +418,7 @@ func (v *jwtVerifier) verify(ctx context.Context, token string, _ *http.Request)
 		UserID:     claims.Subject,
 		Expiration: claims.Expiry.Time(),
 		Scopes:     scopes,
-		Extra:      map[string]any{roleKey: role, IssuerKey: v.issuer},
+		Extra:      map[string]any{roleKey: role, IssuerKey: v.issuer, claimsKey: extra},
 	}
 	// A JWT that names the client it was issued to (RFC 9068's client_id,
 	// or OIDC's azp) is, with its issuer and subject, the credential a
@@ -434,6 +434,11 @@ func (v *jwtVerifier) verify(ctx context.Context, token string, _ *http.Request)
 	}
 	return info, nil
 }
+
+// claimsKey is where the JWT verifier puts, in TokenInfo.Extra, the
+// token's verified claims, for the policy rules that read them
+// (tool.Principal.Claims).
+const claimsKey = "toolwire.claims"
 
 // headerAlg reads the "alg" of a compact JWS's header without verifying
 // anything, to say why a token did not parse.

@@ -52,11 +52,15 @@ func callerPrincipal(req mcp.Request) (p tool.Principal, ok bool) {
 // principalFrom is the principal of a verified token ti that came in the
 // Authorization header authz.
 func principalFrom(ti *auth.TokenInfo, authz string) tool.Principal {
-	p := tool.Principal{Subject: ti.UserID}
+	p := tool.Principal{Subject: ti.UserID, Credential: tool.CredentialStatic}
+	p.Role, _ = ti.Extra[roleKey].(string)
 	iss, _ := ti.Extra[IssuerKey].(string)
 	if iss == "" {
 		return p
 	}
+	// A policy rule may read the claims of a JWT it verified.
+	p.Credential = tool.CredentialJWT
+	p.Claims, _ = ti.Extra[claimsKey].(map[string]any)
 	p.Issuer, p.Expiry = iss, ti.Expiration
 	if scheme, token, ok := strings.Cut(authz, " "); ok && strings.EqualFold(scheme, "Bearer") {
 		p.Token = tool.NewBearerToken(strings.TrimSpace(token))

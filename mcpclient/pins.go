@@ -63,6 +63,9 @@ type pinning struct {
 	// over MaxTools is reported when it crosses the limit, not at every
 	// re-listing.
 	listed int
+	// unchecked is set when the latest check failed and warn mode let
+	// every tool in unchecked.
+	unchecked bool
 }
 
 // definitions returns the latest listing's definitions (see
@@ -290,6 +293,9 @@ func (ts *toolSet) checkPins(ctx context.Context, defs []pins.Definition) (map[s
 			"server", ts.set.cfg.Name, "error", ts.set.secrets.String(err.Error()))
 		ts.set.record(audit.Event{Kind: audit.PinsFailed, Reason: "unchecked", Error: err.Error()})
 		ts.setQuarantined(nil, nil)
+		ts.mu.Lock()
+		ts.pin.unchecked = true
+		ts.mu.Unlock()
 		return nil, nil
 	}
 
@@ -326,7 +332,26 @@ func (ts *toolSet) checkPins(ctx context.Context, defs []pins.Definition) (map[s
 func (ts *toolSet) setQuarantined(q []Quarantine, reported map[string]string) {
 	ts.mu.Lock()
 	defer ts.mu.Unlock()
-	ts.pin.quarantined, ts.pin.reported = q, reported
+	ts.pin.quarantined, ts.pin.reported, ts.pin.unchecked = q, reported, false
+}
+
+// markPins gives each of tools its pin state after the latest check, for
+// the policy rules that read it (tool.Tool.Pin): unapproved for a tool
+// let in by warn mode though it is not what was approved (or when the
+// check itself failed), approved otherwise; nothing with pinning off.
+func (ts *toolSet) markPins(tools []*tool.Tool) {
+	if !ts.pinningOn() {
+		return
+	}
+	ts.mu.Lock()
+	unapproved, unchecked := ts.pin.reported, ts.pin.unchecked
+	ts.mu.Unlock()
+	for _, t := range tools {
+		t.Pin = tool.PinApproved
+		if _, ok := unapproved[t.Origin.Name]; ok || unchecked {
+			t.Pin = tool.PinUnapproved
+		}
+	}
 }
 
 // reportUnapproved logs and audits one tool that is not what the operator

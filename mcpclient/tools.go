@@ -88,6 +88,7 @@ func (ts *toolSet) evaluate(ctx context.Context, listing []*mcp.Tool, defs []pin
 		ad.tools = slices.DeleteFunc(ad.tools, func(t *tool.Tool) bool { _, ok := held[t.Origin.Name]; return ok })
 		ad.skipped = slices.DeleteFunc(ad.skipped, func(sk Skipped) bool { _, ok := held[sk.Name]; return ok })
 	}
+	ts.markPins(ad.tools)
 	if err := preflight(cfg.Name, ad.tools, ts.reg); err != nil {
 		return nil, err
 	}

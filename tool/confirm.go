@@ -23,6 +23,16 @@ type PendingCall struct {
 	// Source is the server the tool comes from (its Origin.Source), whose
 	// words the description is; empty for a tool the program defined.
 	Source string
+	// Rule is the policy rule that asks for this call to be confirmed
+	// (whatever its tier), and Reason the rule's reason; both empty when
+	// the tier asks. A confirmer that approves calls by tier without
+	// asking anyone (a gateway's "write: allow") must still ask a person
+	// for a call a rule asks about: the rule is there to make sure one is.
+	Rule, Reason string
+	// Key is what a lasting approval of this call would be bound to,
+	// for a confirmer that offers one (see [Approvals]); zero when the
+	// executor has no approvals.
+	Key ApprovalKey
 }
 
 // The bounds of what [PendingCall.Render] shows of text that others wrote.
@@ -49,7 +59,15 @@ func (c PendingCall) Render() string {
 	if c.Source != "" {
 		fmt.Fprintf(&b, " of server %q", safetext.Line(c.Source, 128))
 	}
-	b.WriteString(".\nArguments:\n")
+	b.WriteString(".\n")
+	if c.Rule != "" {
+		fmt.Fprintf(&b, "Policy rule %q asks for confirmation", safetext.Line(c.Rule, 128))
+		if c.Reason != "" {
+			fmt.Fprintf(&b, ": %s", safetext.Line(c.Reason, RenderDescriptionRunes))
+		}
+		b.WriteString(".\n")
+	}
+	b.WriteString("Arguments:\n")
 	b.WriteString(renderArgs(c.Args))
 	if d := strings.TrimSpace(c.Description); d != "" {
 		d = safetext.Line(d, RenderDescriptionRunes)

@@ -10,6 +10,7 @@ import (
 	"log/slog"
 	"runtime/debug"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/toolwire/toolwire/audit"
@@ -48,6 +49,12 @@ type ExecutorOptions struct {
 	// Observer sees every step of every call as it happens (see
 	// [Observer]). Nil means none.
 	Observer Observer
+	// Policy decides on calls beyond their tiers (see [Policy]); nil
+	// means the tiers alone decide. [Executor.SetPolicy] replaces it.
+	Policy Policy
+	// Approvals are the lasting approvals consulted before the
+	// confirmer is asked (see [Approvals]); nil means none.
+	Approvals Approvals
 }
 
 // Executor runs calls against a registry: validate, confirm, run, audit.
@@ -59,6 +66,8 @@ type Executor struct {
 	logger  *slog.Logger
 	mask    *audit.Secrets
 	obs     Observer
+	policy  atomic.Pointer[policyBox]
+	grants  Approvals
 }
 
 // NewExecutor returns an executor for reg. A nil opts means defaults.
@@ -69,6 +78,8 @@ func NewExecutor(reg *Registry, opts *ExecutorOptions) *Executor {
 		e.logArgs = opts.LogArguments
 		e.mask = opts.Mask
 		e.obs = opts.Observer
+		e.SetPolicy(opts.Policy)
+		e.grants = opts.Approvals
 		if opts.Logger != nil {
 			e.logger = opts.Logger
 		}
@@ -187,6 +198,12 @@ type pending struct {
 	// upstream is where the handler notes the identity it reached its
 	// upstream with (NoteUpstreamIdentity); nil until the handler runs.
 	upstream *upstreamNote
+	// asked is the policy's Ask decision, when a rule asks for the
+	// call to be confirmed.
+	asked Decision
+	// decoded are the validated arguments as decoded, kept for the
+	// policy (nil without one).
+	decoded map[string]any
 }
 
 // newBatch returns the batch of calls made under ctx.
@@ -257,6 +274,9 @@ func (b *batch) prepare(i int) (*pending, *Result) {
 		ev.Args = encoded
 	}
 	p := &pending{index: i, tool: t, args: encoded}
+	if b.ex.policy.Load() != nil {
+		p.decoded = args
+	}
 	if err := b.record(ev); err != nil {
 		return nil, b.errored(p, auditFailed(c.Name, err), 0)
 	}
@@ -305,7 +325,15 @@ func (b *batch) execute(ctx context.Context, p *pending) *Result {
 	if err := ctx.Err(); err != nil {
 		return b.errored(p, contextResult(err, t.Name), 0)
 	}
-	if t.Tier.NeedsConfirmation() {
+	confirm := t.Tier.NeedsConfirmation()
+	pol := b.ex.Policy()
+	if pol != nil {
+		var res *Result
+		if res, confirm = b.decide(ctx, p, pol); res != nil {
+			return res
+		}
+	}
+	if confirm {
 		if res := b.confirm(ctx, p); res != nil {
 			return res
 		}
@@ -321,6 +349,13 @@ func (b *batch) execute(ctx context.Context, p *pending) *Result {
 		return b.errored(p, failure(ctx, t.Name, err), d)
 	case res == nil:
 		return b.errored(p, ErrorResult(ReasonFailed, fmt.Sprintf("tool %q returned no result", t.Name)), d)
+	}
+	if pol != nil {
+		if w := b.withhold(ctx, p, pol, res); w != res {
+			return b.errored(p, w, d)
+		}
+	}
+	switch {
 	case res.IsError:
 		normalizeError(res)
 		return b.errored(p, res, d)
@@ -341,7 +376,22 @@ func (b *batch) confirm(ctx context.Context, p *pending) *Result {
 		return b.errored(p, auditFailed(t.Name, err), 0)
 	}
 	start := time.Now()
-	ok, err := b.ask(ctx, p)
+	var key ApprovalKey
+	// A call through a gateway without caller authentication has nobody
+	// an approval could be bound to: the terminal's own approvals ("")
+	// must not cover it.
+	if b.ex.grants != nil && (b.caller != "" || b.client == (Client{})) {
+		key = b.approvalKey(p)
+		if id, err := b.ex.grants.Approved(ctx, key); err == nil && id != "" {
+			ev := b.event(p.index, audit.ConfirmationAccepted, t)
+			ev.Duration, ev.Reason = time.Since(start), "approval "+id
+			if err := b.record(ev); err != nil {
+				return b.errored(p, auditFailed(t.Name, err), 0)
+			}
+			return nil
+		}
+	}
+	ok, err := b.ask(ctx, p, key)
 	ev := b.event(p.index, audit.ConfirmationAccepted, t)
 	ev.Duration = time.Since(start)
 	if ok && err == nil {
@@ -370,7 +420,7 @@ func (b *batch) confirm(ctx context.Context, p *pending) *Result {
 
 // ask calls the confirmer, treating a missing confirmer, a panic and a done
 // context as refusals.
-func (b *batch) ask(ctx context.Context, p *pending) (ok bool, err error) {
+func (b *batch) ask(ctx context.Context, p *pending, key ApprovalKey) (ok bool, err error) {
 	c := b.ex.reg.confirmer
 	if c == nil {
 		return false, ErrNeedsConfirmer
@@ -380,7 +430,8 @@ func (b *batch) ask(ctx context.Context, p *pending) (ok bool, err error) {
 			ok, err = false, fmt.Errorf("confirmer panicked: %v", r)
 		}
 	}()
-	ok, err = c.Confirm(ctx, PendingCall{Name: p.tool.Name, Tier: p.tool.Tier, Args: p.args, Description: p.tool.Description, Source: p.tool.Origin.Source})
+	ok, err = c.Confirm(ctx, PendingCall{Name: p.tool.Name, Tier: p.tool.Tier, Args: p.args, Description: p.tool.Description, Source: p.tool.Origin.Source,
+		Rule: p.asked.Rule, Reason: p.asked.Reason, Key: key})
 	if err == nil && ctx.Err() != nil {
 		return false, ctx.Err()
 	}

@@ -31,7 +31,24 @@ type Principal struct {
 	// Expiry is when the verifier stops accepting Token; zero when
 	// unknown.
 	Expiry time.Time
+	// Role is the role the verifier found for the caller (a static
+	// token's, or a JWT's role claim); "" when it gives none.
+	Role string
+	// Credential says what kind of credential the caller presented:
+	// [CredentialStatic] or [CredentialJWT]; "" when the verifier does
+	// not say.
+	Credential string
+	// Claims are a JWT caller's verified claims, as JSON decodes them;
+	// nil for other callers. A policy rule may read them; they must not
+	// be changed.
+	Claims map[string]any
 }
+
+// The kinds of credential a [Principal] may have presented.
+const (
+	CredentialStatic = "static" // a token of the gateway's own configuration
+	CredentialJWT    = "jwt"    // a JWT the gateway verified
+)
 
 type principalKey struct{}
 

@@ -52,11 +52,27 @@ type Tool struct {
 	TierSource TierSource
 	// Origin records where the tool came from.
 	Origin Origin
+	// Pin says whether the tool's definition is the one an operator
+	// approved (see package pins); empty when its source does not pin.
+	Pin PinState
 	// Handler runs the tool.
 	Handler Handler
 
 	schema *jsonschema.Schema // compiled InputSchema, set by CompileSchema
 }
+
+// PinState says how a tool's definition stands against its pin.
+type PinState string
+
+// The pin states a source may give a tool.
+const (
+	// PinApproved: the definition is the approved one (or was pinned on
+	// first use).
+	PinApproved PinState = "approved"
+	// PinUnapproved: the definition differs from the approved one, or is
+	// new, and was registered anyway (pins mode "warn").
+	PinUnapproved PinState = "unapproved"
+)
 
 var namePattern = regexp.MustCompile(`^[A-Za-z0-9_-]{1,64}$`)
 

@@ -46,13 +46,14 @@ var ErrNeedsRestart = errors.New("needs a restart")
 // added are started, removed ones stopped, changed ones restarted and the
 // rest left exactly as they are (see [mcpclient.Manager.Apply]); the
 // gateways' upstreams follow; the gateway section's authentication
-// (tokens, JWT), roles, approvals and, as the options load returns give
-// them, limits apply from the next request on. Downstream sessions stay
+// (tokens, JWT), roles, approvals, the policy's rules and, as the options
+// load returns give them, limits apply from the next request on. Downstream sessions stay
 // open. load returns the configuration and the options a command's flags
 // settle against it (nil for none); [config.LoadAll] is the usual loader.
 //
 // Reload first checks everything it can without changing anything: a
-// configuration load refuses (it does not parse, say), a change to what
+// configuration load refuses (it does not parse, say), policy rules that
+// do not compile or do not fit the tools listed now ([ErrPolicy]), a change to what
 // the running process cannot take (the store, the audit section, the
 // security section, gateway authentication turned on or off, wrapping
 // [ErrNeedsRestart]), an authentication that cannot be built (a JWK set
@@ -119,10 +120,27 @@ func (w *Workspace) reload(ctx context.Context, file *config.File, o *ReloadOpti
 	if o.Approvals != nil {
 		policy = *o.Approvals
 	}
+	rules, err := Policy(file)
+	if err != nil {
+		return nil, err
+	}
+	// Against the tools listed now; those of servers the reload starts
+	// are checked when they register (see watchPolicy).
+	if err := w.checkPolicy(rules); err != nil {
+		return nil, err
+	}
 
 	ch, err := w.manager.Apply(ctx, file.Servers)
 	if err != nil {
 		return nil, err
+	}
+	if rules != nil {
+		w.executor.SetPolicy(rules)
+		if err := w.checkPolicy(rules); err != nil {
+			w.logger.Error("policy rules do not fit the tools of the servers just started; the calls they apply to are denied", "error", err.Error())
+		}
+	} else {
+		w.executor.SetPolicy(nil)
 	}
 	for _, g := range gateways {
 		g.gw.SetUpstreams(ctx, upstreams(g.extra, w.manager))

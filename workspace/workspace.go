@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
+	"github.com/toolwire/toolwire/approval"
 	"github.com/toolwire/toolwire/audit"
 	"github.com/toolwire/toolwire/config"
 	"github.com/toolwire/toolwire/gateway"
@@ -142,6 +143,9 @@ type Workspace struct {
 	secrets  *audit.Secrets
 	logger   *slog.Logger      // masks the secrets
 	approver *gateway.Approver // Options.Confirmer when it is one, for a reload's approvals
+	// approvals are the lasting approvals people gave, on a files store;
+	// nil on PostgreSQL (not kept there yet).
+	approvals *approval.Files
 
 	// reloading serializes Reload; mu guards what it changes and the
 	// gateways and handlers made.
@@ -197,6 +201,10 @@ func Open(ctx context.Context, file *config.File, opts *Options) (*Workspace, er
 		}
 	}
 
+	pol, err := Policy(file)
+	if err != nil {
+		return nil, err
+	}
 	storeURL, err := StoreURL(file, &o)
 	if err != nil {
 		return nil, err
@@ -226,9 +234,18 @@ func Open(ctx context.Context, file *config.File, opts *Options) (*Workspace, er
 	w.approver, _ = o.Confirmer.(*gateway.Approver)
 	// Every result goes to a terminal, a model or a gateway's client: all
 	// are masked, by the executor, in one place.
+	w.approvals = ApprovalsOf(w.store)
+	var grants tool.Approvals
+	if w.approvals != nil {
+		grants = w.approvals
+	}
 	w.executor = tool.NewExecutor(w.registry, &tool.ExecutorOptions{
 		Audit: w.audit, LogArguments: file.Audit.LogArguments, Logger: logger, Mask: w.secrets, Observer: o.Telemetry.Observer,
+		Approvals: grants,
 	})
+	if pol != nil {
+		w.executor.SetPolicy(pol)
+	}
 
 	var egress *mcpclient.EgressPolicy
 	if w.security.Strict {
@@ -279,6 +296,13 @@ func Open(ctx context.Context, file *config.File, opts *Options) (*Workspace, er
 		w.Close()
 		return nil, &marked{errors.New("no server could be started"), ErrNotStarted}
 	}
+	// The tools are known now: a rule that does not fit one it applies to
+	// is the configuration's error, as a misspelt field would be.
+	if err := w.checkPolicy(pol); err != nil {
+		w.Close()
+		return nil, err
+	}
+	w.watchPolicy()
 	return w, nil
 }
 

@@ -64,6 +64,7 @@ not told they could ask.`,
 				return err
 			}
 			defer w.Close()
+			term.grants = w.Approvals()
 
 			raw := json.RawMessage(argsJSON)
 			if len(pairs) > 0 {

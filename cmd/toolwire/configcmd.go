@@ -29,19 +29,20 @@ func newConfigCommand(e *env, g *globalFlags) *cobra.Command {
 			"the mcpServers file of Claude Desktop, Claude Code and Cursor, VS Code's .vscode/mcp.json, " +
 			"and plain lists or maps of servers) without starting any server.",
 	}
-	cmd.AddCommand(newConfigCheckCommand(e), newConfigImportCommand(e, g))
+	cmd.AddCommand(newConfigCheckCommand(e, g), newConfigImportCommand(e, g))
 	return cmd
 }
 
-func newConfigCheckCommand(e *env) *cobra.Command {
-	var asJSON bool
+func newConfigCheckCommand(e *env, g *globalFlags) *cobra.Command {
+	var asJSON, withTools bool
 	cmd := &cobra.Command{
 		Use:   "check [FILE]",
 		Short: "Show what toolwire understands of a configuration file, or every error in it",
 		Long: "check prints the file's dialect and, for each server, its transport, its command or URL " +
 			"(placeholders shown as written, never expanded), its tiers and filters, every warning " +
 			"(fields ignored and why), and every problem of the environment: a placeholder whose variable " +
-			"is unset and has no default (named, never a value), which would stop the server. FILE defaults to --config, $TOOLWIRE_CONFIG, then ./toolwire.yaml. " +
+			"is unset and has no default (named, never a value), which would stop the server, and each policy rule " +
+			"(with --tools, the servers are started and each rule is checked against the tools it applies to). FILE defaults to --config, $TOOLWIRE_CONFIG, then ./toolwire.yaml. " +
 			"Exit status 0 when the file is valid (warnings allowed), 2 when it is not.",
 		Args: cobra.MaximumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
@@ -56,14 +57,22 @@ func newConfigCheckCommand(e *env) *cobra.Command {
 			if err != nil {
 				return reportConfigErrors(e, path, err, asJSON)
 			}
+			pol, err := checkConfigPolicy(cmd.Context(), e, g, f, withTools)
+			if err != nil {
+				return reportConfigErrors(e, path, err, asJSON)
+			}
 			if asJSON {
-				return writeConfigJSON(e.stdout, configCheckJSON(f, e.lookupEnv))
+				r := configCheckJSON(f, e.lookupEnv)
+				r.Policy = pol
+				return writeConfigJSON(e.stdout, r)
 			}
 			printConfigCheck(e.stdout, f, e.lookupEnv)
+			printConfigPolicy(e.stdout, pol)
 			return nil
 		},
 	}
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print the report as JSON")
+	cmd.Flags().BoolVar(&withTools, "tools", false, "start the servers and check each policy rule against the tools it applies to")
 	return cmd
 }
 
@@ -174,6 +183,7 @@ type configReport struct {
 	Servers  []configServerJSON  `json:"servers,omitempty"`
 	Warnings []configWarningJSON `json:"warnings,omitempty"` // about the file, not one server
 	Errors   []string            `json:"errors,omitempty"`
+	Policy   *configPolicyJSON   `json:"policy,omitempty"`
 }
 
 type configInputJSON struct {

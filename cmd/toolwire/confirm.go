@@ -7,7 +7,9 @@ import (
 	"io"
 	"strings"
 	"sync"
+	"time"
 
+	"github.com/toolwire/toolwire/approval"
 	"github.com/toolwire/toolwire/tool"
 )
 
@@ -25,7 +27,18 @@ type terminalConfirmer struct {
 
 	mu     sync.Mutex // one question at a time
 	reader *bufio.Reader
+
+	// grants, when set, keeps the lasting approvals the person may give
+	// instead of a plain yes (see approvalScopes).
+	grants *approval.Files
 }
+
+// The lasting approvals the terminal offers: these arguments for a day,
+// or the tool, whatever its arguments, for a quarter of an hour.
+const (
+	argsApprovalTTL = 24 * time.Hour
+	toolApprovalTTL = 15 * time.Minute
+)
 
 func (c *terminalConfirmer) Confirm(ctx context.Context, call tool.PendingCall) (bool, error) {
 	if !c.interactive {
@@ -41,7 +54,13 @@ func (c *terminalConfirmer) Confirm(ctx context.Context, call tool.PendingCall) 
 	if c.reader == nil {
 		c.reader = bufio.NewReader(c.in)
 	}
-	fmt.Fprintf(c.out, "\n%s\nRun it? [y/N] ", call.Render())
+	offer := c.grants != nil && call.Key.Tool != ""
+	fmt.Fprintf(c.out, "\n%s\n", call.Render())
+	if offer {
+		fmt.Fprintf(c.out, "Answer a to also approve these arguments for %s, t to approve this tool for %s (toolwire approvals list, revoke).\n",
+			argsApprovalTTL, toolApprovalTTL)
+	}
+	fmt.Fprint(c.out, "Run it? [y/N] ")
 
 	// The read runs apart so that a cancelled context (Ctrl-C) ends the
 	// wait; the goroutine ends when the terminal delivers a line or closes.
@@ -58,9 +77,30 @@ func (c *terminalConfirmer) Confirm(ctx context.Context, call tool.PendingCall) 
 		switch strings.ToLower(strings.TrimSpace(line)) {
 		case "y", "yes":
 			return true, nil
+		case "a":
+			if offer {
+				c.grant(ctx, approval.Args, call.Key, argsApprovalTTL)
+				return true, nil
+			}
+		case "t":
+			if offer {
+				c.grant(ctx, approval.Tool, call.Key, toolApprovalTTL)
+				return true, nil
+			}
 		}
 		return false, nil
 	}
+}
+
+// grant keeps an approval the person gave; the call they approved runs
+// either way, and a failure to keep it is said.
+func (c *terminalConfirmer) grant(ctx context.Context, scope approval.Scope, key tool.ApprovalKey, ttl time.Duration) {
+	g, err := c.grants.Grant(ctx, scope, key, ttl)
+	if err != nil {
+		fmt.Fprintf(c.out, "toolwire: the approval could not be kept: %v\n", err)
+		return
+	}
+	fmt.Fprintf(c.out, "toolwire: approval %s kept until %s\n", g.ID, g.Expires.Local().Format("2006-01-02 15:04"))
 }
 
 // approveAll is the confirmer of --yes.

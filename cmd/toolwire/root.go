@@ -86,7 +86,7 @@ func newRootCommand(e *env) *cobra.Command {
 	root.AddCommand(newRunCommand(e, &g), newChatCommand(e, &g))
 	root.AddCommand(newAuditCommand(e, &g))
 	root.AddCommand(newLoginCommand(e, &g), newLogoutCommand(e, &g), newAuthCommand(e, &g), newOAuthCommand(e, &g))
-	root.AddCommand(newPinsCommand(e, &g))
+	root.AddCommand(newPinsCommand(e, &g), newApprovalsCommand(e, &g))
 	root.AddCommand(newVersionCommand(e))
 	return root
 }

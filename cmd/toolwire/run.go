@@ -170,7 +170,8 @@ func startSession(ctx context.Context, e *env, g *globalFlags, f *agentFlags, in
 		ui.wait = &waitLine{out: e.stderr}
 		progress = ui.spin
 	}
-	var confirmer tool.Confirmer = &terminalConfirmer{in: e.stdin, out: e.stderr, interactive: e.isTerminal(), reader: in}
+	term := &terminalConfirmer{in: e.stdin, out: e.stderr, interactive: e.isTerminal(), reader: in}
+	var confirmer tool.Confirmer = term
 	if f.yes {
 		confirmer = approveAll{}
 	}
@@ -178,6 +179,7 @@ func startSession(ctx context.Context, e *env, g *globalFlags, f *agentFlags, in
 	if err != nil {
 		return nil, err
 	}
+	term.grants = w.Approvals()
 	s := &session{ctx: tool.WithCaller(ctx, progress), w: w, ui: ui}
 	s.agent = w.Agent(provider, key, &agent.Options{
 		System:        f.system,

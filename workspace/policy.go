@@ -1,0 +1,122 @@
+package workspace
+
+import (
+	"errors"
+	"fmt"
+	"path/filepath"
+
+	"github.com/toolwire/toolwire/approval"
+
+	"github.com/toolwire/toolwire/config"
+	"github.com/toolwire/toolwire/policy"
+	"github.com/toolwire/toolwire/store"
+	"github.com/toolwire/toolwire/tool"
+)
+
+// ErrPolicy is wrapped by the error of [Open] and [Workspace.Reload] when
+// the configuration's policy rules do not compile, or do not fit the tools
+// they apply to (a rule reads an argument a tool's schema lacks).
+var ErrPolicy = errors.New("policy rules")
+
+// Policy compiles the configuration's policy section ([policy.New]): nil
+// and no error when it has no rules. The error joins every rule's
+// problems, each naming the file, line and rule.
+func Policy(file *config.File) (*policy.Policy, error) {
+	if file.Policy == nil || len(file.Policy.Rules) == 0 {
+		return nil, nil
+	}
+	configured := map[string]bool{}
+	for _, s := range file.Servers {
+		configured[s.Name] = true
+	}
+	var unknown []error
+	rules := make([]policy.Rule, 0, len(file.Policy.Rules))
+	for _, r := range file.Policy.Rules {
+		// A misspelt server would make a rule that never matches.
+		for _, name := range r.Servers {
+			if !configured[name] {
+				unknown = append(unknown, fmt.Errorf("%s:%d: policy rule %q: servers: no server %q is configured", file.Policy.File, r.Line, r.Name, name))
+			}
+		}
+		pr := policy.Rule{
+			Name: r.Name, File: file.Policy.File, Line: r.Line, WhenLine: r.WhenLine,
+			Tools: r.Tools, Servers: r.Servers, When: r.When, Reason: r.Reason,
+		}
+		for _, t := range r.Tiers {
+			tier, err := tool.ParseTier(t)
+			if err != nil {
+				return nil, fmt.Errorf("%s:%d: policy rule %q: tiers: %w", file.Policy.File, r.Line, r.Name, err)
+			}
+			pr.Tiers = append(pr.Tiers, tier)
+		}
+		if r.On == "result" {
+			pr.On = policy.OnResult
+		}
+		switch r.Decision {
+		case "allow":
+			pr.Effect = tool.Allow
+		case "deny":
+			pr.Effect = tool.Deny
+		case "ask":
+			pr.Effect = tool.Ask
+		}
+		rules = append(rules, pr)
+	}
+	p, err := policy.New(rules)
+	if err != nil || len(unknown) > 0 {
+		return nil, &marked{errors.Join(append(unknown, err)...), ErrPolicy}
+	}
+	return p, nil
+}
+
+// checkPolicy checks p's rules against the registry's tools; nil p
+// checks nothing.
+func (w *Workspace) checkPolicy(p *policy.Policy) error {
+	if p == nil {
+		return nil
+	}
+	applied, err := p.Check(w.registry.List())
+	if err != nil {
+		return &marked{err, ErrPolicy}
+	}
+	for _, r := range p.Rules() {
+		if len(applied[r.Name]) == 0 {
+			w.logger.Warn(fmt.Sprintf("%s:%d: policy rule %q applies to no tool the servers list now", r.File, r.Line, r.Name))
+		}
+	}
+	return nil
+}
+
+// watchPolicy reports, whenever the registry's tools change (a server
+// listed new tools), the rules that do not fit them: the calls those
+// rules apply to are denied until the tool or the rule changes.
+func (w *Workspace) watchPolicy() (stop func()) {
+	return w.registry.Watch(func() {
+		p, _ := w.executor.Policy().(*policy.Policy)
+		if p == nil {
+			return
+		}
+		if _, err := p.Check(w.registry.List()); err != nil {
+			w.logger.Error("policy rules do not fit the tools now listed; the calls they apply to are denied", "error", err.Error())
+		}
+	})
+}
+
+// ApprovalsFile is the name of the file of lasting approvals, beside the
+// pins file of a files store.
+const ApprovalsFile = "approvals.json"
+
+// ApprovalsOf returns the lasting approvals st keeps, as a workspace on it
+// consults them: on files, the file beside its pins file; nil on
+// PostgreSQL, where they are not kept yet.
+func ApprovalsOf(st *store.Store) *approval.Files {
+	if st.Kind() != store.Files || st.Pins() == nil || st.Pins().Path() == "" {
+		return nil
+	}
+	return approval.NewFiles(filepath.Join(filepath.Dir(st.Pins().Path()), ApprovalsFile))
+}
+
+// Approvals returns the lasting approvals the executor consults before it
+// asks its confirmer, for a confirmer that grants them and the commands
+// that list and revoke them; nil when the store keeps none (PostgreSQL).
+func (w *Workspace) Approvals() *approval.Files { return w.approvals }

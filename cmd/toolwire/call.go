@@ -59,7 +59,17 @@ not told they could ask.`,
 				caller = &terminalCaller{progressPrinter: caller.(*progressPrinter), term: term}
 				wo.Relay.Elicitation = true
 			}
-			w, err := open(cmd.Context(), e, g, nil, wo)
+			// Only the server the name's prefix names is started: one that
+			// never answers holds up only calls of its own tools.
+			file, err := loadConfig(e, g)
+			if err != nil {
+				return err
+			}
+			servers, err := serversForTool(file, name)
+			if err != nil {
+				return &exitError{exitUsage, err}
+			}
+			w, err := open(cmd.Context(), e, g, withServers(file, servers), wo)
 			if err != nil {
 				return err
 			}

@@ -2,6 +2,7 @@ package main
 
 import (
 	"bufio"
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -137,6 +138,10 @@ exits with status 130. See docs/agent.md for providers, local servers
 	return cmd
 }
 
+// agentStartWait is how long run and chat wait for every server to start
+// before the model starts on the tools of the servers that are ready.
+const agentStartWait = 3 * time.Second
+
 // session is a started workspace with an agent over its tools.
 type session struct {
 	ctx   context.Context // carries the progress display for tool calls
@@ -174,7 +179,10 @@ func startSession(ctx context.Context, e *env, g *globalFlags, f *agentFlags, in
 	if f.yes {
 		confirmer = approveAll{}
 	}
-	w, err := open(ctx, e, g, file, &workspace.Options{Confirmer: ui.pausing(confirmer)})
+	// A server slow to start, or one that never answers, does not hold up
+	// the model: it starts on the tools of the servers ready, and the
+	// others' tools join as they become ready.
+	w, err := open(ctx, e, g, file, &workspace.Options{Confirmer: ui.pausing(confirmer), StartWait: cmp.Or(e.startWait, agentStartWait)})
 	if err != nil {
 		return nil, err
 	}

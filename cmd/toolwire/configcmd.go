@@ -167,13 +167,15 @@ func configPlural(n int, what string) string {
 
 // configReport is the --json shape of config check.
 type configReport struct {
-	File     string              `json:"file"`
-	Valid    bool                `json:"valid"`
-	Dialect  string              `json:"dialect,omitempty"`
-	Inputs   []configInputJSON   `json:"inputs,omitempty"`
-	Servers  []configServerJSON  `json:"servers,omitempty"`
-	Warnings []configWarningJSON `json:"warnings,omitempty"` // about the file, not one server
-	Errors   []string            `json:"errors,omitempty"`
+	File    string `json:"file"`
+	Valid   bool   `json:"valid"`
+	Dialect string `json:"dialect,omitempty"`
+	// DialectReason says why the file was read as Dialect.
+	DialectReason string              `json:"dialectReason,omitempty"`
+	Inputs        []configInputJSON   `json:"inputs,omitempty"`
+	Servers       []configServerJSON  `json:"servers,omitempty"`
+	Warnings      []configWarningJSON `json:"warnings,omitempty"` // about the file, not one server
+	Errors        []string            `json:"errors,omitempty"`
 }
 
 type configInputJSON struct {
@@ -242,7 +244,7 @@ type configWarningJSON struct {
 }
 
 func configCheckJSON(f *config.File, lookup func(string) (string, bool)) configReport {
-	r := configReport{File: f.Path, Valid: true, Dialect: f.Dialect}
+	r := configReport{File: f.Path, Valid: true, Dialect: f.Dialect, DialectReason: f.DialectReason}
 	for _, id := range configSortedKeys(f.Inputs) {
 		in := f.Inputs[id]
 		r.Inputs = append(r.Inputs, configInputJSON{ID: id, Description: in.Description, Password: in.Password, Default: in.Default})
@@ -307,6 +309,9 @@ func writeConfigJSON(w io.Writer, v any) error {
 // one block per server with its warnings under it.
 func printConfigCheck(w io.Writer, f *config.File, lookup func(string) (string, bool)) {
 	fmt.Fprintf(w, "%s: %s (dialect %s), %s\n", f.Path, config.DescribeDialect(f.Dialect), f.Dialect, configPlural(len(f.Servers), "server"))
+	if f.DialectReason != "" {
+		fmt.Fprintf(w, "  read as %s because %s\n", config.DescribeDialect(f.Dialect), f.DialectReason)
+	}
 	for _, d := range f.WarningDetails {
 		if d.Server == "" {
 			fmt.Fprintf(w, "  warning: line %d: %s: %s\n", d.Line, d.Field, d.Message)

@@ -94,6 +94,7 @@ func newRootCommand(e *env) *cobra.Command {
 	root.AddCommand(newLoginCommand(e, &g), newLogoutCommand(e, &g), newAuthCommand(e, &g), newOAuthCommand(e, &g))
 	root.AddCommand(newPinsCommand(e, &g))
 	root.AddCommand(newVersionCommand(e))
+	strictCommands(root)
 	return root
 }
 

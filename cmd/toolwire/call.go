@@ -40,7 +40,12 @@ On a terminal, a server may also ask a question while it serves the call
 (MCP elicitation: a form to fill in), which is shown as the server's words
 and answered there; --yes does not answer it. With no terminal, servers are
 not told they could ask.`,
-		Args: cobra.MinimumNArgs(1),
+		Args: func(_ *cobra.Command, args []string) error {
+			if len(args) == 0 {
+				return &exitError{exitUsage, errors.New(`call needs the tool's registered name (see "toolwire tools"), then its arguments as key=value pairs or --args JSON; for example: toolwire call demo__echo text=hi`)}
+			}
+			return nil
+		},
 		RunE: func(cmd *cobra.Command, args []string) error {
 			name, pairs := args[0], args[1:]
 			if argsJSON != "" && len(pairs) > 0 {

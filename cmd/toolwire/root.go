@@ -95,6 +95,7 @@ func newRootCommand(e *env) *cobra.Command {
 	root.AddCommand(newPinsCommand(e, &g))
 	root.AddCommand(newVersionCommand(e))
 	strictCommands(root)
+	addExamples(root)
 	return root
 }
 

@@ -34,7 +34,7 @@ func newConfigCommand(e *env, g *globalFlags) *cobra.Command {
 }
 
 func newConfigCheckCommand(e *env) *cobra.Command {
-	var asJSON bool
+	var asJSON, failOnWarnings bool
 	cmd := &cobra.Command{
 		Use:   "check [FILE]",
 		Short: "Show what toolwire understands of a configuration file, or every error in it",
@@ -42,7 +42,8 @@ func newConfigCheckCommand(e *env) *cobra.Command {
 			"(placeholders shown as written, never expanded), its tiers and filters, every warning " +
 			"(fields ignored and why), and every problem of the environment: a placeholder whose variable " +
 			"is unset and has no default (named, never a value), which would stop the server. FILE defaults to --config, $TOOLWIRE_CONFIG, then ./toolwire.yaml. " +
-			"Exit status 0 when the file is valid (warnings allowed), 2 when it is not.",
+			"Exit status 0 when the file is valid (warnings allowed), 2 when it is not; with --fail-on-warnings, 1 when it is valid " +
+			"but has a warning or a problem.",
 		Args: cobra.MaximumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			path, err := configFileArg(cmd, e, args)
@@ -57,13 +58,20 @@ func newConfigCheckCommand(e *env) *cobra.Command {
 				return reportConfigErrors(e, path, err, asJSON)
 			}
 			if asJSON {
-				return writeConfigJSON(e.stdout, configCheckJSON(f, e.lookupEnv))
+				if err := writeConfigJSON(e.stdout, configCheckJSON(f, e.lookupEnv)); err != nil {
+					return err
+				}
+			} else {
+				printConfigCheck(e.stdout, f, e.lookupEnv)
 			}
-			printConfigCheck(e.stdout, f, e.lookupEnv)
+			if failOnWarnings {
+				return checkFindings(f, e.lookupEnv)
+			}
 			return nil
 		},
 	}
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print the report as JSON")
+	cmd.Flags().BoolVar(&failOnWarnings, "fail-on-warnings", false, "exit with status 1 when the file has a warning (an ignored or unknown field) or a problem (an unset variable), for CI")
 	return cmd
 }
 
@@ -303,6 +311,19 @@ func writeConfigJSON(w io.Writer, v any) error {
 	enc.SetIndent("", "  ")
 	enc.SetEscapeHTML(false)
 	return enc.Encode(v)
+}
+
+// checkFindings is the error of config check --fail-on-warnings: exit
+// status 1 counting the file's warnings and problems, nil without any.
+func checkFindings(f *config.File, lookup func(string) (string, bool)) error {
+	problems := 0
+	for _, s := range f.Servers {
+		problems += len(configProblems(s, lookup))
+	}
+	if len(f.Warnings) == 0 && problems == 0 {
+		return nil
+	}
+	return &exitError{exitToolErr, fmt.Errorf("%s: %s and %s (--fail-on-warnings)", f.Path, configPlural(len(f.Warnings), "warning"), configPlural(problems, "problem"))}
 }
 
 // printConfigCheck prints the text report: the dialect, the inputs, then

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os/exec"
 	"runtime"
+	"strings"
 	"text/tabwriter"
 	"time"
 
@@ -228,7 +229,10 @@ func remoteServer(file *config.File, name string) (config.Server, error) {
 		}
 		names = append(names, s.Name)
 	}
-	return config.Server{}, &exitError{exitUsage, fmt.Errorf("no server %q in the configuration (servers: %v)", name, names)}
+	if len(names) == 0 {
+		return config.Server{}, &exitError{exitUsage, fmt.Errorf("no server %q in the configuration (it configures none)", name)}
+	}
+	return config.Server{}, &exitError{exitUsage, fmt.Errorf("no server %q in the configuration (its servers: %s)", name, strings.Join(names, ", "))}
 }
 
 // configuredSecret is the secret of the client the configuration names for

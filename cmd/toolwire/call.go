@@ -127,7 +127,7 @@ func resultError(name string, res *tool.Result, w *workspace.Workspace) error {
 	}
 	switch res.Reason {
 	case tool.ReasonDeclined, tool.ReasonUnconfirmed:
-		return &exitError{exitDeclined, errors.New(res.Message)}
+		return &exitError{exitDeclined, errors.New(forPerson(res.Message))}
 	case tool.ReasonCancelled, tool.ReasonTimeout, tool.ReasonFailed, tool.ReasonUnavailable:
 		// The executor's message names the tool already.
 		return &exitError{exitToolErr, errors.New(res.Message)}
@@ -275,4 +275,10 @@ func printJSON(e *env, v any) error {
 	out.WriteByte('\n')
 	_, err = e.stdout.Write(out.Bytes())
 	return err
+}
+
+// forPerson is a result's message as a person reads it: without the
+// advice the executor gives a model ("do not retry it").
+func forPerson(msg string) string {
+	return strings.TrimSuffix(msg, "; do not retry it")
 }

@@ -55,7 +55,7 @@ func chat(s *session, e *env, in *bufio.Reader) error {
 			if errors.Is(err, io.EOF) {
 				return nil
 			}
-			return agentError(err)
+			return agentError(err, s.anthropic)
 		}
 		line = strings.TrimSpace(line)
 		switch line {
@@ -69,9 +69,9 @@ func chat(s *session, e *env, in *bufio.Reader) error {
 		switch {
 		case err == nil:
 		case errors.Is(err, context.Canceled), errors.Is(err, agent.ErrUnauthorized):
-			return agentError(err)
+			return agentError(err, s.anthropic)
 		default:
-			fmt.Fprintf(e.stderr, "toolwire: %s\n", termSafe(err.Error()))
+			fmt.Fprintf(e.stderr, "toolwire: %s\n", termSafe(agentError(err, s.anthropic).Error()))
 		}
 	}
 }

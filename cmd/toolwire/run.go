@@ -131,7 +131,7 @@ exits with status 130. See docs/agent.md for providers, local servers
 			defer s.close()
 			_, err = s.agent.Run(s.ctx, args[0])
 			s.ui.endText()
-			return agentError(err)
+			return agentError(err, s.anthropic)
 		},
 	}
 	f.register(cmd)
@@ -148,6 +148,9 @@ type session struct {
 	w     *workspace.Workspace
 	agent *agent.Agent
 	ui    *agentUI
+	// anthropic says the model is Anthropic's, whose reply limit
+	// --max-tokens sets.
+	anthropic bool
 }
 
 // startSession builds the provider, starts the servers and the agent. in
@@ -186,7 +189,8 @@ func startSession(ctx context.Context, e *env, g *globalFlags, f *agentFlags, in
 	if err != nil {
 		return nil, err
 	}
-	s := &session{ctx: tool.WithCaller(ctx, progress), w: w, ui: ui}
+	_, anthropic := provider.(*agent.Anthropic)
+	s := &session{ctx: tool.WithCaller(ctx, progress), w: w, ui: ui, anthropic: anthropic}
 	s.agent = w.Agent(provider, key, &agent.Options{
 		System:        f.system,
 		MaxToolRounds: f.maxRounds,
@@ -206,7 +210,7 @@ func (s *session) close() {
 }
 
 // agentError maps the agent's error to the command's exit status.
-func agentError(err error) error {
+func agentError(err error, anthropic bool) error {
 	switch {
 	case err == nil:
 		return nil
@@ -214,8 +218,12 @@ func agentError(err error) error {
 		return &exitError{exitInterrupted, errors.New("interrupted: the model request and the tool calls in flight were cancelled")}
 	case errors.Is(err, agent.ErrUnauthorized):
 		return &exitError{exitUsage, err}
+	case errors.Is(err, agent.ErrCut) && anthropic:
+		return &exitError{exitToolErr, fmt.Errorf("%w (the text above is cut off; --max-tokens raises the limit)", err)}
 	case errors.Is(err, agent.ErrCut):
-		return &exitError{exitToolErr, fmt.Errorf("%w (the text above is cut off; --max-tokens raises the limit for anthropic)", err)}
+		return &exitError{exitToolErr, fmt.Errorf("%w (the text above is cut off at the model's own reply limit; ask for a shorter answer, or use a model with a larger one)", err)}
+	case errors.Is(err, agent.ErrStalled):
+		return &exitError{exitToolErr, fmt.Errorf("%w (--idle-timeout sets how long to wait)", err)}
 	}
 	return &exitError{exitToolErr, err}
 }
@@ -281,7 +289,7 @@ func (u *agentUI) toolCall(call agent.ToolCall, t *tool.Tool) {
 func (u *agentUI) toolResult(call agent.ToolCall, res *tool.Result) {
 	u.spin.clear()
 	if res.IsError {
-		fmt.Fprintf(u.errOut, "← %s: %s: %s\n", termSafe(call.Name), res.Reason, oneLine(res.Message, 200))
+		fmt.Fprintf(u.errOut, "← %s: %s: %s\n", termSafe(call.Name), res.Reason, oneLine(forPerson(res.Message), 200))
 		return
 	}
 	if p := resultPreview(res); p != "" {

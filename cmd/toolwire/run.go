@@ -321,9 +321,16 @@ func resultPreview(res *tool.Result) string {
 }
 
 // waiting is the agent's OnWait: on a terminal, a line that says the
-// model is being waited for, or counts down to a retry.
+// model is being waited for, or counts down to a retry; elsewhere a line
+// for each retry.
 func (u *agentUI) waiting(attempt int, retry time.Duration, err error) {
 	if u.wait == nil {
+		// Without a terminal, each retry is one line: a log shows why
+		// the run took longer.
+		if retry > 0 {
+			u.endText()
+			fmt.Fprintf(u.errOut, "toolwire: %s; retrying in %.1f s (attempt %d)\n", termSafe(oneLine(err.Error(), 300)), retry.Seconds(), attempt+1)
+		}
 		return
 	}
 	u.endText()

@@ -52,3 +52,22 @@ func TestIdleTimeoutNamesItsFlag(t *testing.T) {
 	o.expect(t, exitToolErr)
 	mustContain(t, "stderr", o.stderr, "sent nothing for 300ms", "--idle-timeout sets how long to wait")
 }
+
+// Issue 23.12: a server error from the model is retried, and without a
+// terminal each retry leaves a line on stderr.
+func TestRunRetriesAServerErrorAndSaysSoWithoutATerminal(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t, "")
+	srv := agenttest.NewServer(t,
+		agenttest.Status(http.StatusBadGateway, "upstream died", "Retry-After", "0.2"),
+		agenttest.OpenAIReply("fine"))
+	o := f.runAgent(t, context.Background(), agentCLI{}, openaiArgs(srv, "x")...)
+	o.expect(t, exitOK)
+	if o.stdout != "fine\n" {
+		t.Errorf("stdout = %q", o.stdout)
+	}
+	mustContain(t, "stderr", o.stderr, "502 Bad Gateway", "upstream died", "; retrying in 0.2 s (attempt 2)\n")
+	if strings.ContainsAny(o.stderr, "\r\033") {
+		t.Errorf("stderr, not a terminal, has live-line controls:\n%q", o.stderr)
+	}
+}

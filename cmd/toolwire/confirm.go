@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bufio"
 	"context"
 	"fmt"
 	"io"
@@ -23,8 +22,8 @@ type terminalConfirmer struct {
 	out         io.Writer
 	interactive bool
 
-	mu     sync.Mutex // one question at a time
-	reader *bufio.Reader
+	mu    sync.Mutex // one question at a time
+	lines *lineReader
 }
 
 func (c *terminalConfirmer) Confirm(ctx context.Context, call tool.PendingCall) (bool, error) {
@@ -38,29 +37,22 @@ func (c *terminalConfirmer) Confirm(ctx context.Context, call tool.PendingCall) 
 	if err := ctx.Err(); err != nil {
 		return false, err
 	}
-	if c.reader == nil {
-		c.reader = bufio.NewReader(c.in)
+	if c.lines == nil {
+		c.lines = newLineReader(c.in)
 	}
 	fmt.Fprintf(c.out, "\n%s\nRun it? [y/N] ", call.Render())
-
-	// The read runs apart so that a cancelled context (Ctrl-C) ends the
-	// wait; the goroutine ends when the terminal delivers a line or closes.
-	answer := make(chan string, 1)
-	go func() {
-		line, _ := c.reader.ReadString('\n')
-		answer <- line
-	}()
-	select {
-	case <-ctx.Done():
+	// A cancelled context (Ctrl-C) ends the wait.
+	line, err := c.lines.read(ctx)
+	if ctxErr := ctx.Err(); ctxErr != nil {
 		fmt.Fprintln(c.out)
-		return false, ctx.Err()
-	case line := <-answer:
-		switch strings.ToLower(strings.TrimSpace(line)) {
-		case "y", "yes":
-			return true, nil
-		}
-		return false, nil
+		return false, ctxErr
 	}
+	_ = err // the end of input answers no
+	switch strings.ToLower(strings.TrimSpace(line)) {
+	case "y", "yes":
+		return true, nil
+	}
+	return false, nil
 }
 
 // approveAll is the confirmer of --yes.

@@ -35,6 +35,10 @@ type env struct {
 	// waitNote, when the first "still waiting" line shows on a terminal
 	// (0: defaultWaitNote). Tests shorten them.
 	startWait, waitNote time.Duration
+	// interrupts delivers Ctrl-C to chat, which cancels a turn with it
+	// rather than the whole command; nil when the command's context is
+	// all Ctrl-C ends (in tests that do not say otherwise).
+	interrupts *interrupter
 }
 
 func defaultEnv() *env {

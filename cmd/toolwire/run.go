@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bufio"
 	"cmp"
 	"context"
 	"errors"
@@ -124,7 +123,7 @@ exits with status 130. See docs/agent.md for providers, local servers
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			tuneGC(e.lookupEnv) // a long-running command
-			s, err := startSession(cmd.Context(), e, g, &f, bufio.NewReader(e.stdin))
+			s, err := startSession(cmd.Context(), e, g, &f, newLineReader(e.stdin))
 			if err != nil {
 				return err
 			}
@@ -155,7 +154,7 @@ type session struct {
 
 // startSession builds the provider, starts the servers and the agent. in
 // is the reader of stdin that confirmations (and chat's lines) share.
-func startSession(ctx context.Context, e *env, g *globalFlags, f *agentFlags, in *bufio.Reader) (*session, error) {
+func startSession(ctx context.Context, e *env, g *globalFlags, f *agentFlags, in *lineReader) (*session, error) {
 	file, err := loadConfig(e, g)
 	if err != nil {
 		return nil, err
@@ -178,7 +177,7 @@ func startSession(ctx context.Context, e *env, g *globalFlags, f *agentFlags, in
 		ui.wait = &waitLine{out: e.stderr}
 		progress = ui.spin
 	}
-	var confirmer tool.Confirmer = &terminalConfirmer{in: e.stdin, out: e.stderr, interactive: e.isTerminal(), reader: in}
+	var confirmer tool.Confirmer = &terminalConfirmer{in: e.stdin, out: e.stderr, interactive: e.isTerminal(), lines: in}
 	if f.yes {
 		confirmer = approveAll{}
 	}

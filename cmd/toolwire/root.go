@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bytes"
 	"cmp"
 	"context"
 	"errors"
@@ -119,11 +120,14 @@ func open(ctx context.Context, e *env, g *globalFlags, file *config.File, opts *
 	}
 	o := *opts
 	o.AuditFile, o.Strict, o.StoreURL = g.audit, g.strict, storeURL(e, g)
-	o.Logger = newLogger(e.stderr, g, nil) // the workspace masks its secrets in it
-	o.LookupEnv, o.Input = e.lookupEnv, configInputPrompter(e)
+	// While a person is asked for an ${input:ID} value, start-up lines
+	// and warnings wait, so that none cuts into the question.
+	out := &heldWriter{out: e.stderr}
+	o.Logger = newLogger(out, g, nil) // the workspace masks its secrets in it
+	o.LookupEnv, o.Input = e.lookupEnv, holdWhileAsking(out, configInputPrompter(e))
 	var lines *startLines
 	if o.StateChanges == nil && stderrIsTerminal(e) && len(file.Servers) > 0 {
-		lines = newStartLines(e.stderr, file.Servers, e.waitNote)
+		lines = newStartLines(out, file.Servers, e.waitNote)
 		o.StateChanges = lines.changes
 		// A failure shown on its line is not warned about again.
 		o.OnFailed = func(server, reason string) {
@@ -146,6 +150,53 @@ func open(ctx context.Context, e *env, g *globalFlags, file *config.File, opts *
 	}
 	lines.opened()
 	return w, nil
+}
+
+// heldWriter writes to out, except while a question is on screen (hold):
+// what is written then waits, and goes out at release.
+type heldWriter struct {
+	out io.Writer
+
+	mu    sync.Mutex
+	held  int
+	queue bytes.Buffer
+}
+
+func (h *heldWriter) Write(p []byte) (int, error) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.held > 0 {
+		return h.queue.Write(p)
+	}
+	return h.out.Write(p)
+}
+
+func (h *heldWriter) hold() {
+	h.mu.Lock()
+	h.held++
+	h.mu.Unlock()
+}
+
+func (h *heldWriter) release() {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.held--; h.held == 0 && h.queue.Len() > 0 {
+		_, _ = h.out.Write(h.queue.Bytes())
+		h.queue.Reset()
+	}
+}
+
+// holdWhileAsking wraps ask (nil: none) so that out holds its other
+// writers while a person is asked.
+func holdWhileAsking(out *heldWriter, ask func(string, config.Input) (string, error)) func(string, config.Input) (string, error) {
+	if ask == nil {
+		return nil
+	}
+	return func(id string, in config.Input) (string, error) {
+		out.hold()
+		defer out.release()
+		return ask(id, in)
+	}
 }
 
 // startLines shows, on a terminal, one line per server as it starts: that

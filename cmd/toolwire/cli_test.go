@@ -29,6 +29,12 @@ func TestMain(m *testing.M) {
 		}
 		os.Exit(0)
 	}
+	if os.Getenv("TOOLWIRE_TEST_SERVER") == "conditional" {
+		if err := serveConditional(); err != nil {
+			os.Exit(1)
+		}
+		os.Exit(0)
+	}
 	if os.Getenv("TOOLWIRE_TEST_SERVER") == "leaky" {
 		if err := serveLeaky(context.Background()); err != nil {
 			os.Exit(1)

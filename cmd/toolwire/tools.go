@@ -47,7 +47,12 @@ still being waited for.`,
 			}
 			// Listing calls nothing, but the registry still needs a
 			// confirmer to accept write and destructive tools.
-			w, err := open(cmd.Context(), e, g, file, &workspace.Options{Confirmer: refuseAll{}})
+			// On a terminal a server is told, as call tells it, that it may
+			// ask questions, so that it lists what a call there would see
+			// (and pins them alike): no tool is new to the next call.
+			wo := &workspace.Options{Confirmer: refuseAll{}}
+			wo.Relay.Elicitation = e.isTerminal()
+			w, err := open(cmd.Context(), e, g, file, wo)
 			if err != nil {
 				return err
 			}

@@ -435,3 +435,42 @@ func TestConversationKeepsHistoryAcrossMessages(t *testing.T) {
 		t.Errorf("second request's messages = %v", msgs)
 	}
 }
+
+// A server error is retried as a rate limit is, with the same backoff
+// and bound (issue 23.12); one that says the request can never work is
+// not.
+func TestServerErrorsAreRetriedWithBackoff(t *testing.T) {
+	s := newScripted(t,
+		status(http.StatusInternalServerError, "oops"),
+		status(http.StatusBadGateway, "upstream died"),
+		status(http.StatusGatewayTimeout, "upstream slow"),
+		openaiReply("done"),
+	)
+	a := New(newBench(t, nil).ex, openaiFor(t, s), nil)
+	var waits []time.Duration
+	a.sleep = func(_ context.Context, d time.Duration) error { waits = append(waits, d); return nil }
+	out, err := a.Run(context.Background(), "x")
+	if err != nil || out.Text != "done" {
+		t.Fatalf("out = %+v, err = %v", out, err)
+	}
+	if !slices.Equal(waits, []time.Duration{time.Second, 2 * time.Second, 4 * time.Second}) {
+		t.Errorf("waits = %v, want [1s 2s 4s]", waits)
+	}
+
+	failing := status(http.StatusInternalServerError, "oops")
+	s = newScripted(t, failing, failing, failing)
+	a = New(newBench(t, nil).ex, openaiFor(t, s), &Options{MaxRetries: 2})
+	a.sleep = func(context.Context, time.Duration) error { return nil }
+	_, err = a.Run(context.Background(), "x")
+	if !errors.Is(err, ErrRequest) {
+		t.Fatalf("err = %v, want ErrRequest", err)
+	}
+	contains(t, "error", err.Error(), "500", "gave up after 3 attempts")
+
+	s = newScripted(t, status(http.StatusNotImplemented, "no such thing"))
+	a = New(newBench(t, nil).ex, openaiFor(t, s), nil)
+	a.sleep = func(context.Context, time.Duration) error { t.Error("a 501 was retried"); return nil }
+	if _, err := a.Run(context.Background(), "x"); !errors.Is(err, ErrRequest) {
+		t.Fatalf("err = %v, want ErrRequest", err)
+	}
+}

@@ -199,7 +199,8 @@ func (p *Anthropic) Complete(parent context.Context, req *Request) (*Response, e
 		return nil, p.ep.unterminated("message_stop event")
 	}
 	resp := &Response{Text: text.String(), Cut: stopReason == "max_tokens"}
-	for _, i := range slices.Sorted(maps.Keys(blocks)) {
+	order := slices.Sorted(maps.Keys(blocks))
+	for n, i := range order {
 		b := blocks[i]
 		if b.kind != "tool_use" {
 			continue
@@ -208,7 +209,12 @@ func (p *Anthropic) Complete(parent context.Context, req *Request) (*Response, e
 		if args == "" {
 			args = b.startInput
 		}
-		resp.Calls = append(resp.Calls, ToolCall{ID: b.id, Name: b.name, Args: args, Cut: resp.Cut && !b.stopped})
+		// The limit ends the reply in its last block, which Anthropic
+		// still closes with content_block_stop: a tool_use block there,
+		// or one never closed, was cut while the model wrote it (as
+		// OpenAI's last call is when finish_reason is "length").
+		cut := resp.Cut && (!b.stopped || n == len(order)-1)
+		resp.Calls = append(resp.Calls, ToolCall{ID: b.id, Name: b.name, Args: args, Cut: cut})
 	}
 	return resp, nil
 }

@@ -26,8 +26,8 @@ var (
 	// be resolved or connected to, or the connection failed.
 	ErrUnreachable = errors.New("unreachable")
 	// ErrRequest means the endpoint answered with another error status
-	// (a bad request, an unknown model, a server error), or its reply
-	// could not be read to the end.
+	// (a bad request, an unknown model, a server error, which is retried
+	// first), or its reply could not be read to the end.
 	ErrRequest = errors.New("request failed")
 	// ErrStalled means the reply stream sent nothing for longer than the
 	// provider's idle timeout, or ended before its terminator (OpenAI's
@@ -81,14 +81,18 @@ func (e *ProviderError) reason() string {
 }
 
 // retryable reports whether the same request may succeed if sent again
-// later: a rate limit, or an endpoint that says it is overloaded (503, and
-// Anthropic's 529).
+// later: a rate limit, an endpoint that says it is overloaded (503, and
+// Anthropic's 529), or any other server error (500, 502, 504…) but those
+// that say the request itself can never work (501 Not Implemented, 505
+// HTTP Version Not Supported).
 func (e *ProviderError) retryable() bool {
 	switch e.Status {
-	case http.StatusTooManyRequests, http.StatusServiceUnavailable, 529:
+	case http.StatusTooManyRequests, 529:
 		return true
+	case http.StatusNotImplemented, http.StatusHTTPVersionNotSupported:
+		return false
 	}
-	return false
+	return e.Status >= 500 && e.Status <= 599
 }
 
 // endpoint describes where a provider sends its requests and where its key
@@ -113,7 +117,7 @@ func (ep *endpoint) statusError(status int, header http.Header, detail string, e
 	case status == http.StatusUnauthorized || status == http.StatusForbidden:
 		pe.Kind = ErrUnauthorized
 		pe.Message = fmt.Sprintf("%s refused the API key (%s%s); %s", ep.baseURL, statusText, detail, ep.keyHint())
-	case pe.retryable():
+	case status == http.StatusTooManyRequests || status == http.StatusServiceUnavailable || status == 529:
 		pe.Kind = ErrRateLimited
 		pe.Message = fmt.Sprintf("%s is rate limiting or overloaded (%s%s)", ep.baseURL, statusText, detail)
 	default:

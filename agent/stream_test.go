@@ -88,8 +88,16 @@ func TestToolCallCutAtTheTokenLimitIsReportedAsCut(t *testing.T) {
 			anthropicEvent("content_block_delta", map[string]any{"index": 0, "delta": map[string]any{"type": "input_json_delta", "partial_json": `{"text":"a long no`}}),
 			anthropicEvent("message_delta", map[string]any{"delta": map[string]any{"stop_reason": "max_tokens"}, "usage": map[string]any{"output_tokens": 5}}),
 			anthropicEvent("message_stop", map[string]any{})),
+		// As Anthropic sends it (issue 23.11): the cut block is closed
+		// with content_block_stop before the stop_reason says it was cut.
+		"anthropic-closed": agenttest.SSE(anthropicStart,
+			anthropicEvent("content_block_start", map[string]any{"index": 0, "content_block": map[string]any{"type": "tool_use", "id": "c1", "name": "notes__save", "input": map[string]any{}}}),
+			anthropicEvent("content_block_delta", map[string]any{"index": 0, "delta": map[string]any{"type": "input_json_delta", "partial_json": `{"text":"a long no`}}),
+			anthropicEvent("content_block_stop", map[string]any{"index": 0}),
+			anthropicEvent("message_delta", map[string]any{"delta": map[string]any{"stop_reason": "max_tokens"}, "usage": map[string]any{"output_tokens": 5}}),
+			anthropicEvent("message_stop", map[string]any{})),
 	}
-	for _, name := range []string{"openai", "anthropic"} {
+	for _, name := range []string{"openai", "anthropic", "anthropic-closed"} {
 		t.Run(name, func(t *testing.T) {
 			ran = false
 			b := newBench(t, nil, save)

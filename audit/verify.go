@@ -100,6 +100,8 @@ func Verify(r io.Reader, opts *VerifyOptions) (Report, error) {
 		switch {
 		case !ok && sig != nil:
 			return done(&LineError{Line: n, Err: fmt.Errorf("%w: a sig member without a prev member before it", ErrNotEvent)})
+		case !ok && chained && bytes.Contains(line, []byte(`"prev":`)):
+			return done(&LineError{Line: n, Err: fmt.Errorf("%w: its prev member is not as toolwire writes it (the last member, before any sig, with 64 lower-case hex digits)", ErrBrokenChain)})
 		case !ok && chained:
 			return done(&LineError{Line: n, Err: fmt.Errorf("%w: no prev member, although earlier lines have one (a line added by hand, or by a toolwire that does not chain)", ErrBrokenChain)})
 		case !ok:

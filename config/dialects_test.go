@@ -151,7 +151,13 @@ func TestDetectDialect(t *testing.T) {
 		desc, data, want string
 	}{
 		{"toolwire yaml", "servers:\n  a: {command: x}\n", DialectToolwire},
-		{"toolwire without toolwire-only fields", `{"servers": {"a": {"command": "x", "args": []}}}`, DialectToolwire},
+		// JSON with "servers" and neither dialect's own fields: VS Code could
+		// have written it, so it is read as VS Code's (its tools ask first).
+		{"json servers without either's fields", `{"servers": {"a": {"command": "x", "args": []}}}`, DialectVSCode},
+		{"json servers with a url and no type", `{"servers": {"a": {"url": "https://h/mcp"}}}`, DialectVSCode},
+		{"toolwire by security", `{"servers": {"a": {"command": "x"}}, "security": {"strict": true}}`, DialectToolwire},
+		{"toolwire by agent", `{"servers": {"a": {"command": "x"}}, "agent": {"model": "m"}}`, DialectToolwire},
+		{"toolwire by defaultTier", `{"servers": {"a": {"command": "x", "defaultTier": "write"}}}`, DialectToolwire},
 		{"toolwire by transport", `{"servers": {"a": {"transport": "sse", "url": "https://h/"}}}`, DialectToolwire},
 		{"toolwire by audit", `{"servers": {"a": {"command": "x"}}, "audit": {"file": "a"}}`, DialectToolwire},
 		{"toolwire by inputs map", "inputs: {k: {description: K}}\nservers:\n  a: {command: x, env: {K: '${input:k}'}}\n", DialectToolwire},

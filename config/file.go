@@ -15,7 +15,10 @@ import (
 type File struct {
 	Path    string // as given to Load ("" for Parse with no name)
 	Dialect string // one of the Dialect* names: which shape the file has
-	Servers []Server
+	// DialectReason says why the file was read as Dialect, for "toolwire
+	// config check": `it has VS Code's "type" on line 4`, say.
+	DialectReason string
+	Servers       []Server
 	// Inputs are the declared ${input:ID} values (VS Code's "inputs", or
 	// toolwire's), by ID; nil when the file declares none.
 	Inputs map[string]Input
@@ -196,11 +199,11 @@ func Parse(name string, data []byte, dir string) (*File, error) {
 	}
 	d := &decoder{name: name, dir: dir}
 	f := &File{Path: name}
-	dialect, err := detect(name, root)
+	dialect, reason, err := detect(name, root, isJSONStart(data))
 	if err != nil {
 		return nil, err
 	}
-	f.Dialect = dialect
+	f.Dialect, f.DialectReason = dialect, reason
 	if dialect != DialectToolwire {
 		d.host = true
 		d.workspace = workspaceFolder(dir)
@@ -269,6 +272,12 @@ func workspaceFolder(dir string) string {
 // is "{" or "[" is JSON with comments, as VS Code reads it, and nothing
 // else: falling back to YAML would quietly accept what no host accepts.
 // Anything else is YAML.
+// isJSONStart reports whether parseTree reads data as JSON.
+func isJSONStart(data []byte) bool {
+	c := jsonStart(data)
+	return c == '{' || c == '['
+}
+
 func parseTree(name string, data []byte) (*node, error) {
 	switch jsonStart(data) {
 	case 0:

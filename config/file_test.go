@@ -116,6 +116,7 @@ func TestParseToolwireEveryField(t *testing.T) {
 			if err != nil {
 				t.Fatalf("Parse: %v", err)
 			}
+			got.DialectReason = "" // TestDialectReasons
 			if !reflect.DeepEqual(got, tt.want) {
 				t.Errorf("Parse mismatch\n got %+v\nwant %+v", got, tt.want)
 			}
@@ -149,8 +150,9 @@ func TestParseHostEveryField(t *testing.T) {
 		t.Fatalf("Parse: %v", err)
 	}
 	want := &File{
-		Path:    "claude.json",
-		Dialect: "mcpServers",
+		Path:          "claude.json",
+		Dialect:       "mcpServers",
+		DialectReason: `it has an "mcpServers" map`,
 		Servers: []Server{
 			{Name: "files", Line: 5, Transport: "stdio", Command: "node",
 				Args: []string{"./server.js", "--root=${HOME}"}, Env: map[string]string{"DEBUG": "1"},

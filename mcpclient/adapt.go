@@ -226,6 +226,17 @@ func nameHead(prefix string) string {
 	return sanitize(prefix) + "__"
 }
 
+// NameHead returns what the registered name of each tool of the server
+// configured as cfg begins with (its prefix, or its name, and "__"),
+// except a name cut to 64 characters, which keeps only the first
+// [NameHeadKept] characters of it: a command that calls one tool can
+// start that tool's server alone.
+func NameHead(cfg config.Server) string { return nameHead(prefixOf(cfg)) }
+
+// NameHeadKept is how much of its [NameHead] a registered name cut to
+// fit always keeps.
+const NameHeadKept = maxNameLen - 9
+
 // prefixOf is the server's tool-name prefix: configured, or its name.
 func prefixOf(cfg config.Server) string {
 	if cfg.Prefix != "" {

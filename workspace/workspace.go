@@ -94,6 +94,16 @@ type Options struct {
 	CallerSessions mcpclient.CallerSessionPolicy
 	// Telemetry lets traces and metrics watch the workspace.
 	Telemetry Telemetry
+	// StartWait, when positive, lets Open return before every server has
+	// started, so that a server that never answers does not hold up the
+	// others' tools: Open returns once every server is ready or has
+	// failed, or, after StartWait, as soon as one server is ready and no
+	// required server is still starting. The rest go on starting under
+	// their own timeouts, with Open's ctx (which must outlive them); their
+	// tools join the registry when they are ready, and their failures are
+	// reported (OnFailed, or a warning) once the last start has ended,
+	// unless Close came first. Zero waits for every server.
+	StartWait time.Duration
 }
 
 // Telemetry are the places where traces and metrics watch a workspace:
@@ -159,6 +169,12 @@ type Workspace struct {
 	// logins, which a reload cannot add to.
 	callbackPaths map[string]bool
 
+	// starting is closed once every server's first start has ended;
+	// Close waits for it (it ends the starts first), so that no failure
+	// is reported after Close.
+	starting chan struct{}
+	closing  chan struct{} // closed when Close begins
+
 	closeOnce sync.Once
 	closeErr  error
 }
@@ -166,8 +182,8 @@ type Workspace struct {
 // Open applies file: it opens the store ([OpenStore]: files, or the
 // PostgreSQL database of a fleet) and the audit log on it, builds the
 // registry and the executor, and starts every configured server in
-// parallel, returning once each is ready or has failed. A server that
-// fails is reported and left out. Open fails when a required server fails or when no server
+// parallel, returning once each is ready or has failed (or sooner: see
+// Options.StartWait). A server that fails is reported and left out. Open fails when a required server fails or when no server
 // starts (errors matching [ErrNotStarted]), and when the configuration
 // cannot be applied; it then leaves nothing running or open.
 func Open(ctx context.Context, file *config.File, opts *Options) (*Workspace, error) {
@@ -186,7 +202,8 @@ func Open(ctx context.Context, file *config.File, opts *Options) (*Workspace, er
 	if base == nil {
 		base = slog.Default()
 	}
-	w := &Workspace{file: file, security: file.Security, secrets: audit.NewSecrets(), required: map[string]bool{}}
+	w := &Workspace{file: file, security: file.Security, secrets: audit.NewSecrets(), required: map[string]bool{},
+		starting: make(chan struct{}), closing: make(chan struct{})}
 	logger := slog.New(w.secrets.Handler(base.Handler()))
 	w.logger = logger
 	for _, warning := range file.Warnings {
@@ -278,21 +295,45 @@ func Open(ctx context.Context, file *config.File, opts *Options) (*Workspace, er
 		Logger: logger, LookupEnv: lookupEnv, Input: o.Input, Secrets: w.secrets, Audit: w.audit, StateChanges: o.StateChanges,
 		Relay: o.Relay, Middleware: o.Telemetry.Middleware, WrapTransport: o.Telemetry.WrapTransport,
 	})
-	if err := w.manager.Start(ctx); err != nil {
-		w.Close()
-		return nil, &marked{err, ErrNotStarted}
-	}
-	failed := w.manager.Failed()
-	for _, st := range w.manager.Status() {
-		if reason, ok := failed[st.Name]; ok {
-			if o.OnFailed != nil {
-				o.OnFailed(st.Name, w.secrets.String(reason))
-			} else {
-				logger.Warn(reason)
+	started := make(chan error, 1)
+	go func() { started <- w.manager.Start(ctx) }()
+	reported := map[string]bool{}
+	report := func() {
+		failed := w.manager.Failed()
+		for _, st := range w.manager.Status() {
+			if reason, ok := failed[st.Name]; ok && !reported[st.Name] {
+				reported[st.Name] = true
+				if o.OnFailed != nil {
+					o.OnFailed(st.Name, w.secrets.String(reason))
+				} else {
+					logger.Warn(reason)
+				}
 			}
 		}
 	}
-	if n := len(w.manager.Servers()); n > 0 && len(failed) == n {
+	var startErr error
+	if !w.waitStart(started, o.StartWait, &startErr) {
+		// Open returns with servers still starting: their failures are
+		// reported as their starts end, unless Close came first.
+		report()
+		go func() {
+			defer close(w.starting)
+			<-started
+			select {
+			case <-w.closing:
+			default:
+				report()
+			}
+		}()
+		return w, nil
+	}
+	close(w.starting)
+	if startErr != nil {
+		w.Close()
+		return nil, &marked{startErr, ErrNotStarted}
+	}
+	report()
+	if n := len(w.manager.Servers()); n > 0 && len(w.manager.Failed()) == n {
 		w.Close()
 		return nil, &marked{errors.New("no server could be started"), ErrNotStarted}
 	}
@@ -304,6 +345,55 @@ func Open(ctx context.Context, file *config.File, opts *Options) (*Workspace, er
 	}
 	w.watchPolicy()
 	return w, nil
+}
+
+// startPoll is how often Open looks again, past its StartWait, for a
+// server ready and no required one still starting.
+const startPoll = 50 * time.Millisecond
+
+// waitStart waits for the servers' starts: until started yields Start's
+// error (stored in *err; waitStart then reports true) or, with wait
+// positive, until wait has passed and one server is ready with no
+// required server still starting (false: the rest are still starting).
+func (w *Workspace) waitStart(started <-chan error, wait time.Duration, err *error) bool {
+	if wait <= 0 {
+		*err = <-started
+		return true
+	}
+	timer := time.NewTimer(wait)
+	defer timer.Stop()
+	select {
+	case *err = <-started:
+		return true
+	case <-timer.C:
+	}
+	tick := time.NewTicker(startPoll)
+	defer tick.Stop()
+	for {
+		if w.enoughStarted() {
+			return false
+		}
+		select {
+		case *err = <-started:
+			return true
+		case <-tick.C:
+		}
+	}
+}
+
+// enoughStarted reports whether one server is ready and no server the
+// configuration marks required is still starting.
+func (w *Workspace) enoughStarted() bool {
+	ready := false
+	for _, st := range w.manager.Status() {
+		switch {
+		case st.State == mcpclient.Ready:
+			ready = true
+		case w.required[st.Name] && st.State != mcpclient.Failed:
+			return false
+		}
+	}
+	return ready
 }
 
 // pinOptions returns what the security section says about pinning: the
@@ -480,7 +570,9 @@ func (w *Workspace) Close() error {
 		for _, h := range handlers {
 			h.Close()
 		}
+		close(w.closing)
 		err := w.manager.Close()
+		<-w.starting
 		w.closeErr = errors.Join(err, w.closeStore())
 	})
 	return w.closeErr

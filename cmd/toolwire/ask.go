@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bufio"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -206,20 +205,14 @@ func (t *terminalConfirmer) readLine(ctx context.Context, prompt string) (string
 	if err := ctx.Err(); err != nil {
 		return "", err
 	}
-	if t.reader == nil {
-		t.reader = bufio.NewReader(t.in)
+	if t.lines == nil {
+		t.lines = newLineReader(t.in)
 	}
 	fmt.Fprint(t.out, prompt)
-	answer := make(chan string, 1)
-	go func() {
-		line, _ := t.reader.ReadString('\n')
-		answer <- line
-	}()
-	select {
-	case <-ctx.Done():
+	line, _ := t.lines.read(ctx)
+	if err := ctx.Err(); err != nil {
 		fmt.Fprintln(t.out)
-		return "", ctx.Err()
-	case line := <-answer:
-		return strings.TrimSpace(line), nil
+		return "", err
 	}
+	return strings.TrimSpace(line), nil
 }

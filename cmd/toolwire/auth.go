@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os/exec"
 	"runtime"
+	"strings"
 	"text/tabwriter"
 	"time"
 
@@ -135,7 +136,8 @@ func newLogoutCommand(e *env, g *globalFlags) *cobra.Command {
 
 func newAuthCommand(e *env, g *globalFlags) *cobra.Command {
 	cmd := &cobra.Command{Use: "auth", Short: "OAuth tokens of remote servers"}
-	cmd.AddCommand(&cobra.Command{
+	var asJSON bool
+	status := &cobra.Command{
 		Use:   "status",
 		Short: "List servers with their OAuth state and token expiry (never a token)",
 		Args:  cobra.NoArgs,
@@ -149,11 +151,14 @@ func newAuthCommand(e *env, g *globalFlags) *cobra.Command {
 			if err != nil {
 				return &exitError{exitToolErr, err}
 			}
+			now := time.Now()
+			if asJSON {
+				return printJSON(e, authStatusJSON(entries, now))
+			}
 			if len(entries) == 0 {
 				fmt.Fprintf(e.stdout, "no server has logged in (store %s)\n", tokensPlace(st))
 				return nil
 			}
-			now := time.Now()
 			tw := tabwriter.NewWriter(e.stdout, 0, 4, 2, ' ', 0)
 			fmt.Fprintln(tw, "SERVER\tSTATE\tEXPIRES\tISSUER\tCLIENT")
 			for _, en := range entries {
@@ -169,8 +174,35 @@ func newAuthCommand(e *env, g *globalFlags) *cobra.Command {
 			}
 			return tw.Flush()
 		},
-	})
+	}
+	status.Flags().BoolVar(&asJSON, "json", false, "print the servers as a JSON array of {server, state, expires, issuer, client} (never a token)")
+	cmd.AddCommand(status)
 	return cmd
+}
+
+// authStatusEntry is the --json shape of one server of auth status; empty
+// fields are left out.
+type authStatusEntry struct {
+	Server  string `json:"server"`
+	State   string `json:"state"`
+	Expires string `json:"expires,omitempty"` // RFC 3339, UTC
+	Issuer  string `json:"issuer,omitempty"`
+	Client  string `json:"client,omitempty"`
+}
+
+func authStatusJSON(entries []*oauth.Entry, now time.Time) []authStatusEntry {
+	out := []authStatusEntry{}
+	for _, en := range entries {
+		j := authStatusEntry{Server: en.Server, State: string(en.State(now))}
+		if en.Token != nil && !en.Token.Expiry.IsZero() {
+			j.Expires = en.Token.Expiry.UTC().Format(time.RFC3339)
+		}
+		if en.Client != nil {
+			j.Issuer, j.Client = en.Client.Issuer, en.Client.ID
+		}
+		out = append(out, j)
+	}
+	return out
 }
 
 // tokenStore opens the store for the commands that only read or remove
@@ -197,7 +229,10 @@ func remoteServer(file *config.File, name string) (config.Server, error) {
 		}
 		names = append(names, s.Name)
 	}
-	return config.Server{}, &exitError{exitUsage, fmt.Errorf("no server %q in the configuration (servers: %v)", name, names)}
+	if len(names) == 0 {
+		return config.Server{}, &exitError{exitUsage, fmt.Errorf("no server %q in the configuration (it configures none)", name)}
+	}
+	return config.Server{}, &exitError{exitUsage, fmt.Errorf("no server %q in the configuration (its servers: %s)", name, strings.Join(names, ", "))}
 }
 
 // configuredSecret is the secret of the client the configuration names for

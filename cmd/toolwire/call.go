@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"cmp"
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -40,55 +41,84 @@ On a terminal, a server may also ask a question while it serves the call
 (MCP elicitation: a form to fill in), which is shown as the server's words
 and answered there; --yes does not answer it. With no terminal, servers are
 not told they could ask.`,
-		Args: cobra.MinimumNArgs(1),
+		Args: func(_ *cobra.Command, args []string) error {
+			if len(args) == 0 {
+				return &exitError{exitUsage, errors.New(`call needs the tool's registered name (see "toolwire tools"), then its arguments as key=value pairs or --args JSON; for example: toolwire call demo__echo text=hi`)}
+			}
+			return nil
+		},
 		RunE: func(cmd *cobra.Command, args []string) error {
-			name, pairs := args[0], args[1:]
-			if argsJSON != "" && len(pairs) > 0 {
-				return &exitError{exitUsage, errors.New("give arguments either with --args or as key=value pairs, not both")}
-			}
-			term := &terminalConfirmer{in: e.stdin, out: e.stderr, interactive: e.isTerminal()}
-			var confirmer tool.Confirmer = term
-			if yes {
-				confirmer = approveAll{}
-			}
-			// On a terminal a server may ask its questions (elicitation);
-			// elsewhere it is not told it could.
-			var caller tool.Caller = &progressPrinter{out: e.stderr}
-			wo := &workspace.Options{Confirmer: confirmer}
-			if term.interactive {
-				caller = &terminalCaller{progressPrinter: caller.(*progressPrinter), term: term}
-				wo.Relay.Elicitation = true
-			}
-			w, err := open(cmd.Context(), e, g, nil, wo)
-			if err != nil {
-				return err
-			}
-			defer w.Close()
-			term.grants = w.Approvals()
-
-			raw := json.RawMessage(argsJSON)
-			if len(pairs) > 0 {
-				raw, err = pairsToJSON(w.Registry(), name, pairs)
-				if err != nil {
-					return &exitError{exitUsage, err}
-				}
-			}
-			ctx := tool.WithCaller(cmd.Context(), caller)
-			res := w.Executor().Call(ctx, name, raw)
-			if asJSON {
-				if err := printJSON(e, res); err != nil {
-					return err
-				}
-			} else {
-				printResult(e, res)
-			}
-			return resultError(name, res, w)
+			return callInterrupted(cmd.Context(), runCall(cmd, e, g, args, argsJSON, yes, asJSON))
 		},
 	}
 	cmd.Flags().StringVar(&argsJSON, "args", "", "the arguments as one JSON object")
 	cmd.Flags().BoolVarP(&yes, "yes", "y", false, "approve a write or destructive call without asking")
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print the whole result as JSON")
 	return cmd
+}
+
+// callInterrupted makes the error of a call that Ctrl-C ended exit with
+// status 130, as run and chat do.
+func callInterrupted(ctx context.Context, err error) error {
+	if err == nil || !errors.Is(ctx.Err(), context.Canceled) {
+		return err
+	}
+	return &exitError{exitInterrupted, fmt.Errorf("interrupted: %w", err)}
+}
+
+// runCall is the call command: it starts the tool's server and calls it.
+func runCall(cmd *cobra.Command, e *env, g *globalFlags, args []string, argsJSON string, yes, asJSON bool) error {
+	name, pairs := args[0], args[1:]
+	if argsJSON != "" && len(pairs) > 0 {
+		return &exitError{exitUsage, errors.New("give arguments either with --args or as key=value pairs, not both")}
+	}
+	term := &terminalConfirmer{in: e.stdin, out: e.stderr, interactive: e.isTerminal()}
+	var confirmer tool.Confirmer = term
+	if yes {
+		confirmer = approveAll{}
+	}
+	// On a terminal a server may ask its questions (elicitation);
+	// elsewhere it is not told it could.
+	var caller tool.Caller = &progressPrinter{out: e.stderr}
+	wo := &workspace.Options{Confirmer: confirmer}
+	if term.interactive {
+		caller = &terminalCaller{progressPrinter: caller.(*progressPrinter), term: term}
+		wo.Relay.Elicitation = true
+	}
+	// Only the server the name's prefix names is started: one that
+	// never answers holds up only calls of its own tools.
+	file, err := loadConfig(e, g)
+	if err != nil {
+		return err
+	}
+	servers, err := serversForTool(file, name)
+	if err != nil {
+		return &exitError{exitUsage, err}
+	}
+	w, err := open(cmd.Context(), e, g, withServers(file, servers), wo)
+	if err != nil {
+		return err
+	}
+	defer w.Close()
+	term.grants = w.Approvals()
+
+	raw := json.RawMessage(argsJSON)
+	if len(pairs) > 0 {
+		raw, err = pairsToJSON(w.Registry(), name, pairs)
+		if err != nil {
+			return &exitError{exitUsage, err}
+		}
+	}
+	ctx := tool.WithCaller(cmd.Context(), caller)
+	res := w.Executor().Call(ctx, name, raw)
+	if asJSON {
+		if err := printJSON(e, res); err != nil {
+			return err
+		}
+	} else {
+		printResult(e, res)
+	}
+	return resultError(name, res, w)
 }
 
 // resultError maps an error result to the command's exit status.
@@ -98,7 +128,7 @@ func resultError(name string, res *tool.Result, w *workspace.Workspace) error {
 	}
 	switch res.Reason {
 	case tool.ReasonDeclined, tool.ReasonUnconfirmed:
-		return &exitError{exitDeclined, errors.New(res.Message)}
+		return &exitError{exitDeclined, errors.New(forPerson(res.Message))}
 	case tool.ReasonCancelled, tool.ReasonTimeout, tool.ReasonFailed, tool.ReasonUnavailable:
 		// The executor's message names the tool already.
 		return &exitError{exitToolErr, errors.New(res.Message)}
@@ -246,4 +276,10 @@ func printJSON(e *env, v any) error {
 	out.WriteByte('\n')
 	_, err = e.stdout.Write(out.Bytes())
 	return err
+}
+
+// forPerson is a result's message as a person reads it: without the
+// advice the executor gives a model ("do not retry it").
+func forPerson(msg string) string {
+	return strings.TrimSuffix(msg, "; do not retry it")
 }

@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bufio"
 	"context"
 	"errors"
 	"fmt"
@@ -19,14 +18,16 @@ func newChatCommand(e *env, g *globalFlags) *cobra.Command {
 		Short: "Talk with an LLM that uses the configured tools",
 		Long: `Talk with an LLM that can call the configured tools. Each line read from
 stdin is one message; the conversation keeps its history until stdin ends
-or you type "exit". Tool calls, confirmations and flags work as in
-"toolwire run". Ctrl-C cancels what is in flight and ends the chat.`,
+(Ctrl-D) or you type "exit". Tool calls, confirmations and flags work as in
+"toolwire run". Ctrl-C cancels the turn in flight (the model request and
+its tool calls), or the line being typed, and the chat goes on with its
+history.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			tuneGC(e.lookupEnv) // a long-running command
 			// One reader for the chat's lines and the confirmations' answers:
-			// two buffered readers on stdin would take each other's input.
-			in := bufio.NewReader(e.stdin)
+			// two readers on stdin would take each other's input.
+			in := newLineReader(e.stdin)
 			s, err := startSession(cmd.Context(), e, g, &f, in)
 			if err != nil {
 				return err
@@ -39,63 +40,76 @@ or you type "exit". Tool calls, confirmations and flags work as in
 	return cmd
 }
 
+// leaveHint says how to leave a chat.
+const leaveHint = `type "exit" or press Ctrl-D to leave`
+
 // chat reads messages line by line and sends each to one conversation.
 // Failures the user can act on (a rate limit, the round limit, an
-// unreachable endpoint) are reported and the chat goes on; a refused key
-// or Ctrl-C ends it.
-func chat(s *session, e *env, in *bufio.Reader) error {
+// unreachable endpoint) are reported and the chat goes on; so does Ctrl-C,
+// which cancels the turn (or the line being typed) when the process's
+// interrupts come to the chat (env.interrupts). A refused key, or the
+// command's context ending (SIGTERM), ends it.
+func chat(s *session, e *env, in *lineReader) error {
 	conv := s.agent.NewConversation()
 	interactive := e.isTerminal()
+	if interactive && e.interrupts != nil {
+		fmt.Fprintf(e.stderr, "toolwire: Ctrl-C cancels a turn; %s\n", leaveHint)
+	}
 	for {
 		if interactive {
 			fmt.Fprint(e.stderr, "> ")
 		}
-		line, err := readLine(s.ctx, in)
+		turn, cancelTurn := context.WithCancel(s.ctx)
+		restore := e.interrupts.handle(cancelTurn)
+		line, err := readLine(turn, in)
 		if err != nil {
-			if errors.Is(err, io.EOF) {
+			restore()
+			cancelTurn()
+			switch {
+			case errors.Is(err, io.EOF):
+				if interactive {
+					fmt.Fprintln(e.stderr) // the shell's prompt on a line of its own
+				}
 				return nil
+			case s.ctx.Err() == nil && errors.Is(err, context.Canceled):
+				fmt.Fprintf(e.stderr, "\ntoolwire: Ctrl-C; %s\n", leaveHint)
+				continue
 			}
-			return agentError(err)
+			return agentError(err, s.anthropic)
 		}
 		line = strings.TrimSpace(line)
 		switch line {
 		case "":
+			restore()
+			cancelTurn()
 			continue
 		case "exit", "quit":
+			restore()
+			cancelTurn()
 			return nil
 		}
-		_, err = conv.Send(s.ctx, line)
+		_, err = conv.Send(turn, line)
+		restore()
+		cancelTurn()
 		s.ui.endText()
 		switch {
 		case err == nil:
+		case s.ctx.Err() == nil && errors.Is(err, context.Canceled):
+			fmt.Fprintf(e.stderr, "toolwire: turn cancelled; the conversation so far is kept (%s)\n", leaveHint)
 		case errors.Is(err, context.Canceled), errors.Is(err, agent.ErrUnauthorized):
-			return agentError(err)
+			return agentError(err, s.anthropic)
 		default:
-			fmt.Fprintf(e.stderr, "toolwire: %s\n", termSafe(err.Error()))
+			fmt.Fprintf(e.stderr, "toolwire: %s\n", termSafe(agentError(err, s.anthropic).Error()))
 		}
 	}
 }
 
-// readLine reads one line, giving up when ctx ends (Ctrl-C at the prompt).
-// The read runs apart so that the wait can end; after a cancel the chat
-// ends, so the abandoned read never races a later one.
-func readLine(ctx context.Context, in *bufio.Reader) (string, error) {
-	type read struct {
-		line string
-		err  error
+// readLine reads one line, giving up when ctx ends (Ctrl-C at the prompt);
+// a line typed after that goes to the next read.
+func readLine(ctx context.Context, in *lineReader) (string, error) {
+	line, err := in.read(ctx)
+	if err != nil && (line == "" || !errors.Is(err, io.EOF)) {
+		return "", err
 	}
-	done := make(chan read, 1)
-	go func() {
-		line, err := in.ReadString('\n')
-		done <- read{line, err}
-	}()
-	select {
-	case <-ctx.Done():
-		return "", ctx.Err()
-	case r := <-done:
-		if r.err != nil && (r.line == "" || !errors.Is(r.err, io.EOF)) {
-			return "", r.err
-		}
-		return r.line, nil
-	}
+	return line, nil
 }

@@ -34,7 +34,7 @@ func newConfigCommand(e *env, g *globalFlags) *cobra.Command {
 }
 
 func newConfigCheckCommand(e *env, g *globalFlags) *cobra.Command {
-	var asJSON, withTools bool
+	var asJSON, withTools, failOnWarnings bool
 	cmd := &cobra.Command{
 		Use:   "check [FILE]",
 		Short: "Show what toolwire understands of a configuration file, or every error in it",
@@ -43,7 +43,8 @@ func newConfigCheckCommand(e *env, g *globalFlags) *cobra.Command {
 			"(fields ignored and why), and every problem of the environment: a placeholder whose variable " +
 			"is unset and has no default (named, never a value), which would stop the server, and each policy rule " +
 			"(with --tools, the servers are started and each rule is checked against the tools it applies to). FILE defaults to --config, $TOOLWIRE_CONFIG, then ./toolwire.yaml. " +
-			"Exit status 0 when the file is valid (warnings allowed), 2 when it is not.",
+			"Exit status 0 when the file is valid (warnings allowed), 2 when it is not; with --fail-on-warnings, 1 when it is valid " +
+			"but has a warning or a problem.",
 		Args: cobra.MaximumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			path, err := configFileArg(cmd, e, args)
@@ -64,15 +65,22 @@ func newConfigCheckCommand(e *env, g *globalFlags) *cobra.Command {
 			if asJSON {
 				r := configCheckJSON(f, e.lookupEnv)
 				r.Policy = pol
-				return writeConfigJSON(e.stdout, r)
+				if err := writeConfigJSON(e.stdout, r); err != nil {
+					return err
+				}
+			} else {
+				printConfigCheck(e.stdout, f, e.lookupEnv)
+				printConfigPolicy(e.stdout, pol)
 			}
-			printConfigCheck(e.stdout, f, e.lookupEnv)
-			printConfigPolicy(e.stdout, pol)
+			if failOnWarnings {
+				return checkFindings(f, e.lookupEnv)
+			}
 			return nil
 		},
 	}
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print the report as JSON")
 	cmd.Flags().BoolVar(&withTools, "tools", false, "start the servers and check each policy rule against the tools it applies to")
+	cmd.Flags().BoolVar(&failOnWarnings, "fail-on-warnings", false, "exit with status 1 when the file has a warning (an ignored or unknown field) or a problem (an unset variable), for CI")
 	return cmd
 }
 
@@ -176,14 +184,16 @@ func configPlural(n int, what string) string {
 
 // configReport is the --json shape of config check.
 type configReport struct {
-	File     string              `json:"file"`
-	Valid    bool                `json:"valid"`
-	Dialect  string              `json:"dialect,omitempty"`
-	Inputs   []configInputJSON   `json:"inputs,omitempty"`
-	Servers  []configServerJSON  `json:"servers,omitempty"`
-	Warnings []configWarningJSON `json:"warnings,omitempty"` // about the file, not one server
-	Errors   []string            `json:"errors,omitempty"`
-	Policy   *configPolicyJSON   `json:"policy,omitempty"`
+	File    string `json:"file"`
+	Valid   bool   `json:"valid"`
+	Dialect string `json:"dialect,omitempty"`
+	// DialectReason says why the file was read as Dialect.
+	DialectReason string              `json:"dialectReason,omitempty"`
+	Inputs        []configInputJSON   `json:"inputs,omitempty"`
+	Servers       []configServerJSON  `json:"servers,omitempty"`
+	Warnings      []configWarningJSON `json:"warnings,omitempty"` // about the file, not one server
+	Errors        []string            `json:"errors,omitempty"`
+	Policy        *configPolicyJSON   `json:"policy,omitempty"`
 }
 
 type configInputJSON struct {
@@ -252,7 +262,7 @@ type configWarningJSON struct {
 }
 
 func configCheckJSON(f *config.File, lookup func(string) (string, bool)) configReport {
-	r := configReport{File: f.Path, Valid: true, Dialect: f.Dialect}
+	r := configReport{File: f.Path, Valid: true, Dialect: f.Dialect, DialectReason: f.DialectReason}
 	for _, id := range configSortedKeys(f.Inputs) {
 		in := f.Inputs[id]
 		r.Inputs = append(r.Inputs, configInputJSON{ID: id, Description: in.Description, Password: in.Password, Default: in.Default})
@@ -313,10 +323,26 @@ func writeConfigJSON(w io.Writer, v any) error {
 	return enc.Encode(v)
 }
 
+// checkFindings is the error of config check --fail-on-warnings: exit
+// status 1 counting the file's warnings and problems, nil without any.
+func checkFindings(f *config.File, lookup func(string) (string, bool)) error {
+	problems := 0
+	for _, s := range f.Servers {
+		problems += len(configProblems(s, lookup))
+	}
+	if len(f.Warnings) == 0 && problems == 0 {
+		return nil
+	}
+	return &exitError{exitToolErr, fmt.Errorf("%s: %s and %s (--fail-on-warnings)", f.Path, configPlural(len(f.Warnings), "warning"), configPlural(problems, "problem"))}
+}
+
 // printConfigCheck prints the text report: the dialect, the inputs, then
 // one block per server with its warnings under it.
 func printConfigCheck(w io.Writer, f *config.File, lookup func(string) (string, bool)) {
 	fmt.Fprintf(w, "%s: %s (dialect %s), %s\n", f.Path, config.DescribeDialect(f.Dialect), f.Dialect, configPlural(len(f.Servers), "server"))
+	if f.DialectReason != "" {
+		fmt.Fprintf(w, "  read as %s because %s\n", config.DescribeDialect(f.Dialect), f.DialectReason)
+	}
 	for _, d := range f.WarningDetails {
 		if d.Server == "" {
 			fmt.Fprintf(w, "  warning: line %d: %s: %s\n", d.Line, d.Field, d.Message)

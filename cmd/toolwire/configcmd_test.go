@@ -532,3 +532,23 @@ func TestConfigCheckReportsUnsetVariables(t *testing.T) {
 		t.Errorf("problems = %+v", rep.Servers)
 	}
 }
+
+// TestConfigCheckFailOnWarningsFailsCI is issue 23.8: with
+// --fail-on-warnings, an ignored field or an unset variable makes config
+// check exit 1 (a CI job fails); without it, or for a clean file, 0.
+func TestConfigCheckFailOnWarningsFailsCI(t *testing.T) {
+	t.Parallel()
+	noisy := writeConfigFixture(t, "claude.json", `{"mcpServers": {"a": {"command": "x", "autoApprove": ["y"], "args": ["${TW_TEST_UNSET_VAR}"]}}}`)
+	clean := writeConfigFixture(t, "clean.json", `{"mcpServers": {"a": {"command": "x", "args": ["${TW_TEST_UNSET_VAR:-ok}"]}}}`)
+	f := &fixture{dir: t.TempDir(), config: clean}
+	o := f.run(t, "", false, "config", "check", noisy)
+	o.expect(t, exitOK)
+	o = f.run(t, "", false, "config", "check", "--fail-on-warnings", noisy)
+	o.expect(t, exitToolErr)
+	mustContain(t, "stderr", o.stderr, "1 warning and 1 problem (--fail-on-warnings)")
+	mustContain(t, "stdout", o.stdout, "autoApprove: ignored", "TW_TEST_UNSET_VAR is not set") // the report still printed
+	o = f.run(t, "", false, "config", "check", "--fail-on-warnings", "--json", noisy)
+	o.expect(t, exitToolErr)
+	o = f.run(t, "", false, "config", "check", "--fail-on-warnings", clean)
+	o.expect(t, exitOK)
+}

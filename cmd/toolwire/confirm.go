@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bufio"
 	"context"
 	"fmt"
 	"io"
@@ -25,8 +24,8 @@ type terminalConfirmer struct {
 	out         io.Writer
 	interactive bool
 
-	mu     sync.Mutex // one question at a time
-	reader *bufio.Reader
+	mu    sync.Mutex // one question at a time
+	lines *lineReader
 
 	// grants, when set, keeps the lasting approvals the person may give
 	// instead of a plain yes (see approvalScopes).
@@ -51,8 +50,8 @@ func (c *terminalConfirmer) Confirm(ctx context.Context, call tool.PendingCall) 
 	if err := ctx.Err(); err != nil {
 		return false, err
 	}
-	if c.reader == nil {
-		c.reader = bufio.NewReader(c.in)
+	if c.lines == nil {
+		c.lines = newLineReader(c.in)
 	}
 	offer := c.grants != nil && call.Key.Tool != ""
 	fmt.Fprintf(c.out, "\n%s\n", call.Render())
@@ -61,35 +60,28 @@ func (c *terminalConfirmer) Confirm(ctx context.Context, call tool.PendingCall) 
 			argsApprovalTTL, toolApprovalTTL)
 	}
 	fmt.Fprint(c.out, "Run it? [y/N] ")
-
-	// The read runs apart so that a cancelled context (Ctrl-C) ends the
-	// wait; the goroutine ends when the terminal delivers a line or closes.
-	answer := make(chan string, 1)
-	go func() {
-		line, _ := c.reader.ReadString('\n')
-		answer <- line
-	}()
-	select {
-	case <-ctx.Done():
+	// A cancelled context (Ctrl-C) ends the wait.
+	line, err := c.lines.read(ctx)
+	if ctxErr := ctx.Err(); ctxErr != nil {
 		fmt.Fprintln(c.out)
-		return false, ctx.Err()
-	case line := <-answer:
-		switch strings.ToLower(strings.TrimSpace(line)) {
-		case "y", "yes":
-			return true, nil
-		case "a":
-			if offer {
-				c.grant(ctx, approval.Args, call.Key, argsApprovalTTL)
-				return true, nil
-			}
-		case "t":
-			if offer {
-				c.grant(ctx, approval.Tool, call.Key, toolApprovalTTL)
-				return true, nil
-			}
-		}
-		return false, nil
+		return false, ctxErr
 	}
+	_ = err // the end of input answers no
+	switch strings.ToLower(strings.TrimSpace(line)) {
+	case "y", "yes":
+		return true, nil
+	case "a":
+		if offer {
+			c.grant(ctx, approval.Args, call.Key, argsApprovalTTL)
+			return true, nil
+		}
+	case "t":
+		if offer {
+			c.grant(ctx, approval.Tool, call.Key, toolApprovalTTL)
+			return true, nil
+		}
+	}
+	return false, nil
 }
 
 // grant keeps an approval the person gave; the call they approved runs

@@ -45,9 +45,23 @@ func (e *exitError) Error() string { return e.err.Error() }
 func (e *exitError) Unwrap() error { return e.err }
 
 func main() {
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	err := newRootCommand(defaultEnv()).ExecuteContext(ctx)
+	// SIGTERM ends the command; Ctrl-C (SIGINT) too, unless chat takes it
+	// to cancel one turn (see interrupter).
+	base, cancel := context.WithCancel(context.Background())
+	ctx, stop := signal.NotifyContext(base, syscall.SIGTERM)
+	e := defaultEnv()
+	e.interrupts = &interrupter{cancel: cancel}
+	sigint := make(chan os.Signal, 1)
+	signal.Notify(sigint, os.Interrupt)
+	go func() {
+		for range sigint {
+			e.interrupts.fire()
+		}
+	}()
+	err := newRootCommand(e).ExecuteContext(ctx)
+	signal.Stop(sigint)
 	stop()
+	cancel()
 	os.Exit(exitCode(err, os.Stderr))
 }
 

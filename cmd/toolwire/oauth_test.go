@@ -10,8 +10,10 @@ package main
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"fmt"
 	"io"
+	"maps"
 	"net/url"
 	"os"
 	"os/exec"
@@ -201,6 +203,18 @@ func TestOAuthLoginToolsRefreshLogout(t *testing.T) {
 	}
 	if exp, err := time.Parse(time.RFC3339, m[2]); err != nil || !exp.Equal(e.Token.Expiry.Truncate(time.Second)) {
 		t.Errorf("auth status shows expiry %q, want %s", m[2], e.Token.Expiry.Local().Format(time.RFC3339))
+	}
+	noTokens(t, o.stdout+o.stderr, e)
+	// The same as JSON (issue 23.7).
+	o = f.run(t, nil, nil, "auth", "status", "--json")
+	o.expect(t, exitOK)
+	var rows []map[string]string
+	if err := json.Unmarshal([]byte(o.stdout), &rows); err != nil {
+		t.Fatalf("auth status --json is not a JSON array of objects: %v\n%s", err, o.stdout)
+	}
+	want := map[string]string{"server": "remote", "state": m[1], "expires": e.Token.Expiry.UTC().Truncate(time.Second).Format(time.RFC3339), "issuer": f.op.Issuer, "client": e.Client.ID}
+	if len(rows) != 1 || !maps.Equal(rows[0], want) {
+		t.Errorf("auth status --json = %v, want [%v]", rows, want)
 	}
 	noTokens(t, o.stdout+o.stderr, e)
 

@@ -170,6 +170,10 @@ tool is registered again from the next start (or list_changed) on; with a
 PostgreSQL store, at once by every running toolwire in enforce mode (a
 fleet's replicas).
 
+The server is told that toolwire could answer its questions (elicitation)
+and its requests for a model's reply (sampling), so a tool it lists only to
+clients that can is approved like the others.
+
 Approve only what you have looked at: "toolwire tools" shows the descriptions
 (a quarantined tool is absent there; run with security.pins: warn to see it).`,
 		Args: cobra.ExactArgs(1),
@@ -197,7 +201,13 @@ Approve only what you have looked at: "toolwire tools" shows the descriptions
 			only := *file
 			only.Servers = []config.Server{cfg}
 			only.Security.Pins = "off"
-			w, err := open(cmd.Context(), e, g, &only, &workspace.Options{Confirmer: refuseAll{}})
+			// Told the client could answer every request a server may
+			// make of it, as the gateway's clients and the terminal can,
+			// the server lists the tools it offers only then (server-
+			// everything's elicitation and sampling tools, say): they can
+			// be approved too. Nothing is called, so nothing is asked.
+			w, err := open(cmd.Context(), e, g, &only, &workspace.Options{Confirmer: refuseAll{},
+				Relay: mcpclient.RelayCapabilities{Elicitation: true, Sampling: true}})
 			if err != nil {
 				return err
 			}

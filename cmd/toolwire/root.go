@@ -1,6 +1,8 @@
 package main
 
 import (
+	"bytes"
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -29,6 +31,15 @@ type env struct {
 	// openBrowser opens an authorization URL for "toolwire login"; tests
 	// replace it with a client that follows the URL.
 	openBrowser func(ctx context.Context, url string) error
+	// startWait is how long run and chat wait for every server before
+	// the model starts on the tools of those ready (0: agentStartWait);
+	// waitNote, when the first "still waiting" line shows on a terminal
+	// (0: defaultWaitNote). Tests shorten them.
+	startWait, waitNote time.Duration
+	// interrupts delivers Ctrl-C to chat, which cancels a turn with it
+	// rather than the whole command; nil when the command's context is
+	// all Ctrl-C ends (in tests that do not say otherwise).
+	interrupts *interrupter
 }
 
 func defaultEnv() *env {
@@ -88,15 +99,18 @@ func newRootCommand(e *env) *cobra.Command {
 	root.AddCommand(newLoginCommand(e, &g), newLogoutCommand(e, &g), newAuthCommand(e, &g), newOAuthCommand(e, &g))
 	root.AddCommand(newPinsCommand(e, &g), newApprovalsCommand(e, &g))
 	root.AddCommand(newVersionCommand(e))
+	strictCommands(root)
+	addExamples(root)
 	return root
 }
 
 // open starts the configuration's servers as workspace.Open does, with
 // what the global flags and the terminal add to opts: the audit file and
 // --strict, the logger, the environment, the prompt for ${input:ID}
-// values, and on a terminal a line per server as it starts. file nil
-// means the configuration the flags name. A failure to start is exit
-// status 1; any other failure, one of the configuration, status 2.
+// values, and on a terminal a line per server as it starts and, while
+// some have not, which. file nil means the configuration the flags name.
+// A failure to start is exit status 1; any other failure, one of the
+// configuration, status 2.
 func open(ctx context.Context, e *env, g *globalFlags, file *config.File, opts *workspace.Options) (*workspace.Workspace, error) {
 	if file == nil {
 		var err error
@@ -106,106 +120,258 @@ func open(ctx context.Context, e *env, g *globalFlags, file *config.File, opts *
 	}
 	o := *opts
 	o.AuditFile, o.Strict, o.StoreURL = g.audit, g.strict, storeURL(e, g)
-	o.Logger = newLogger(e.stderr, g, nil) // the workspace masks its secrets in it
-	o.LookupEnv, o.Input = e.lookupEnv, configInputPrompter(e)
+	// While a person is asked for an ${input:ID} value, start-up lines
+	// and warnings wait, so that none cuts into the question.
+	out := &heldWriter{out: e.stderr}
+	o.Logger = newLogger(out, g, nil) // the workspace masks its secrets in it
+	o.LookupEnv, o.Input = e.lookupEnv, holdWhileAsking(out, configInputPrompter(e))
 	var lines *startLines
 	if o.StateChanges == nil && stderrIsTerminal(e) && len(file.Servers) > 0 {
-		lines = newStartLines(e.stderr, file.Servers)
+		lines = newStartLines(out, file.Servers, e.waitNote)
 		o.StateChanges = lines.changes
 		// A failure shown on its line is not warned about again.
 		o.OnFailed = func(server, reason string) {
-			if !lines.finish()[server] {
+			if !lines.shownNow(server) {
 				o.Logger.Warn(reason)
 			}
 		}
 	}
 	w, err := workspace.Open(ctx, file, &o)
-	lines.finish()
 	switch {
 	case errors.Is(err, workspace.ErrNotStarted):
+		lines.finish()
 		return nil, &exitError{exitToolErr, err}
 	case errors.Is(err, workspace.ErrNoAuditFile):
+		lines.finish()
 		return nil, &exitError{exitUsage, fmt.Errorf("%w (set audit.file or pass --audit)", workspace.ErrNoAuditFile)}
 	case err != nil:
+		lines.finish()
 		return nil, &exitError{exitUsage, storeFlagHint(err)}
 	}
+	lines.opened()
 	return w, nil
+}
+
+// heldWriter writes to out, except while a question is on screen (hold):
+// what is written then waits, and goes out at release.
+type heldWriter struct {
+	out io.Writer
+
+	mu    sync.Mutex
+	held  int
+	queue bytes.Buffer
+}
+
+func (h *heldWriter) Write(p []byte) (int, error) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.held > 0 {
+		return h.queue.Write(p)
+	}
+	return h.out.Write(p)
+}
+
+func (h *heldWriter) hold() {
+	h.mu.Lock()
+	h.held++
+	h.mu.Unlock()
+}
+
+func (h *heldWriter) release() {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.held--; h.held == 0 && h.queue.Len() > 0 {
+		_, _ = h.out.Write(h.queue.Bytes())
+		h.queue.Reset()
+	}
+}
+
+// holdWhileAsking wraps ask (nil: none) so that out holds its other
+// writers while a person is asked.
+func holdWhileAsking(out *heldWriter, ask func(string, config.Input) (string, error)) func(string, config.Input) (string, error) {
+	if ask == nil {
+		return nil
+	}
+	return func(id string, in config.Input) (string, error) {
+		out.hold()
+		defer out.release()
+		return ask(id, in)
+	}
 }
 
 // startLines shows, on a terminal, one line per server as it starts: that
 // it is starting, then its state and how long it took ("files ready in
 // 1.2 s (5 tools)", "search failed: …"), so that a slow start (an npx
-// download, say) is not silence.
+// download, say) is not silence; while some have not started, a line
+// now and then names them and how long they have had. When the
+// workspace opens with servers still starting (run and chat), the lines
+// say so and go on showing each of those as it ends.
 type startLines struct {
 	out     io.Writer
 	start   time.Time
 	changes chan mcpclient.Status
-	done    chan map[string]bool
-	stop    chan struct{}
+	names   []string                 // the servers started, in order
+	timeout map[string]time.Duration // each one's start timeout
+	every   time.Duration            // the first wait before a "still waiting" line; the gap doubles
+
+	stop chan struct{} // closed by finish
+	done chan struct{} // closed when run returns
+
+	mu      sync.Mutex
+	settled map[string]bool // ready, failed or stopped
+	shown   map[string]bool // its outcome has a line
+	late    bool            // the workspace opened: no more "still waiting" lines
 
 	finishOnce sync.Once
-	shown      map[string]bool
 }
 
-func newStartLines(out io.Writer, servers []config.Server) *startLines {
-	l := &startLines{out: out, start: time.Now(), changes: make(chan mcpclient.Status, 16*len(servers)+16),
-		done: make(chan map[string]bool, 1), stop: make(chan struct{})}
-	names := make([]string, len(servers))
-	for i, s := range servers {
-		names[i] = termSafe(s.Name)
+// defaultWaitNote is when the first "still waiting" line is shown.
+const defaultWaitNote = 3 * time.Second
+
+func newStartLines(out io.Writer, servers []config.Server, every time.Duration) *startLines {
+	if every <= 0 {
+		every = defaultWaitNote
 	}
-	fmt.Fprintf(out, "toolwire: starting %s…\n", strings.Join(names, ", "))
+	l := &startLines{out: out, start: time.Now(), changes: make(chan mcpclient.Status, 16*len(servers)+16),
+		timeout: map[string]time.Duration{}, every: every, stop: make(chan struct{}), done: make(chan struct{}),
+		settled: map[string]bool{}, shown: map[string]bool{}}
+	for _, s := range servers {
+		if s.Disabled {
+			continue
+		}
+		l.names = append(l.names, s.Name)
+		l.timeout[s.Name] = cmp.Or(s.Timeout, mcpclient.DefaultTimeout)
+	}
+	safe := make([]string, len(l.names))
+	for i, n := range l.names {
+		safe[i] = termSafe(n)
+	}
+	fmt.Fprintf(out, "toolwire: starting %s…\n", strings.Join(safe, ", "))
 	go l.run()
 	return l
 }
 
 func (l *startLines) run() {
-	shown := map[string]bool{}
-	show := func(st mcpclient.Status) {
-		if shown[st.Name] {
-			return
-		}
-		took := fmt.Sprintf("%.1f s", st.Since.Sub(l.start).Seconds())
-		switch st.State {
-		case mcpclient.Ready:
-			fmt.Fprintf(l.out, "toolwire: %s ready in %s (%d tools)\n", termSafe(st.Name), took, st.Tools)
-		case mcpclient.Failed:
-			fmt.Fprintf(l.out, "toolwire: %s failed after %s: %s\n", termSafe(st.Name), took, oneLine(st.LastError, 300))
-		default:
-			return
-		}
-		shown[st.Name] = true
-	}
+	defer close(l.done)
+	note := time.NewTimer(l.every)
+	defer note.Stop()
+	gap := l.every
 	for {
 		select {
 		case st := <-l.changes:
-			show(st)
-		case <-l.stop:
-			for {
-				select {
-				case st := <-l.changes:
-					show(st)
-				default:
-					l.done <- shown
-					return
-				}
+			if l.show(st) {
+				return
 			}
+		case <-note.C:
+			l.stillWaiting()
+			gap *= 2
+			note.Reset(gap)
+		case <-l.stop:
+			l.drain()
+			return
 		}
 	}
 }
 
-// finish ends the lines once the servers have started, and reports the
-// servers whose outcome was shown. Later calls report the same. A nil
-// *startLines shows nothing.
-func (l *startLines) finish() map[string]bool {
-	if l == nil {
-		return nil
+// show shows a server's outcome, once, and reports whether every server
+// has settled.
+func (l *startLines) show(st mcpclient.Status) bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	switch st.State {
+	case mcpclient.Ready, mcpclient.Failed, mcpclient.Stopped:
+	default:
+		return false
 	}
-	l.finishOnce.Do(func() {
-		close(l.stop)
-		l.shown = <-l.done
-	})
-	return l.shown
+	if !l.settled[st.Name] {
+		l.settled[st.Name] = true
+		took := fmt.Sprintf("%.1f s", st.Since.Sub(l.start).Seconds())
+		clear := ""
+		if l.late {
+			clear = "\r\033[K" // a run's live line may be on screen
+		}
+		switch st.State {
+		case mcpclient.Ready:
+			fmt.Fprintf(l.out, "%stoolwire: %s ready in %s (%d tools)\n", clear, termSafe(st.Name), took, st.Tools)
+			l.shown[st.Name] = true
+		case mcpclient.Failed:
+			fmt.Fprintf(l.out, "%stoolwire: %s failed after %s: %s\n", clear, termSafe(st.Name), took, oneLine(st.LastError, 300))
+			l.shown[st.Name] = true
+		}
+	}
+	return len(l.settled) >= len(l.names)
+}
+
+// waitingLocked lists the servers not settled, with how long they have
+// had of their timeouts.
+func (l *startLines) waitingLocked() []string {
+	var out []string
+	since := time.Since(l.start)
+	for _, n := range l.names {
+		if !l.settled[n] {
+			out = append(out, fmt.Sprintf("%s (%.0f s of %.0f s)", termSafe(n), since.Seconds(), l.timeout[n].Seconds()))
+		}
+	}
+	return out
+}
+
+func (l *startLines) stillWaiting() {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if w := l.waitingLocked(); len(w) > 0 && !l.late {
+		fmt.Fprintf(l.out, "toolwire: still waiting for %s\n", strings.Join(w, ", "))
+	}
+}
+
+// drain shows the changes already sent.
+func (l *startLines) drain() {
+	for {
+		select {
+		case st := <-l.changes:
+			l.show(st)
+		default:
+			return
+		}
+	}
+}
+
+// shownNow reports whether server's failure has its line, after showing
+// the changes already sent.
+func (l *startLines) shownNow(server string) bool {
+	l.drain()
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.shown[server]
+}
+
+// opened is told that the workspace has opened. With every server
+// settled the lines end; otherwise one line says which servers are still
+// starting, and each gets its line when it ends.
+func (l *startLines) opened() {
+	if l == nil {
+		return
+	}
+	l.drain()
+	l.mu.Lock()
+	w := l.waitingLocked()
+	l.late = true
+	if len(w) > 0 {
+		fmt.Fprintf(l.out, "toolwire: going on without %s; their tools join when they are ready\n", strings.Join(w, ", "))
+	}
+	l.mu.Unlock()
+	if len(w) == 0 {
+		l.finish()
+	}
+}
+
+// finish ends the lines and waits until they have. A nil *startLines
+// shows nothing; later calls do nothing.
+func (l *startLines) finish() {
+	if l == nil {
+		return
+	}
+	l.finishOnce.Do(func() { close(l.stop) })
+	<-l.done
 }
 
 // configPath picks the configuration file: the flag, then

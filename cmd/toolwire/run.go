@@ -1,7 +1,7 @@
 package main
 
 import (
-	"bufio"
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -123,19 +123,23 @@ exits with status 130. See docs/agent.md for providers, local servers
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			tuneGC(e.lookupEnv) // a long-running command
-			s, err := startSession(cmd.Context(), e, g, &f, bufio.NewReader(e.stdin))
+			s, err := startSession(cmd.Context(), e, g, &f, newLineReader(e.stdin))
 			if err != nil {
 				return err
 			}
 			defer s.close()
 			_, err = s.agent.Run(s.ctx, args[0])
 			s.ui.endText()
-			return agentError(err)
+			return agentError(err, s.anthropic)
 		},
 	}
 	f.register(cmd)
 	return cmd
 }
+
+// agentStartWait is how long run and chat wait for every server to start
+// before the model starts on the tools of the servers that are ready.
+const agentStartWait = 3 * time.Second
 
 // session is a started workspace with an agent over its tools.
 type session struct {
@@ -143,11 +147,14 @@ type session struct {
 	w     *workspace.Workspace
 	agent *agent.Agent
 	ui    *agentUI
+	// anthropic says the model is Anthropic's, whose reply limit
+	// --max-tokens sets.
+	anthropic bool
 }
 
 // startSession builds the provider, starts the servers and the agent. in
 // is the reader of stdin that confirmations (and chat's lines) share.
-func startSession(ctx context.Context, e *env, g *globalFlags, f *agentFlags, in *bufio.Reader) (*session, error) {
+func startSession(ctx context.Context, e *env, g *globalFlags, f *agentFlags, in *lineReader) (*session, error) {
 	file, err := loadConfig(e, g)
 	if err != nil {
 		return nil, err
@@ -170,17 +177,21 @@ func startSession(ctx context.Context, e *env, g *globalFlags, f *agentFlags, in
 		ui.wait = &waitLine{out: e.stderr}
 		progress = ui.spin
 	}
-	term := &terminalConfirmer{in: e.stdin, out: e.stderr, interactive: e.isTerminal(), reader: in}
+	term := &terminalConfirmer{in: e.stdin, out: e.stderr, interactive: e.isTerminal(), lines: in}
 	var confirmer tool.Confirmer = term
 	if f.yes {
 		confirmer = approveAll{}
 	}
-	w, err := open(ctx, e, g, file, &workspace.Options{Confirmer: ui.pausing(confirmer)})
+	// A server slow to start, or one that never answers, does not hold up
+	// the model: it starts on the tools of the servers ready, and the
+	// others' tools join as they become ready.
+	w, err := open(ctx, e, g, file, &workspace.Options{Confirmer: ui.pausing(confirmer), StartWait: cmp.Or(e.startWait, agentStartWait)})
 	if err != nil {
 		return nil, err
 	}
 	term.grants = w.Approvals()
-	s := &session{ctx: tool.WithCaller(ctx, progress), w: w, ui: ui}
+	_, anthropic := provider.(*agent.Anthropic)
+	s := &session{ctx: tool.WithCaller(ctx, progress), w: w, ui: ui, anthropic: anthropic}
 	s.agent = w.Agent(provider, key, &agent.Options{
 		System:        f.system,
 		MaxToolRounds: f.maxRounds,
@@ -200,7 +211,7 @@ func (s *session) close() {
 }
 
 // agentError maps the agent's error to the command's exit status.
-func agentError(err error) error {
+func agentError(err error, anthropic bool) error {
 	switch {
 	case err == nil:
 		return nil
@@ -208,8 +219,12 @@ func agentError(err error) error {
 		return &exitError{exitInterrupted, errors.New("interrupted: the model request and the tool calls in flight were cancelled")}
 	case errors.Is(err, agent.ErrUnauthorized):
 		return &exitError{exitUsage, err}
+	case errors.Is(err, agent.ErrCut) && anthropic:
+		return &exitError{exitToolErr, fmt.Errorf("%w (the text above is cut off; --max-tokens raises the limit)", err)}
 	case errors.Is(err, agent.ErrCut):
-		return &exitError{exitToolErr, fmt.Errorf("%w (the text above is cut off; --max-tokens raises the limit for anthropic)", err)}
+		return &exitError{exitToolErr, fmt.Errorf("%w (the text above is cut off at the model's own reply limit; ask for a shorter answer, or use a model with a larger one)", err)}
+	case errors.Is(err, agent.ErrStalled):
+		return &exitError{exitToolErr, fmt.Errorf("%w (--idle-timeout sets how long to wait)", err)}
 	}
 	return &exitError{exitToolErr, err}
 }
@@ -275,7 +290,7 @@ func (u *agentUI) toolCall(call agent.ToolCall, t *tool.Tool) {
 func (u *agentUI) toolResult(call agent.ToolCall, res *tool.Result) {
 	u.spin.clear()
 	if res.IsError {
-		fmt.Fprintf(u.errOut, "← %s: %s: %s\n", termSafe(call.Name), res.Reason, oneLine(res.Message, 200))
+		fmt.Fprintf(u.errOut, "← %s: %s: %s\n", termSafe(call.Name), res.Reason, oneLine(forPerson(res.Message), 200))
 		return
 	}
 	if p := resultPreview(res); p != "" {
@@ -307,9 +322,16 @@ func resultPreview(res *tool.Result) string {
 }
 
 // waiting is the agent's OnWait: on a terminal, a line that says the
-// model is being waited for, or counts down to a retry.
+// model is being waited for, or counts down to a retry; elsewhere a line
+// for each retry.
 func (u *agentUI) waiting(attempt int, retry time.Duration, err error) {
 	if u.wait == nil {
+		// Without a terminal, each retry is one line: a log shows why
+		// the run took longer.
+		if retry > 0 {
+			u.endText()
+			fmt.Fprintf(u.errOut, "toolwire: %s; retrying in %.1f s (attempt %d)\n", termSafe(oneLine(err.Error(), 300)), retry.Seconds(), attempt+1)
+		}
 		return
 	}
 	u.endText()

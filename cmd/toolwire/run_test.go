@@ -649,7 +649,11 @@ func TestRunSaysACutAnswerIsCut(t *testing.T) {
 	if o.stdout != "The steps are: one, tw\n" {
 		t.Errorf("stdout = %q", o.stdout)
 	}
-	mustContain(t, "stderr", o.stderr, "cut at the token limit", "the answer is incomplete")
+	mustContain(t, "stderr", o.stderr, "cut at the token limit", "the answer is incomplete", "the model's own reply limit")
+	// --max-tokens is Anthropic's: an OpenAI user is not offered it.
+	if strings.Contains(o.stderr, "--max-tokens") {
+		t.Errorf("an OpenAI run's cut reply offers --max-tokens:\n%s", o.stderr)
+	}
 }
 
 func TestRunRejectsZeroRounds(t *testing.T) {

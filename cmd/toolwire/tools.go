@@ -19,15 +19,40 @@ import (
 )
 
 func newToolsCommand(e *env, g *globalFlags) *cobra.Command {
-	var asJSON bool
+	var (
+		asJSON  bool
+		servers []string
+	)
 	cmd := &cobra.Command{
 		Use:   "tools",
 		Short: "List the tools of every configured server",
-		Args:  cobra.NoArgs,
+		Long: `List the tools of every configured server (or of those --server names):
+registered name, tier, where the tier comes from, server and description.
+
+Every server is waited for, up to its start timeout; on a terminal a line
+shows each server as it becomes ready, and now and then which servers are
+still being waited for.`,
+		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			file, err := loadConfig(e, g)
+			if err != nil {
+				return err
+			}
+			if len(servers) > 0 {
+				picked, err := serversNamed(file, servers)
+				if err != nil {
+					return &exitError{exitUsage, err}
+				}
+				file = withServers(file, picked)
+			}
 			// Listing calls nothing, but the registry still needs a
 			// confirmer to accept write and destructive tools.
-			w, err := open(cmd.Context(), e, g, nil, &workspace.Options{Confirmer: refuseAll{}})
+			// On a terminal a server is told, as call tells it, that it may
+			// ask questions, so that it lists what a call there would see
+			// (and pins them alike): no tool is new to the next call.
+			wo := &workspace.Options{Confirmer: refuseAll{}}
+			wo.Relay.Elicitation = e.isTerminal()
+			w, err := open(cmd.Context(), e, g, file, wo)
 			if err != nil {
 				return err
 			}
@@ -41,6 +66,7 @@ func newToolsCommand(e *env, g *globalFlags) *cobra.Command {
 		},
 	}
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print the tools as JSON, with their input schemas")
+	cmd.Flags().StringArrayVar(&servers, "server", nil, "list only this server's tools (starting only it); repeat for more servers")
 	return cmd
 }
 

@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"io"
 	"sync"
@@ -115,7 +114,7 @@ func (c *Conn) readLoop(f *framer) {
 		if in.err != nil && !(in.malformed && c.answerMalformed) {
 			return
 		}
-		if errors.Is(in.err, errTrailingData) {
+		if isLineError(in.err) {
 			f.skipLine()
 		}
 	}
@@ -127,7 +126,7 @@ func readMessage(f *framer, w *wireMessage) incoming {
 	if err != nil {
 		// Data after a value on its line is one bad line; the framer
 		// can start again on the next (see Conn.readLoop).
-		return incoming{err: err, malformed: errors.Is(err, errTrailingData)}
+		return incoming{err: err, malformed: isLineError(err)}
 	}
 	// go-sdk frames messages with encoding/json, which refuses malformed
 	// JSON before anything is decoded, and then decodes them with

@@ -21,6 +21,17 @@ var ErrMessageTooLarge = errors.New("message too large")
 // too.
 var errTrailingData = errors.New("data after a message on its line")
 
+// errNotMessage is returned by Read for a line that does not start with
+// a JSON object or array, followed on its line by more (a log line a
+// server wrote to stdout, say): it holds no message at all.
+var errNotMessage = errors.New("a line that is not a JSON-RPC message")
+
+// isLineError reports whether err spoils one line only, so that reading
+// can go on at the next.
+func isLineError(err error) bool {
+	return errors.Is(err, errTrailingData) || errors.Is(err, errNotMessage)
+}
+
 const (
 	// initialBufferSize is the read buffer a connection starts with, which
 	// holds most messages whole.
@@ -105,6 +116,9 @@ func (f *framer) next() (value []byte, depth int, err error) {
 	// Only what has already been read is checked, as go-sdk does: waiting
 	// for the line's end would hold back a message that is complete.
 	if f.start < f.end && f.buf[f.start] != '\n' && f.buf[f.start] != '\r' {
+		if len(value) == 0 || (value[0] != '{' && value[0] != '[') {
+			return nil, 0, errNotMessage
+		}
 		return nil, 0, errTrailingData
 	}
 	return value, s.maxDepth, nil

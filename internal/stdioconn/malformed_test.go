@@ -48,6 +48,10 @@ func TestMalformedLineGetsAParseErrorAndReadingGoesOn(t *testing.T) {
 	if !strings.HasPrefix(got, `{"jsonrpc":"2.0","id":null,"error":{"code":-32700,"message":"parse error: `) || !strings.HasSuffix(got, "}}\n") {
 		t.Errorf("answer to the malformed line = %q", got)
 	}
+	// The line holds no message: the error does not speak of data after one.
+	if !strings.Contains(got, "not a JSON-RPC message") || strings.Contains(got, "after a message") {
+		t.Errorf("answer to a line with no message = %q", got)
+	}
 	if _, err := c.Read(context.Background()); !errors.Is(err, io.EOF) {
 		t.Errorf("Read at the end = %v, want io.EOF", err)
 	}

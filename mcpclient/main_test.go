@@ -36,6 +36,16 @@ const (
 	envCancels = "TOOLWIRE_TEST_CANCELS"
 )
 
+// writableBy lets the sandboxed server of cfg write file, which the test
+// reads: a file in a test's temporary directory is outside what a server
+// may write by default.
+func writableBy(cfg *config.Server, file string) {
+	if cfg.Sandbox == nil {
+		cfg.Sandbox = &config.Sandbox{}
+	}
+	cfg.Sandbox.Write = append(cfg.Sandbox.Write, filepath.Dir(file))
+}
+
 // longName is the 80-character tool name of the custom server.
 var longName = strings.Repeat("long_tool_name_", 5) + "abcde"
 

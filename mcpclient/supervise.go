@@ -423,7 +423,7 @@ func (s *supervisor) status() Status {
 // is a leaf, taken after s.mu and never held while calling out.
 func (s *supervisor) statusLocked() Status {
 	cfg := s.set.cfg
-	st := Status{Name: cfg.Name, Transport: cfg.Transport, State: s.state, Since: s.since, Tools: s.tools.count(), Attempt: s.attempt, Protocol: s.protocol}
+	st := Status{Name: cfg.Name, Transport: cfg.Transport, State: s.state, Since: s.since, Tools: s.tools.count(), Attempt: s.attempt, Protocol: s.protocol, Sandbox: s.set.confined}
 	if s.lastErr != nil {
 		st.LastError = s.lastErr.Error()
 	}

@@ -94,6 +94,8 @@ func TestMain(m *testing.M) {
 		// start benchmark uses it to show starts overlap.
 		time.Sleep(200 * time.Millisecond)
 		err = demo.ServeStdio(context.Background(), nil)
+	case "hostile":
+		err = hostileServer().Run(context.Background(), &mcp.StdioTransport{})
 	case "once":
 		// The demo on the first start; a refusal on every later one (see
 		// serveOnce in reconnect_test.go).

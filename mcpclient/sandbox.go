@@ -74,6 +74,7 @@ func (set *settings) kernel() sandbox.Kernel {
 		k.LandlockABI = min(k.LandlockABI, o.LandlockABI)
 		k.Seccomp = k.Seccomp && o.Seccomp
 		k.UserNamespaces = k.UserNamespaces && o.UserNamespaces
+		k.Root = k.Root || o.Root
 	}
 	return k
 }

@@ -204,6 +204,7 @@ var probe = sync.OnceValue(func() Kernel {
 		k.LandlockABI = abi
 	}
 	k.Seccomp = seccomp.Supported()
+	k.Root = os.Geteuid() == 0
 	if exe, err := os.Executable(); err == nil {
 		cmd := exec.Command(exe)
 		cmd.Env = []string{envSpec + "=" + probeSpec}

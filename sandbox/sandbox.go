@@ -88,9 +88,12 @@ type Kernel struct {
 	LandlockABI int
 	// Seccomp reports whether seccomp filters can be installed.
 	Seccomp bool
-	// UserNamespaces reports whether an unprivileged process may start a
-	// child in a user namespace of its own.
+	// UserNamespaces reports whether this process may start a child in
+	// a user namespace of its own.
 	UserNamespaces bool
+	// Root reports that servers run as root, whom the kernel does not
+	// hold to RLIMIT_NPROC.
+	Root bool
 }
 
 // maxABI is the newest Landlock ABI whose rights this package grants
@@ -113,6 +116,9 @@ type Confinement struct {
 	// Missing says, one item each, what the policy asked for and the
 	// kernel (or the system) cannot give.
 	Missing []string `json:"missing,omitempty"`
+	// Notes says what is not applied for a reason that is not the
+	// kernel's: the bound on processes for root.
+	Notes []string `json:"notes,omitempty"`
 }
 
 // ErrUnavailable is wrapped by [Confinement.Err] when part of a policy
@@ -151,8 +157,8 @@ func (c Confinement) String() string {
 	}
 	parts = append(parts, "net: "+c.Network)
 	s := strings.Join(parts, ", ")
-	if len(c.Missing) > 0 {
-		s += "; not applied: " + strings.Join(c.Missing, "; ")
+	if notApplied := append(c.Missing[:len(c.Missing):len(c.Missing)], c.Notes...); len(notApplied) > 0 {
+		s += "; not applied: " + strings.Join(notApplied, "; ")
 	}
 	return s
 }
@@ -192,9 +198,15 @@ func Plan(p Policy, k Kernel) Confinement {
 		}
 	}
 	if p.MaxProcesses > 0 {
-		c.Processes = k.UserNamespaces
-		if !c.Processes {
+		switch {
+		case k.Root:
+			// Not the kernel's lack, and refusing every server run by
+			// root under "required" would help nobody.
+			c.Notes = append(c.Notes, "a bound on processes (the kernel does not hold root to RLIMIT_NPROC)")
+		case !k.UserNamespaces:
 			c.Missing = append(c.Missing, "a bound on processes (needs unprivileged user namespaces)")
+		default:
+			c.Processes = true
 		}
 	}
 	return c

@@ -61,6 +61,23 @@ func (c Confinement) String() string {
 	return c.Confinement.String()
 }
 
+// Short is String for a table (see sandbox.Confinement.Short).
+func (c Confinement) Short() string {
+	if c.Off {
+		return "OFF (sandbox: off)"
+	}
+	return c.Confinement.Short()
+}
+
+// sandboxText is how the server is confined, for the audit log; "" for a
+// remote server.
+func (set *settings) sandboxText() string {
+	if set.confined == nil {
+		return ""
+	}
+	return set.confined.String()
+}
+
 // sandboxOff reports whether the configuration turns the sandbox off for
 // the server.
 func (set *settings) sandboxOff() bool {

@@ -111,7 +111,7 @@ func (s *supervisor) start(ctx context.Context) error {
 		_ = c.close()
 		return errClosed
 	}
-	s.set.record(audit.Event{Kind: audit.ServerStarted, Transport: string(cfg.Transport), Tools: s.tools.count()})
+	s.set.record(audit.Event{Kind: audit.ServerStarted, Transport: string(cfg.Transport), Tools: s.tools.count(), Sandbox: s.set.sandboxText()})
 	go s.run(c)
 	return nil
 }
@@ -293,7 +293,7 @@ func (s *supervisor) reconnect(old *conn) *conn {
 		c, err := s.establish(s.stopCtx, true)
 		if err == nil {
 			s.set.logger.Info("server reconnected", "server", name, "attempt", attempt)
-			s.set.record(audit.Event{Kind: audit.ServerReconnected, Attempt: attempt, Tools: s.tools.count()})
+			s.set.record(audit.Event{Kind: audit.ServerReconnected, Attempt: attempt, Tools: s.tools.count(), Sandbox: s.set.sandboxText()})
 			return c
 		}
 		if s.stopCtx.Err() != nil {

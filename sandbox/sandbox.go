@@ -163,6 +163,19 @@ func (c Confinement) String() string {
 	return s
 }
 
+// Short is String with what is not applied named in a few words, for a
+// table: "landlock v7, seccomp, net: none; not applied: a bound on
+// processes".
+func (c Confinement) Short() string {
+	short := c
+	short.Missing, short.Notes = nil, nil
+	for _, m := range append(c.Missing[:len(c.Missing):len(c.Missing)], c.Notes...) {
+		name, _, _ := strings.Cut(m, " (")
+		short.Missing = append(short.Missing, name)
+	}
+	return short.String()
+}
+
 // Plan returns what p comes to on kernel k. The launcher applies exactly
 // that: a feature Plan leaves out is not attempted.
 func Plan(p Policy, k Kernel) Confinement {

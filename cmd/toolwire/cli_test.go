@@ -75,6 +75,8 @@ func newFixture(t *testing.T, extraServers string) *fixture {
     env:
       TOOLWIRE_TEST_SERVER: demo
       DEMO_NOTES_FILE: ` + quoteYAML(f.notes) + `
+    sandbox:
+      write: [` + quoteYAML(dir) + `] # the notes file
     tierOverrides:
       write_note: write
 ` + extraServers + `audit:

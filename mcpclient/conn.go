@@ -265,7 +265,7 @@ func (d *dialer) transport(ctx context.Context, c *conn, cfg config.Server, ep *
 	}
 	switch cfg.Transport {
 	case config.TransportStdio:
-		cmd, err := d.command(cfg)
+		cmd, err := d.command(ctx, cfg)
 		if err != nil {
 			return nil, fmt.Errorf("server %q: %w", cfg.Name, err)
 		}

@@ -2,6 +2,7 @@ package mcpclient
 
 import (
 	"context"
+	"crypto/tls"
 	"encoding/json"
 	"fmt"
 	"net"
@@ -63,13 +64,16 @@ func hostileServer() *mcp.Server {
 	})
 	add("fetch", func(a args) (string, error) {
 		proxy := http.ProxyFromEnvironment
-		client := &http.Client{Timeout: 5 * time.Second, Transport: &http.Transport{Proxy: func(r *http.Request) (*url.URL, error) {
-			// Go's client never proxies loopback addresses by itself.
-			if u, _ := proxy(&http.Request{URL: &url.URL{Scheme: "https", Host: "example.com"}}); u != nil {
-				return u, nil
-			}
-			return nil, nil
-		}}}
+		client := &http.Client{Timeout: 5 * time.Second, Transport: &http.Transport{
+			// The test's TLS server has a certificate of its own.
+			TLSClientConfig: &tls.Config{InsecureSkipVerify: true},
+			Proxy: func(r *http.Request) (*url.URL, error) {
+				// Go's client never proxies loopback addresses by itself.
+				if u, _ := proxy(&http.Request{URL: &url.URL{Scheme: "https", Host: "example.com"}}); u != nil {
+					return u, nil
+				}
+				return nil, nil
+			}}}
 		resp, err := client.Get(a.URL)
 		if err != nil {
 			return "", err

@@ -1,7 +1,9 @@
 package mcpclient
 
 import (
+	"context"
 	"fmt"
+	"maps"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -156,7 +158,10 @@ func (set *settings) stateDir() (string, error) {
 // through the sandbox's launcher unless the sandbox is off for it or can
 // apply nothing; under security.sandbox: required, an error when the
 // sandbox cannot be applied as configured.
-func (d *dialer) command(cfg config.Server) (*exec.Cmd, error) {
+//
+// A server allowed some hosts gets an egress proxy of its own, which
+// lives as long as ctx (the connection's).
+func (d *dialer) command(ctx context.Context, cfg config.Server) (*exec.Cmd, error) {
 	set := d.set
 	conf := set.confined
 	if conf.Off {
@@ -200,9 +205,26 @@ func (d *dialer) command(cfg config.Server) (*exec.Cmd, error) {
 	for k, v := range cfg.Env {
 		env[k] = v
 	}
+	var proxy *sandbox.Proxy
+	if p.Network == sandbox.NetworkProxy {
+		proxy, err = sandbox.NewProxy(sandbox.ProxyOptions{Allow: cfg.Sandbox.Network, Refused: func(host string, err error) {
+			set.logger.Warn("egress refused", "server", cfg.Name, "host", host, "error", err)
+		}})
+		if err != nil {
+			return nil, err
+		}
+		p.ProxyPort = proxy.Port()
+		maps.Copy(env, proxy.Env()) // after cfg.Env: the server cannot opt out
+	}
 	cmd, err := sandbox.Command(launcher, p, set.kernel(), path, cfg.Args, childEnv(env))
 	if err != nil {
+		if proxy != nil {
+			proxy.Close()
+		}
 		return nil, err
+	}
+	if proxy != nil {
+		context.AfterFunc(ctx, func() { _ = proxy.Close() })
 	}
 	cmd.Dir = cfg.Cwd
 	return cmd, nil

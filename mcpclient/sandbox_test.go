@@ -3,6 +3,8 @@ package mcpclient
 import (
 	"errors"
 	"net"
+	"net/http"
+	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"runtime"
@@ -170,3 +172,40 @@ func TestSandboxOff(t *testing.T) {
 }
 
 func ex(reg *tool.Registry) *tool.Executor { return tool.NewExecutor(reg, nil) }
+
+// A server allowed some hosts reaches them through toolwire's egress
+// proxy, by CONNECT and by plain HTTP, and nothing else: a host outside
+// its allowlist is refused by the proxy, and a direct connection, even to
+// an allowed address, by Landlock.
+func TestSandboxNetworkThroughTheProxy(t *testing.T) {
+	t.Parallel()
+	needSandbox(t)
+	ok := http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { _, _ = w.Write([]byte("ok")) })
+	plain, secure := httptest.NewServer(ok), httptest.NewTLSServer(ok)
+	defer plain.Close()
+	defer secure.Close()
+	cfg := stdioConfig("fetcher", "hostile")
+	cfg.Sandbox = &config.Sandbox{Network: []string{"127.0.0.1"}}
+	reg := confirmingRegistry()
+	s := connect(t, cfg, reg, &Options{Sandbox: SandboxOptions{StateDir: t.TempDir()}})
+	if got := s.Status().Sandbox.Network; got != "proxy" {
+		t.Errorf("Status().Sandbox.Network = %q, want proxy", got)
+	}
+	_, port, _ := net.SplitHostPort(strings.TrimPrefix(plain.URL, "http://"))
+	for _, c := range []struct {
+		name, tool, args, want string // want "" for success
+	}{
+		{"plain HTTP to an allowed host", "fetcher__fetch", `{"url":"` + plain.URL + `"}`, ""},
+		{"CONNECT to an allowed host", "fetcher__fetch", `{"url":"` + secure.URL + `"}`, ""},
+		{"a host outside the allowlist", "fetcher__fetch", `{"url":"http://localhost:` + port + `"}`, "403 Forbidden"},
+		{"straight to an allowed address", "fetcher__connect", `{"addr":"` + strings.TrimPrefix(plain.URL, "http://") + `"}`, "permission denied"},
+	} {
+		res := call(t, ex(reg), c.tool, c.args)
+		switch {
+		case c.want == "" && res.IsError:
+			t.Errorf("%s: %s", c.name, sandboxedText(res))
+		case c.want != "" && (!res.IsError || !strings.Contains(sandboxedText(res), c.want)):
+			t.Errorf("%s: got %v %q, want the server's error with %q", c.name, res.IsError, sandboxedText(res), c.want)
+		}
+	}
+}

@@ -40,6 +40,10 @@ type SandboxOptions struct {
 // server's environment.
 const stateDirEnv = "TOOLWIRE_STATE_DIR"
 
+// sandboxEnv are the variables a confined server gets besides those it
+// inherits (see childEnv) and its proxy's.
+var sandboxEnv = []string{stateDirEnv, "TMPDIR", "npm_config_cache", "UV_CACHE_DIR", "npm_config_offline", "UV_OFFLINE"}
+
 // Default limits of a confined server.
 const (
 	defaultMaxProcesses = 512
@@ -201,7 +205,16 @@ func (d *dialer) command(ctx context.Context, cfg config.Server) (*exec.Cmd, err
 		p.Read = append(p.Read, cfg.Sandbox.Read...)
 		p.Write = append(p.Write, cfg.Sandbox.Write...)
 	}
-	env := map[string]string{"TMPDIR": filepath.Join(state, "tmp"), stateDirEnv: state}
+	// npx and uvx keep what they fetch in the server's own directory: a
+	// cache shared with the user's other programs would let one server
+	// change the code another runs.
+	env := map[string]string{"TMPDIR": filepath.Join(state, "tmp"), stateDirEnv: state,
+		"npm_config_cache": filepath.Join(state, "npm"), "UV_CACHE_DIR": filepath.Join(state, "uv")}
+	if p.Network == sandbox.NetworkNone {
+		// Without a network, npm would retry the registry for a minute;
+		// offline, it runs what it has cached or fails at once, saying so.
+		env["npm_config_offline"], env["UV_OFFLINE"] = "true", "1"
+	}
 	for k, v := range cfg.Env {
 		env[k] = v
 	}
@@ -240,9 +253,9 @@ func (d *dialer) plainCommand(cfg config.Server) *exec.Cmd {
 
 // readPaths are what a server may read besides the system's directories:
 // its program's installation, the files and directories its arguments
-// name, its working directory, its roots, and the package managers'
-// caches that npx and uvx run servers from. Never the home directory as a
-// whole: a program or argument directly in it is readable alone.
+// name, its working directory, its roots, and the Python installations
+// uv manages. Never the home directory as a whole: a program or argument
+// directly in it is readable alone.
 func readPaths(program string, cfg config.Server) []string {
 	home, _ := os.UserHomeDir()
 	var out []string
@@ -276,7 +289,9 @@ func readPaths(program string, cfg config.Server) []string {
 	}
 	out = append(out, cfg.Roots...)
 	if home != "" {
-		out = append(out, filepath.Join(home, ".npm"), filepath.Join(home, ".cache", "uv"), filepath.Join(home, ".local", "share", "uv"))
+		// uv's own Python installations; npx's and uvx's caches are the
+		// server's own (see command).
+		out = append(out, filepath.Join(home, ".local", "share", "uv"))
 	}
 	return out
 }

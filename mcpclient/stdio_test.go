@@ -659,7 +659,7 @@ func TestStdioPlaceholders(t *testing.T) {
 		}
 		for _, kv := range vars {
 			k, _, _ := strings.Cut(kv, "=")
-			if _, configured := cfg.Env[k]; !configured && !slices.Contains(inheritedEnv, k) && k != stateDirEnv {
+			if _, configured := cfg.Env[k]; !configured && !slices.Contains(inheritedEnv, k) && !slices.Contains(sandboxEnv, k) {
 				t.Errorf("child inherited %s, which is neither configured nor allowlisted", k)
 			}
 		}

@@ -46,7 +46,11 @@ func (d *decoder) sandbox(st *serverState, v *node, path string) {
 			d.serverWarnf(st, v.line, "sandbox", "the server runs unconfined: it can read, write and reach whatever you can")
 			return
 		}
-		d.errorf(v.line, path, `want "off" or a map of sandbox settings (read, write, network, maxProcesses, maxOpenFiles, maxMemoryMB), got %s`, v.text)
+		got := strconv.Quote(v.text)
+		if v.typ == typeNull {
+			got = "nothing (remove the field for the default sandbox)"
+		}
+		d.errorf(v.line, path, `want "off" or a map of sandbox settings (read, write, network, maxProcesses, maxOpenFiles, maxMemoryMB), got %s`, got)
 		return
 	}
 	if !d.wantMap(v, path, "\"off\" or a map of sandbox settings") {
@@ -85,7 +89,7 @@ func (d *decoder) sandbox(st *serverState, v *node, path string) {
 					sb.Network = nil
 				case "open":
 					sb.NetworkOpen = true
-					d.serverWarnf(st, p.value.line, fpath, "the server's network is unconfined")
+					d.serverWarnf(st, p.value.line, "sandbox", "network: open leaves the server's network unconfined")
 				default:
 					d.errorf(p.value.line, fpath, `want "none", "open" or a list of hosts, got %q`, p.value.text)
 				}

@@ -58,10 +58,10 @@ const (
 	// the rule and Error carries the rule's reason.
 	PolicyDecided Kind = "policy.decided"
 	// Server lifecycle events; Source names the server.
-	ServerStarted     Kind = "server.started"     // Transport, Tools
+	ServerStarted     Kind = "server.started"     // Transport, Tools, Sandbox
 	ServerFailed      Kind = "server.failed"      // Reason (the phase), Error
 	ServerDegraded    Kind = "server.degraded"    // Attempt, Backoff, Error
-	ServerReconnected Kind = "server.reconnected" // Attempt, Tools
+	ServerReconnected Kind = "server.reconnected" // Attempt, Tools, Sandbox
 	ServerStopped     Kind = "server.stopped"
 	ToolsChanged      Kind = "tools.changed" // Added, Removed, Changed
 	// ConfigReloaded records a configuration applied to a running process
@@ -140,6 +140,9 @@ type Event struct {
 	Added     []string      `json:"added,omitempty"`
 	Removed   []string      `json:"removed,omitempty"`
 	Changed   []string      `json:"changed,omitempty"`
+	// Sandbox says how a stdio server's process is confined, on
+	// server.started and server.reconnected.
+	Sandbox string `json:"sandbox,omitempty"`
 
 	// Tool pinning fields: the fingerprint of the tool's current
 	// definition, the pinned one it was compared with, and the parts of the

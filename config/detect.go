@@ -25,7 +25,7 @@ var (
 	vscodeServerMarkers   = []string{"type"}
 	toolwireServerMarkers = []string{
 		"transport", "bearerToken", "prefix", "defaultTier", "tierOverrides",
-		"onlyTools", "excludeTools", "timeout", "required", "roots", "protocol",
+		"onlyTools", "excludeTools", "timeout", "required", "roots", "protocol", "sandbox",
 	}
 )
 

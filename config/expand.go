@@ -265,6 +265,25 @@ func ExpandServer(s Server, r Resolver) (Server, []string, error) {
 			}
 		}
 	}
+	if s.Sandbox != nil {
+		sb := *s.Sandbox
+		for _, list := range []struct {
+			name string
+			in   []string
+			out  *[]string
+		}{{"read", s.Sandbox.Read, &sb.Read}, {"write", s.Sandbox.Write, &sb.Write}} {
+			*list.out = slices.Clone(list.in)
+			for i, p := range list.in {
+				path := indexPath(joinPath("sandbox", list.name), i)
+				before := len(errs)
+				(*list.out)[i] = field(path, p)
+				if msg := sandboxPathProblem((*list.out)[i]); len(errs) == before && msg != "" {
+					fail(path, errors.New(msg))
+				}
+			}
+		}
+		out.Sandbox = &sb
+	}
 	out.BearerToken = field("bearerToken", s.BearerToken)
 	if strings.ContainsAny(out.BearerToken, "\r\n\x00") {
 		fail("bearerToken", errors.New("after expansion: token contains a line break or NUL"))

@@ -128,6 +128,9 @@ type Server struct {
 	// discovery but was written for an older one's behaviour. "" offers
 	// the newest and falls back to what the server speaks.
 	Protocol string
+	// Sandbox loosens or turns off the confinement of a stdio server
+	// (toolwire's own file only); nil means the defaults.
+	Sandbox *Sandbox
 
 	// Inputs are the declared inputs that this server's placeholders
 	// use, by ID, so that ExpandServer can say what it asks for; nil when

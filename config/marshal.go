@@ -236,6 +236,9 @@ func serverNode(s Server) (*yaml.Node, error) {
 	if s.Roots != nil {
 		addPair(m, "roots", strList(s.Roots))
 	}
+	if sb := sandboxNode(s.Sandbox); sb != nil {
+		addPair(m, "sandbox", sb)
+	}
 	return m, nil
 }
 
@@ -357,6 +360,9 @@ func securityNode(s Security) *yaml.Node {
 	}
 	if s.PinsFile != "" {
 		addPair(n, "pinsFile", str(s.PinsFile))
+	}
+	if s.Sandbox != "" {
+		addPair(n, "sandbox", str(s.Sandbox))
 	}
 	if s.AllowHosts != nil {
 		list := &yaml.Node{Kind: yaml.SequenceNode}

@@ -4,7 +4,7 @@ import (
 	"strconv"
 )
 
-var securityFields = []string{"strict", "pins", "pinsFile", "allowHosts", "maxDescription", "maxResultBytes", "maxTools"}
+var securityFields = []string{"strict", "pins", "pinsFile", "allowHosts", "maxDescription", "maxResultBytes", "maxTools", "sandbox"}
 
 // Security holds the "security" section: how far untrusted servers are
 // trusted. Zero values mean the defaults; "toolwire --strict" turns on
@@ -29,6 +29,9 @@ type Security struct {
 	// MaxResultBytes caps the text of a result passed to a model or a
 	// client; larger ones are truncated with a marker. 0 means the default.
 	MaxResultBytes int
+	// Sandbox says how stdio servers are confined: SandboxOn (""),
+	// SandboxRequired or SandboxOff.
+	Sandbox string
 	// MaxTools is how many tools one server may list before it is reported.
 	// 0 means the default.
 	MaxTools int
@@ -96,6 +99,17 @@ func (d *decoder) security(v *node, s *Security) {
 		case "allowHosts":
 			if list, ok := d.strList(p.value, fpath, true); ok {
 				s.AllowHosts = list
+			}
+		case "sandbox":
+			if m, ok := d.str(p.value, fpath, `"on", "required" or "off"`); ok {
+				switch m {
+				case "on":
+					s.Sandbox = SandboxOn
+				case SandboxRequired, SandboxOff:
+					s.Sandbox = m
+				default:
+					d.errorf(p.value.line, fpath, `unknown sandbox mode %q (want on, required or off)`, m)
+				}
 			}
 		case "maxDescription":
 			s.MaxDescription = d.positive(p.value, fpath)

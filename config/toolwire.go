@@ -13,9 +13,9 @@ var (
 	toolwireServerFields = []string{
 		"transport", "command", "args", "env", "envFile", "cwd", "url", "headers", "bearerToken", "oauth",
 		"prefix", "defaultTier", "tierOverrides", "onlyTools", "excludeTools", "timeout", "required", "disabled",
-		"roots", "protocol",
+		"roots", "protocol", "sandbox",
 	}
-	toolwireStdioOnly  = []string{"args", "env", "envFile", "cwd"}
+	toolwireStdioOnly  = []string{"args", "env", "envFile", "cwd", "sandbox"}
 	toolwireRemoteOnly = []string{"headers", "bearerToken", "oauth"}
 	auditFields        = []string{"file", "logArguments", "signingKey", "required"}
 
@@ -182,6 +182,8 @@ func (d *decoder) toolwireField(st *serverState, p pair) bool {
 		}
 	case "roots":
 		d.roots(st, v, path)
+	case "sandbox":
+		d.sandbox(st, v, path)
 	case "protocol":
 		if v.kind == scalarNode && v.typ == "!!timestamp" {
 			v.typ = typeString // a revision is written like a date, and YAML reads dates

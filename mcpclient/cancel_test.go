@@ -31,6 +31,7 @@ func TestCancelledCallIsAnnouncedBeforeClose(t *testing.T) {
 			cancels := filepath.Join(t.TempDir(), "cancels")
 			cfg := stdioConfig("custom", "custom")
 			cfg.Env[envCancels] = cancels
+			writableBy(&cfg, cancels)
 			reg := confirmingRegistry()
 			s := connect(t, cfg, reg, nil)
 			cancelThenClose(t, s, tool.NewExecutor(reg, nil), how)

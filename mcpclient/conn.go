@@ -7,7 +7,6 @@ import (
 	"maps"
 	"net/http"
 	"os"
-	"os/exec"
 	"reflect"
 	"slices"
 	"strings"
@@ -267,9 +266,10 @@ func (d *dialer) transport(ctx context.Context, c *conn, cfg config.Server, ep *
 	}
 	switch cfg.Transport {
 	case config.TransportStdio:
-		cmd := exec.Command(cfg.Command, cfg.Args...)
-		cmd.Env = childEnv(cfg.Env)
-		cmd.Dir = cfg.Cwd
+		cmd, err := d.command(ctx, cfg)
+		if err != nil {
+			return nil, fmt.Errorf("server %q: %w", cfg.Name, err)
+		}
 		c.stderr = &stderrLog{server: cfg.Name, logger: d.set.logger, secrets: d.set.secrets}
 		cmd.Stderr = c.stderr
 		isolate(cmd)

@@ -36,6 +36,16 @@ const (
 	envCancels = "TOOLWIRE_TEST_CANCELS"
 )
 
+// writableBy lets the sandboxed server of cfg write file, which the test
+// reads: a file in a test's temporary directory is outside what a server
+// may write by default.
+func writableBy(cfg *config.Server, file string) {
+	if cfg.Sandbox == nil {
+		cfg.Sandbox = &config.Sandbox{}
+	}
+	cfg.Sandbox.Write = append(cfg.Sandbox.Write, filepath.Dir(file))
+}
+
 // longName is the 80-character tool name of the custom server.
 var longName = strings.Repeat("long_tool_name_", 5) + "abcde"
 
@@ -45,7 +55,16 @@ func TestMain(m *testing.M) {
 		// Connect logs to slog.Default when Options.Logger is nil; keep test
 		// output quiet. Tests that look at logs pass their own logger.
 		slog.SetDefault(slog.New(slog.DiscardHandler))
-		os.Exit(m.Run())
+		// The sandboxed servers' state directories go under
+		// XDG_STATE_HOME: keep the tests' out of the user's.
+		state, err := os.MkdirTemp("", "toolwire-mcpclient-state-")
+		if err != nil {
+			panic(err)
+		}
+		os.Setenv("XDG_STATE_HOME", state)
+		code := m.Run()
+		os.RemoveAll(state)
+		os.Exit(code)
 	}
 	if path := os.Getenv(envPIDFile); path != "" {
 		if err := os.WriteFile(path, []byte(strconv.Itoa(os.Getpid())), 0o600); err != nil {
@@ -88,6 +107,8 @@ func TestMain(m *testing.M) {
 		// Its tools hang on the first start and answer on every later
 		// one (see serveFlaky in retry_test.go).
 		err = serveFlaky()
+	case "hostile":
+		err = hostileServer().Run(context.Background(), &mcp.StdioTransport{})
 	case "once":
 		// The demo on the first start; a refusal on every later one (see
 		// serveOnce in reconnect_test.go).

@@ -45,6 +45,7 @@ func (lc *leakCheck) stdio(t *testing.T, name, mode string) config.Server {
 	path, read := pidFile(t)
 	cfg := stdioConfig(name, mode)
 	cfg.Env[envPIDFile] = path
+	writableBy(&cfg, path)
 	lc.pids = append(lc.pids, read)
 	return cfg
 }
@@ -410,6 +411,7 @@ func TestManagerDisabledServer(t *testing.T) {
 	path, readPID := pidFile(t)
 	off := stdioConfig("off", "demo")
 	off.Env[envPIDFile] = path
+	writableBy(&off, path)
 	off.Disabled = true
 	m := NewManager([]config.Server{off, lc.stdio(t, "on", "demo")}, reg, nil)
 	if _, err := startWithin(t, m, waitTime); err != nil {
@@ -461,6 +463,7 @@ func TestManagerApplyReload(t *testing.T) {
 
 	changed := stdioConfig("change", "demo")
 	changed.Env[envPIDFile] = change.Env[envPIDFile]
+	changed.Sandbox = change.Sandbox
 	changed.Prefix = "changed" // its tools' names move with it
 	added := lc.stdio(t, "add", "demo")
 	keep.Line = 42 // where it is written does not make it another server

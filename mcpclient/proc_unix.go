@@ -13,7 +13,10 @@ import (
 // node process, say). Where the system can, the child also dies with
 // toolwire (see dieWithParent).
 func isolate(cmd *exec.Cmd) {
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	if cmd.SysProcAttr == nil {
+		cmd.SysProcAttr = &syscall.SysProcAttr{}
+	}
+	cmd.SysProcAttr.Setpgid = true
 	dieWithParent(cmd.SysProcAttr)
 }
 

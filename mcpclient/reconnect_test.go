@@ -225,6 +225,8 @@ func TestReconnectExhaustedFails(t *testing.T) {
 	cfg := stdioConfig("flaky", "once")
 	cfg.Env[envMarker] = filepath.Join(t.TempDir(), "started")
 	cfg.Env[envPIDFile] = path
+	writableBy(&cfg, path)
+	writableBy(&cfg, cfg.Env[envMarker])
 	policy := fastPolicy
 	policy.MaxAttempts = 2
 	s := connect(t, cfg, reg, &Options{Reconnect: policy, Audit: log, StateChanges: changes})

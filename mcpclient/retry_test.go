@@ -89,6 +89,7 @@ func TestRetrySafeCallSurvivesALostSession(t *testing.T) {
 			cfg.Env[envMarker] = marker
 			pidFile := filepath.Join(dir, "pid")
 			cfg.Env[envPIDFile] = pidFile
+			writableBy(&cfg, marker)
 			if tc.tierWrite {
 				cfg.TierOverrides = map[string]string{"put": "write"}
 			}

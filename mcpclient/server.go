@@ -100,6 +100,9 @@ type Options struct {
 	// change of its state. Sends never block: when the channel is full the
 	// snapshot is dropped, so give it room (or read it promptly).
 	StateChanges chan<- Status
+	// Sandbox says how stdio servers are confined; the zero value
+	// confines each where the system can (see [SandboxOptions]).
+	Sandbox SandboxOptions
 }
 
 // EgressPolicy lists what remote servers may reach besides their own
@@ -151,6 +154,8 @@ type settings struct {
 	secrets *audit.Secrets
 	timeout time.Duration
 	policy  ReconnectPolicy
+	// confined is how a stdio server is confined; nil for a remote one.
+	confined *Confinement
 }
 
 func newSettings(cfg config.Server, opts *Options) *settings {
@@ -172,6 +177,7 @@ func newSettings(cfg config.Server, opts *Options) *settings {
 	if set.timeout <= 0 {
 		set.timeout = DefaultTimeout
 	}
+	set.confined = set.confinement()
 	return set
 }
 
@@ -460,6 +466,9 @@ type Status struct {
 	// CallerSessions is how many callers' own sessions a server reached
 	// with each caller's identity holds.
 	CallerSessions int `json:"callerSessions,omitempty"`
+	// Sandbox is how a stdio server is confined (or would be, before it
+	// starts); nil for a remote server.
+	Sandbox *Confinement `json:"sandbox,omitempty"`
 }
 
 // Status returns a snapshot of the server.

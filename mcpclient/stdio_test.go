@@ -444,6 +444,7 @@ func TestStdioPreflightWithoutConfirmer(t *testing.T) {
 		path, readPID := pidFile(t)
 		cfg := stdioConfig("demo", "demo")
 		cfg.Env[envPIDFile] = path
+		writableBy(&cfg, path)
 		cfg.TierOverrides = map[string]string{"write_note": "write"}
 		reg := tool.NewRegistry(nil)
 		s, err := Connect(boundedCtx(t, waitTime), cfg, reg, nil)
@@ -509,6 +510,7 @@ func TestStdioStartFailures(t *testing.T) {
 		path, readPID := pidFile(t)
 		cfg := stdioConfig("crashy", "crash")
 		cfg.Env[envPIDFile] = path
+		writableBy(&cfg, path)
 		reg := confirmingRegistry()
 		_, err := Connect(boundedCtx(t, waitTime), cfg, reg, nil)
 		var ce *ConnectError
@@ -657,7 +659,7 @@ func TestStdioPlaceholders(t *testing.T) {
 		}
 		for _, kv := range vars {
 			k, _, _ := strings.Cut(kv, "=")
-			if _, configured := cfg.Env[k]; !configured && !slices.Contains(inheritedEnv, k) {
+			if _, configured := cfg.Env[k]; !configured && !slices.Contains(inheritedEnv, k) && !slices.Contains(sandboxEnv, k) {
 				t.Errorf("child inherited %s, which is neither configured nor allowlisted", k)
 			}
 		}
@@ -668,6 +670,7 @@ func TestStdioPlaceholders(t *testing.T) {
 		cfg := stdioConfig("demo", "demo")
 		cfg.Env["X"] = "${SECRET_X}"
 		cfg.Env[envPIDFile] = path
+		writableBy(&cfg, path)
 		reg := confirmingRegistry()
 		lookup := func(string) (string, bool) { return "", false }
 		_, err := Connect(boundedCtx(t, waitTime), cfg, reg, &Options{LookupEnv: lookup})
@@ -693,6 +696,7 @@ func TestConnectBadTierStartsNothing(t *testing.T) {
 	path, readPID := pidFile(t)
 	cfg := stdioConfig("demo", "demo")
 	cfg.Env[envPIDFile] = path
+	writableBy(&cfg, path)
 	cfg.TierOverrides = map[string]string{"echo": "dangerous"}
 	_, err := Connect(boundedCtx(t, waitTime), cfg, confirmingRegistry(), nil)
 	if err == nil || !strings.Contains(err.Error(), `"demo"`) || !strings.Contains(err.Error(), "tierOverrides.echo") {

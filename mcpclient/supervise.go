@@ -115,7 +115,7 @@ func (s *supervisor) start(ctx context.Context) error {
 		_ = c.close()
 		return errClosed
 	}
-	s.set.record(audit.Event{Kind: audit.ServerStarted, Transport: string(cfg.Transport), Tools: s.tools.count()})
+	s.set.record(audit.Event{Kind: audit.ServerStarted, Transport: string(cfg.Transport), Tools: s.tools.count(), Sandbox: s.set.sandboxText()})
 	go s.run(c)
 	return nil
 }
@@ -297,7 +297,7 @@ func (s *supervisor) reconnect(old *conn) *conn {
 		c, err := s.establish(s.stopCtx, true)
 		if err == nil {
 			s.set.logger.Info("server reconnected", "server", name, "attempt", attempt)
-			s.set.record(audit.Event{Kind: audit.ServerReconnected, Attempt: attempt, Tools: s.tools.count()})
+			s.set.record(audit.Event{Kind: audit.ServerReconnected, Attempt: attempt, Tools: s.tools.count(), Sandbox: s.set.sandboxText()})
 			return c
 		}
 		if s.stopCtx.Err() != nil {
@@ -452,7 +452,7 @@ func (s *supervisor) status() Status {
 // is a leaf, taken after s.mu and never held while calling out.
 func (s *supervisor) statusLocked() Status {
 	cfg := s.set.cfg
-	st := Status{Name: cfg.Name, Transport: cfg.Transport, State: s.state, Since: s.since, Tools: s.tools.count(), Attempt: s.attempt, Protocol: s.protocol}
+	st := Status{Name: cfg.Name, Transport: cfg.Transport, State: s.state, Since: s.since, Tools: s.tools.count(), Attempt: s.attempt, Protocol: s.protocol, Sandbox: s.set.confined}
 	if s.lastErr != nil {
 		st.LastError = s.lastErr.Error()
 	}

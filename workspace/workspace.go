@@ -294,6 +294,7 @@ func Open(ctx context.Context, file *config.File, opts *Options) (*Workspace, er
 		Pins: pinStore, PinMode: pinMode, MaxDescription: w.security.DescriptionLimit(), MaxTools: w.security.ToolLimit(),
 		Logger: logger, LookupEnv: lookupEnv, Input: o.Input, Secrets: w.secrets, Audit: w.audit, StateChanges: o.StateChanges,
 		Relay: o.Relay, Middleware: o.Telemetry.Middleware, WrapTransport: o.Telemetry.WrapTransport,
+		Sandbox: mcpclient.SandboxOptions{Mode: w.security.Sandbox},
 	})
 	started := make(chan error, 1)
 	go func() { started <- w.manager.Start(ctx) }()

@@ -43,6 +43,7 @@ func TestMain(m *testing.M) {
 		panic(err)
 	}
 	os.Setenv("XDG_CONFIG_HOME", filepath.Join(dir, "config"))
+	os.Setenv("XDG_STATE_HOME", filepath.Join(dir, "state")) // the sandboxed servers' state directories
 	exampleConfig = filepath.Join(dir, "toolwire.yaml")
 	if err := os.WriteFile(exampleConfig, []byte(demoServer+"audit:\n  file: audit.jsonl\nsecurity:\n  pins: off\n"), 0o600); err != nil {
 		panic(err)

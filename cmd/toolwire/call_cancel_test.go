@@ -113,7 +113,10 @@ func TestCallCancellationReachesTheServer(t *testing.T) {
     command: `+quoteYAML(os.Args[0])+`
     env:
       TOOLWIRE_TEST_SERVER: demo-recording
-      `+envCancels+`: `+quoteYAML(cancels)+"\n"+timeout)
+      `+envCancels+`: `+quoteYAML(cancels)+`
+    sandbox:
+      write: [`+quoteYAML(filepath.Dir(cancels))+`]
+`+timeout)
 			stderr := &progressSeen{seen: make(chan struct{})}
 			e := &env{stdin: strings.NewReader(""), stdout: &syncBuffer{}, stderr: stderr,
 				isTerminal: func() bool { return false }, lookupEnv: func(string) (string, bool) { return "", false }}

@@ -58,6 +58,9 @@ func TestMain(m *testing.M) {
 		panic(err)
 	}
 	os.Setenv("XDG_CONFIG_HOME", configHome)
+	// Each sandboxed stdio server gets a state directory under
+	// XDG_STATE_HOME: keep those out of the real one too.
+	os.Setenv("XDG_STATE_HOME", filepath.Join(configHome, "state"))
 	code := pgtest.Main(m) // the fleet tests' PostgreSQL, stopped after the tests
 	os.RemoveAll(configHome)
 	os.Exit(code)
@@ -81,6 +84,8 @@ func newFixture(t *testing.T, extraServers string) *fixture {
     env:
       TOOLWIRE_TEST_SERVER: demo
       DEMO_NOTES_FILE: ` + quoteYAML(f.notes) + `
+    sandbox:
+      write: [` + quoteYAML(dir) + `] # the notes file
     tierOverrides:
       write_note: write
 ` + extraServers + `audit:

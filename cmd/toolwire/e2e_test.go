@@ -475,7 +475,7 @@ type e2eStatus struct {
 }
 
 // e2eStatusFields are the fields docs/cli.md lists.
-var e2eStatusFields = []string{"name", "transport", "state", "since", "tools", "lastError", "attempt", "pid", "protocol"}
+var e2eStatusFields = []string{"name", "transport", "state", "since", "tools", "lastError", "attempt", "pid", "protocol", "sandbox"}
 
 // e2eDecodeStatus decodes one status object, insisting on the documented
 // fields only.

@@ -20,7 +20,10 @@ func newServersCommand(e *env, g *globalFlags) *cobra.Command {
 		Long: `Start every configured server and show, for each: its transport, its
 lifecycle state (ready, failed, degraded, reconnecting, ...), how many tools
 it registered, its process id (stdio), the MCP revision it speaks, since
-when it has been in that state and its last error.
+when it has been in that state, how a stdio server is confined (on Linux:
+"landlock v7, seccomp, net: none", and what could not be applied; "not
+confined" elsewhere; OFF for a server whose sandbox is off) and its last
+error.
 
 With --watch, keep the servers running and print a line at every change of
 state, until interrupted: kill a server's process to watch it reconnect.`,
@@ -68,19 +71,29 @@ state, until interrupted: kill a server's process to watch it reconnect.`,
 
 func printServersTable(e *env, sts []mcpclient.Status) {
 	tw := tabwriter.NewWriter(e.stdout, 0, 0, 2, ' ', 0)
-	fmt.Fprintln(tw, "NAME\tTRANSPORT\tSTATE\tTOOLS\tPID\tPROTOCOL\tSINCE\tLAST ERROR")
+	fmt.Fprintln(tw, "NAME\tTRANSPORT\tSTATE\tTOOLS\tPID\tPROTOCOL\tSINCE\tSANDBOX\tLAST ERROR")
+	var unconfined []string
 	for _, st := range sts {
-		pid, protocol := "-", "-"
+		pid, protocol, sandbox := "-", "-", "-"
+		if st.Sandbox != nil {
+			sandbox = st.Sandbox.Short()
+			if st.Sandbox.Off {
+				unconfined = append(unconfined, st.Name)
+			}
+		}
 		if st.PID > 0 {
 			pid = fmt.Sprint(st.PID)
 		}
 		if st.Protocol != "" {
 			protocol = st.Protocol
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%s\t%s\t%s\t%s\n", st.Name, st.Transport, st.State, st.Tools, pid, protocol,
-			st.Since.Format(time.TimeOnly), oneLine(st.LastError, 60))
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%s\t%s\t%s\t%s\t%s\n", st.Name, st.Transport, st.State, st.Tools, pid, protocol,
+			st.Since.Format(time.TimeOnly), sandbox, oneLine(st.LastError, 60))
 	}
 	_ = tw.Flush()
+	for _, name := range unconfined {
+		fmt.Fprintf(e.stderr, "warning: server %q runs unconfined (sandbox: off): it can read, write and reach whatever you can\n", name)
+	}
 }
 
 func printChange(e *env, st mcpclient.Status, asJSON bool) {

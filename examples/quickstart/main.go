@@ -21,6 +21,7 @@ import (
 	"os/signal"
 	"path/filepath"
 	"runtime"
+	"strconv"
 	"strings"
 	"syscall"
 
@@ -55,7 +56,11 @@ servers:
   demo:
     command: ./demoserver
     env:
-      DEMO_NOTES_FILE: ./notes.json   # the demo keeps its notes here between runs
+      DEMO_NOTES_FILE: ./data/notes.json   # the demo keeps its notes here between runs
+    # On Linux the server runs confined: it may write only its own state
+    # directory and the one named here, and reach no network.
+    sandbox:
+      write: [%s]
     tierOverrides:
       write_note: write               # the operator, not the server, decides tiers
     # delete_note needs no override: the server marks it destructiveHint,
@@ -74,20 +79,34 @@ func (q *quickstart) run(ctx context.Context) error {
 	if err := q.build(ctx); err != nil {
 		return err
 	}
+	abs, err := filepath.Abs(q.dir)
+	if err != nil {
+		return err
+	}
+	data := filepath.Join(abs, "data")
+	if err := os.MkdirAll(data, 0o755); err != nil {
+		return err
+	}
+	config := fmt.Sprintf(configTemplate, strconv.Quote(data))
 	cfg := filepath.Join(q.dir, "toolwire.yaml")
-	if err := os.WriteFile(cfg, []byte(configTemplate), 0o644); err != nil {
+	if err := os.WriteFile(cfg, []byte(config), 0o644); err != nil {
 		return err
 	}
 	// Each run starts from a clean slate, so the walkthrough reads the same.
-	for _, f := range []string{"audit.jsonl", "notes.json", "pins.json"} {
+	for _, f := range []string{"audit.jsonl", "data/notes.json", "pins.json"} {
 		if err := os.Remove(filepath.Join(q.dir, f)); err != nil && !errors.Is(err, os.ErrNotExist) {
 			return err
 		}
 	}
-	q.say("Wrote %s:\n\n%s", cfg, indent(configTemplate))
+	q.say("Wrote %s:\n\n%s", cfg, indent(config))
 
 	q.step("1. The demo server's tools, adapted into toolwire's registry (tiers from the config):")
 	if _, err := q.toolwire(ctx, "tools"); err != nil {
+		return err
+	}
+
+	q.say("   ...and the server as it runs: on Linux confined (SANDBOX: what it may touch, net: none):")
+	if _, err := q.toolwire(ctx, "servers"); err != nil {
 		return err
 	}
 

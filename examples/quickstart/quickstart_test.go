@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"context"
+	"runtime"
 	"strings"
 	"testing"
 	"time"
@@ -14,6 +15,9 @@ func TestQuickstartWithoutTerminal(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds two binaries")
 	}
+	// The pins and the server's state directory stay out of the user's.
+	t.Setenv("XDG_CONFIG_HOME", t.TempDir())
+	t.Setenv("XDG_STATE_HOME", t.TempDir())
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
 	var out bytes.Buffer
@@ -31,9 +35,13 @@ func TestQuickstartWithoutTerminal(t *testing.T) {
 		"nobody to ask for confirmation: no terminal", // the destructive call refused, not declined
 		"confirmation.rejected  ",                     // and the audit log shows it
 		"call.executed",
+		"SANDBOX", // servers shows each server's confinement
 	} {
 		if !strings.Contains(text, want) {
 			t.Errorf("quick start output lacks %q:\n%s", want, text)
 		}
+	}
+	if runtime.GOOS == "linux" && !strings.Contains(text, "seccomp") {
+		t.Errorf("on Linux the demo server runs confined, but servers does not say so:\n%s", text)
 	}
 }

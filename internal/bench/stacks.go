@@ -293,7 +293,7 @@ func (b *bench) startServe(ctx context.Context, name string, lim serveLimits, te
 	args := []string{"--config", cfgPath, "serve", "--http", "127.0.0.1:0"}
 	// XDG_CONFIG_HOME keeps anything serve might keep per user out of
 	// the user's own directories.
-	extra := []string{"XDG_CONFIG_HOME=" + filepath.Join(b.dir, "xdg")}
+	extra := []string{"XDG_CONFIG_HOME=" + filepath.Join(b.dir, "xdg"), "XDG_STATE_HOME=" + filepath.Join(b.dir, "xdg-state")}
 	if telemetry {
 		// Metrics for a Prometheus reader, and traces and metrics over
 		// OTLP/HTTP to a sink that takes and drops them: telemetry as an

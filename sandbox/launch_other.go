@@ -1,0 +1,21 @@
+//go:build !linux
+
+package sandbox
+
+import (
+	"errors"
+	"os/exec"
+	"runtime"
+)
+
+var supported = false
+
+var goos = runtime.GOOS
+
+// Probe returns what this kernel offers: nothing, off Linux.
+func Probe() Kernel { return Kernel{} }
+
+// Command fails off Linux, where nothing can be applied: see Plan.
+func Command(launcher string, p Policy, k Kernel, path string, args, env []string) (*exec.Cmd, error) {
+	return nil, errors.New("sandbox: no sandbox on " + goos)
+}

@@ -147,6 +147,7 @@ func (g *Gateway) Handler(options *HTTPOptions) *Handler {
 	var sessions *stateful // the 2025 sessions; none when stateless
 	if !opts.Stateless {
 		sessions = newStateful(nil, tr, opts.Sessions, g.opts.Relay, limit, g.logger)
+		sessions.replyKey = replyKeyOf(g.sealer)
 		if opts.Verifier != nil {
 			// Outside the swappable one: a reload changes what verifies
 			// tokens, never the binding of sessions to credentials.

@@ -61,9 +61,12 @@ func register(ctx context.Context, conn *pgx.Conn) (int32, error) {
 }
 
 // ended records that this instance closed the store itself.
+// Its messages are of no use to anyone any more.
 func ended(ctx context.Context, pool *pgxpool.Pool, id int32) error {
-	_, err := pool.Exec(ctx, "UPDATE toolwire.instances SET ended_at = now() WHERE id = $1", id)
-	return err
+	b := &pgx.Batch{}
+	b.Queue("UPDATE toolwire.instances SET ended_at = now() WHERE id = $1", id)
+	b.Queue("DELETE FROM toolwire.mailbox WHERE recipient = $1", id)
+	return pool.SendBatch(ctx, b).Close()
 }
 
 // outcomes are the kinds that end a call (audit.Kind.Ends).

@@ -94,6 +94,9 @@ func openPostgres(ctx context.Context, rawURL, redacted string, opts *Options) (
 		if n, err := s.recoverLost(sweepCtx); err != nil && sweepCtx.Err() == nil {
 			logger.Warn("store: recover the toolwires that were lost", "recovered", n, "err", err)
 		}
+		if _, err := s.relay.prune(sweepCtx); err != nil && sweepCtx.Err() == nil {
+			logger.Warn("store: prune the relay's mailbox", "err", err)
+		}
 	})
 	return s, nil
 }

@@ -212,3 +212,49 @@ func auditRows(t *testing.T, url string) []audit.Event {
 	}
 	return out
 }
+
+// Issue 22.1: a message goes only to a running instance. A Call to an
+// instance that never existed, or that ended, fails at once as lost with
+// nothing written to the mailbox and nobody recovered; and what is left
+// in the mailbox for instances that are gone, or waited longer than a
+// message may, is pruned.
+func TestRelaySendsOnlyToRunningInstances(t *testing.T) {
+	t.Parallel()
+	url := pgtest.DB(t)
+	a, gone := openPG(t, url, nil), openPG(t, url, nil)
+	goneID := gone.Relay().Instance()
+	gone.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), relayWait)
+	defer cancel()
+	var lerr interface{ ReplicaLost() bool }
+	for _, to := range []string{"987654", goneID} {
+		for range 20 {
+			_, err := a.Relay().Call(ctx, to, "session.reply", make([]byte, 64<<10), nil)
+			if !errors.As(err, &lerr) || !lerr.ReplicaLost() {
+				t.Fatalf("a call to instance %s, not running: %v; want an error saying it is gone", to, err)
+			}
+		}
+	}
+	if n := sql(t, url, "SELECT 1 FROM toolwire.mailbox"); n != 0 {
+		t.Errorf("%d messages written for instances that are not running, want none", n)
+	}
+	if n := sql(t, url, "SELECT 1 FROM toolwire.instances WHERE recovered_at IS NOT NULL"); n != 0 {
+		t.Errorf("%d instances recovered, want none (one never was, one ended)", n)
+	}
+
+	// What a race could leave: a message for an instance that is gone,
+	// and one for a running instance that waited too long. Pruned; a
+	// fresh one for a running instance is not.
+	b := openPG(t, url, nil)
+	sql(t, url, "INSERT INTO toolwire.mailbox (recipient, body) VALUES (987654, 'x'), ($1, 'y')", goneID)
+	sql(t, url, "INSERT INTO toolwire.mailbox (recipient, body, sent_at) VALUES ($1, 'old', now() - interval '11 minutes')", b.Relay().Instance())
+	b.Relay().close() // b reads no more messages
+	sql(t, url, "INSERT INTO toolwire.mailbox (recipient, body) VALUES ($1, 'fresh')", b.Relay().Instance())
+	n, err := a.Relay().prune(ctx)
+	if err != nil || n != 3 {
+		t.Errorf("prune: %d, %v; want 3 removed", n, err)
+	}
+	if n := sql(t, url, "SELECT 1 FROM toolwire.mailbox WHERE body = 'fresh'"); n != 1 {
+		t.Errorf("the fresh message of a running instance was pruned")
+	}
+}

@@ -1,0 +1,105 @@
+package workspace_test
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"net/http"
+	"strings"
+	"testing"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/toolwire/toolwire/gateway"
+	"github.com/toolwire/toolwire/internal/pgtest"
+)
+
+// post sends body to the replica at base with alice's token and session
+// sid ("" for none), and returns the response's status, its session
+// header and its body.
+func post(t *testing.T, base, sid, body string) (int, string, string) {
+	t.Helper()
+	req, err := http.NewRequest(http.MethodPost, base+"/mcp", strings.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set("Authorization", "Bearer alice-token")
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Accept", "application/json, text/event-stream")
+	req.Header.Set("Mcp-Protocol-Version", "2025-11-25")
+	if sid != "" {
+		req.Header.Set("Mcp-Session-Id", sid)
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode, resp.Header.Get("Mcp-Session-Id"), string(b)
+}
+
+// openSession opens a 2025-11-25 session on the replica at base, as a
+// client would by hand, and returns its id.
+func openSession(t *testing.T, base string) string {
+	t.Helper()
+	code, sid, body := post(t, base, "", `{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{"elicitation":{}},"clientInfo":{"name":"hand","version":"1"}}}`)
+	if code != http.StatusOK || sid == "" {
+		t.Fatalf("initialize: %d, session %q: %s", code, sid, body)
+	}
+	if code, _, body := post(t, base, sid, `{"jsonrpc":"2.0","method":"notifications/initialized"}`); code != http.StatusAccepted {
+		t.Fatalf("notifications/initialized: %d: %s", code, body)
+	}
+	return sid
+}
+
+// count runs a count query on the fleet's database.
+func count(t *testing.T, dbURL, query string) int {
+	t.Helper()
+	ctx := context.Background()
+	conn, err := pgx.Connect(ctx, dbURL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close(ctx)
+	var n int
+	if err := conn.QueryRow(ctx, query).Scan(&n); err != nil {
+		t.Fatalf("%s: %v", query, err)
+	}
+	return n
+}
+
+// Issue 22.1: a client's POST whose body is an answer with an id that
+// names a replica ("tw<N>-<k>") is passed on only when a replica of the
+// fleet sent that request on that session. Answers naming an instance
+// that does not exist, or a real one with an id it never sent, are
+// refused where they land: no message is written for anyone, no instance
+// is taken for lost, and the session goes on.
+func TestFleetForgedAnswerIsNotRelayed(t *testing.T) {
+	t.Parallel()
+	dbURL := pgtest.DB(t)
+	reps := openFleet(t, dbURL, 2, gateway.Limits{})
+	sid := openSession(t, reps[0].url)
+	other := reps[0].w.Store().Relay().Instance()
+	big := strings.Repeat("x", 64<<10)
+	for i, id := range []string{
+		"tw999-1", "tw999-1-AAAAAAAAAAAAAAAAAAAAAA", "tw" + other + "-1", "tw" + other + "-1-AAAAAAAAAAAAAAAAAAAAAA",
+		"tw-1", "tw" + other + "--x",
+	} {
+		body := fmt.Sprintf(`{"jsonrpc":"2.0","id":%q,"result":{"action":"accept","pad":%q}}`, id, big)
+		code, _, text := post(t, reps[1].url, sid, body)
+		if code != http.StatusBadRequest || !strings.Contains(text, "names no request this gateway sent") {
+			t.Errorf("answer %d (id %q) on the other replica: %d %s; want 400 saying no such request was sent", i, id, code, strings.TrimSpace(text[:min(len(text), 200)]))
+		}
+	}
+	if n := count(t, dbURL, "SELECT count(*) FROM toolwire.mailbox"); n != 0 {
+		t.Errorf("%d messages in the mailbox after forged answers, want none", n)
+	}
+	if n := count(t, dbURL, "SELECT count(*) FROM toolwire.instances WHERE recovered_at IS NOT NULL"); n != 0 {
+		t.Errorf("%d instances taken for lost after forged answers, want none", n)
+	}
+	// The session is served as before.
+	if code, _, body := post(t, reps[1].url, sid, `{"jsonrpc":"2.0","id":2,"method":"tools/list"}`); code != http.StatusOK || !strings.Contains(body, "demo__echo") {
+		t.Errorf("tools/list after the forged answers: %d %s", code, body)
+	}
+}

@@ -84,7 +84,8 @@ type CallLimiter interface {
 
 // Relay connects the replicas of a fleet for what one holds and a
 // client's request to another is about: a parked 2026-07-28 call that
-// asked its client something (kind "call", key its id) and an approval
+// asked its client something (kind "call", key the SHA-256 of what it is
+// parked under: an HMAC of its id, caller and tool) and an approval
 // page of URL-mode elicitation (kind "page", key the SHA-256 of its
 // token). Implementations are safe for concurrent use.
 type Relay interface {

@@ -2,6 +2,9 @@ package gateway
 
 import (
 	"context"
+	"crypto/hmac"
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -26,6 +29,33 @@ type relayedParking struct {
 
 	mu      sync.Mutex
 	release map[string]func() // the holds of this replica's calls, by id
+}
+
+// parkContext separates the parking keys' MAC from the requestState's.
+const parkContext = "toolwire parked call v1\x00"
+
+// parkKey is what a parked call is parked under: an HMAC, under the
+// requestState key, of the call's id (the one its requestState carries)
+// with the caller and the tool it was started for. A retry reaches the
+// call only when it comes from that caller for that tool: a state forged
+// with another caller or tool beside a real id (by whoever learnt the id
+// and the key) names a call that is not parked. Neither the id nor this
+// key is kept in a store as it is (see [relayedParking]).
+func (s *sealer) parkKey(id, principal, tool string) string {
+	m := hmac.New(sha256.New, s.key)
+	m.Write([]byte(parkContext))
+	for _, part := range []string{id, principal, tool} {
+		m.Write([]byte(part))
+		m.Write([]byte{0})
+	}
+	return hex.EncodeToString(m.Sum(nil))
+}
+
+// heldKey is what the store's held table records of a parked call: the
+// SHA-256 of its parking key, which finds the holder and opens nothing.
+func heldKey(key string) string {
+	sum := sha256.Sum256([]byte(key))
+	return hex.EncodeToString(sum[:])
 }
 
 // The relay's methods of a relayed Parking.
@@ -101,7 +131,7 @@ type relayedHolder struct {
 
 func (h *relayedHolder) Ask(ctx context.Context, q Question) (json.RawMessage, error) {
 	h.once.Do(func() {
-		release, err := h.p.relay.Hold(ctx, "call", h.id, h.p.ttl)
+		release, err := h.p.relay.Hold(ctx, "call", heldKey(h.id), h.p.ttl)
 		if err != nil {
 			h.err = fmt.Errorf("parking: the call cannot be held for its client's retry on another replica: %w", err)
 			return
@@ -193,7 +223,7 @@ func (p *relayedParking) Cancel(ctx context.Context, id, cause string) error {
 // ErrNotParked when none does, or this one does (its own Parking said it
 // has no such call), ErrHolderLost when the holder is gone.
 func (p *relayedParking) holder(ctx context.Context, id string) (string, error) {
-	holder, err := p.relay.Holder(ctx, "call", id)
+	holder, err := p.relay.Holder(ctx, "call", heldKey(id))
 	switch {
 	case replicaLost(err):
 		return "", fmt.Errorf("%w: %v", ErrHolderLost, err)

@@ -2,6 +2,8 @@ package store
 
 import (
 	"context"
+	"crypto/aes"
+	"crypto/cipher"
 	"crypto/rand"
 	"encoding/json"
 	"errors"
@@ -12,8 +14,10 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
+	"golang.org/x/crypto/argon2"
 
 	"github.com/toolwire/toolwire/audit"
+	"github.com/toolwire/toolwire/oauth"
 )
 
 // Every process that opens a PostgreSQL store is an instance: a row of
@@ -183,15 +187,23 @@ ORDER BY r.seq`, id, outcomes)
 // lostPrefix starts a fleet notification that an instance was lost.
 const lostPrefix = "lost:"
 
-// fleetKey returns the fleet's key of name, making it (32 random bytes) if
-// no instance has yet.
-func fleetKey(ctx context.Context, pool *pgxpool.Pool, name string) ([]byte, error) {
+// fleetKey returns the fleet's key of name, making it (32 random bytes)
+// if no instance has yet. The table holds it sealed under a key derived
+// from passphrase (see sealFleetKey); a key that does not open with it is
+// an error wrapping ErrFleetKeySealed.
+func fleetKey(ctx context.Context, pool *pgxpool.Pool, name, passphrase string) ([]byte, error) {
+	if passphrase == "" {
+		return nil, fmt.Errorf("store: the fleet's %s key: %w", name, ErrNoFleetPassphrase)
+	}
 	fresh := make([]byte, 32)
 	if _, err := rand.Read(fresh); err != nil {
 		return nil, err
 	}
-	var key []byte
-	var err error
+	sealed, err := sealFleetKey(name, passphrase, fresh)
+	if err != nil {
+		return nil, err
+	}
+	var stored []byte
 	// Two instances making it at once: the one that waited for the other's
 	// insert does not see its row in the statement's snapshot, and reads
 	// it again.
@@ -199,13 +211,72 @@ func fleetKey(ctx context.Context, pool *pgxpool.Pool, name string) ([]byte, err
 		err = pool.QueryRow(ctx, `WITH made AS (
 	INSERT INTO toolwire.fleet_keys (name, key) VALUES ($1, $2) ON CONFLICT (name) DO NOTHING RETURNING key
 )
-SELECT key FROM made UNION ALL SELECT key FROM toolwire.fleet_keys WHERE name = $1 LIMIT 1`, name, fresh).Scan(&key)
+SELECT key FROM made UNION ALL SELECT key FROM toolwire.fleet_keys WHERE name = $1 LIMIT 1`, name, sealed).Scan(&stored)
 		if !errors.Is(err, pgx.ErrNoRows) {
 			break
 		}
 	}
 	if err != nil {
 		return nil, fmt.Errorf("store: the fleet's %s key: %w", name, err)
+	}
+	key, err := openFleetKey(name, passphrase, stored)
+	if err != nil {
+		return nil, fmt.Errorf("store: the fleet's %s key (toolwire.fleet_keys): %w", name, err)
+	}
+	return key, nil
+}
+
+// ErrNoFleetPassphrase is returned by [Store.FleetKey] without a
+// passphrase: a fleet's keys are kept sealed under it.
+var ErrNoFleetPassphrase = errors.New("no passphrase to seal it with: set " + oauth.PassphraseEnv + ", the same on every replica")
+
+// ErrFleetKeySealed is returned, wrapped, by [Store.FleetKey] for a key
+// that does not open with the passphrase given.
+var ErrFleetKeySealed = errors.New("it does not open with this passphrase (" + oauth.PassphraseEnv + "): every replica needs the same one")
+
+// A sealed fleet key is salt (16 bytes) || nonce (12) || AES-256-GCM of
+// the key, under Argon2id(passphrase, salt) with the OAuth tokens'
+// default cost, its name in the additional data.
+const (
+	fleetSaltLen   = 16
+	fleetSealedLen = fleetSaltLen + 12 + 32 + 16
+	fleetKeyAAD    = "toolwire fleet key v1\x00"
+)
+
+func fleetKeyAEAD(passphrase string, salt []byte) (cipher.AEAD, error) {
+	p := oauth.DefaultArgon2
+	block, err := aes.NewCipher(argon2.IDKey([]byte(passphrase), salt, p.Time, p.MemoryKiB, p.Threads, 32))
+	if err != nil {
+		return nil, err
+	}
+	return cipher.NewGCM(block)
+}
+
+// sealFleetKey seals key, the fleet's key of name, under passphrase.
+func sealFleetKey(name, passphrase string, key []byte) ([]byte, error) {
+	out := make([]byte, fleetSaltLen+12, fleetSealedLen)
+	if _, err := rand.Read(out); err != nil {
+		return nil, err
+	}
+	aead, err := fleetKeyAEAD(passphrase, out[:fleetSaltLen])
+	if err != nil {
+		return nil, err
+	}
+	return aead.Seal(out, out[fleetSaltLen:], key, []byte(fleetKeyAAD+name)), nil
+}
+
+// openFleetKey opens what sealFleetKey sealed.
+func openFleetKey(name, passphrase string, sealed []byte) ([]byte, error) {
+	if len(sealed) != fleetSealedLen {
+		return nil, fmt.Errorf("%w (it is %d bytes, not a sealed key of %d)", ErrFleetKeySealed, len(sealed), fleetSealedLen)
+	}
+	aead, err := fleetKeyAEAD(passphrase, sealed[:fleetSaltLen])
+	if err != nil {
+		return nil, err
+	}
+	key, err := aead.Open(nil, sealed[fleetSaltLen:fleetSaltLen+12], sealed[fleetSaltLen+12:], []byte(fleetKeyAAD+name))
+	if err != nil {
+		return nil, ErrFleetKeySealed
 	}
 	return key, nil
 }

@@ -207,15 +207,19 @@ func (s *Store) VerifyAudit(ctx context.Context, opts *audit.VerifyOptions) (aud
 func (s *Store) Relay() *Relay { return s.relay }
 
 // FleetKey returns the key of name that every instance of the fleet
-// shares, made by the first that asks (32 random bytes, kept in
-// toolwire.fleet_keys), or nil for files. "request_state" seals the
-// gateway's requestState, so that a retry answering a parked call is
-// accepted by every replica.
-func (s *Store) FleetKey(ctx context.Context, name string) ([]byte, error) {
+// shares, made by the first that asks (32 random bytes), or nil for
+// files. toolwire.fleet_keys keeps it sealed under a key derived from
+// passphrase (Argon2id, as the OAuth tokens' passphrase; deriving takes a
+// moment and 64 MiB): without the passphrase the table gives nothing
+// away. An empty passphrase is an error wrapping [ErrNoFleetPassphrase],
+// one that does not open the key an error wrapping [ErrFleetKeySealed].
+// "request_state" seals the gateway's requestState, so that a retry
+// answering a parked call is accepted by every replica.
+func (s *Store) FleetKey(ctx context.Context, name, passphrase string) ([]byte, error) {
 	if s.kind != Postgres {
 		return nil, nil
 	}
-	return fleetKey(ctx, s.pool, name)
+	return fleetKey(ctx, s.pool, name, passphrase)
 }
 
 // Ping reports whether the store can be used now: for PostgreSQL, that

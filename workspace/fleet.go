@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"sync"
 	"time"
 
@@ -21,17 +22,29 @@ import (
 // stateKeyName names the fleet's requestState key in the store.
 const stateKeyName = "request_state"
 
-// fleetStateKey reads (or makes) the fleet's requestState key, for a
-// PostgreSQL store; nil for files.
-func fleetStateKey(ctx context.Context, st *store.Store) ([]byte, error) {
+// fleetStateKeyWait bounds reading (or making) the fleet's requestState
+// key.
+const fleetStateKeyWait = 30 * time.Second
+
+// fleetStateKey reads (or makes) the fleet's requestState key, sealed in
+// the store under passphrase, for a PostgreSQL store; nil for files. When
+// it cannot (no passphrase, another one than the fleet's, the database
+// unreachable) it says why in the log and returns nil: the gateway then
+// seals its requestStates with a key of its own process, and a retry that
+// reaches another replica is refused there (it cannot open the state)
+// rather than accepted on a key anyone could read.
+func fleetStateKey(st *store.Store, passphrase string, logger *slog.Logger) []byte {
 	if st.Kind() != store.Postgres {
-		return nil, nil
+		return nil
 	}
-	key, err := st.FleetKey(ctx, stateKeyName)
+	ctx, cancel := context.WithTimeout(context.Background(), fleetStateKeyWait)
+	defer cancel()
+	key, err := st.FleetKey(ctx, stateKeyName, passphrase)
 	if err != nil {
-		return nil, fmt.Errorf("the gateway's requestState key: %w", err)
+		logger.Error("the fleet's requestState key: this replica seals the requestState of its parked calls with a key of its own, and a client's retry that reaches another replica is refused", "err", err)
+		return nil
 	}
-	return key, nil
+	return key
 }
 
 // GatewaySessions returns st's session records as a gateway's

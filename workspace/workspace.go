@@ -136,9 +136,9 @@ type Workspace struct {
 	registry *tool.Registry
 	executor *tool.Executor
 	manager  *mcpclient.Manager
-	store    *store.Store // closed last
-	stateKey []byte       // the fleet's requestState key; nil on files
-	audit    *audit.Log   // nil without an audit sink (files without an audit file)
+	store    *store.Store  // closed last
+	stateKey func() []byte // the fleet's requestState key, made once when a gateway needs it; nil on files
+	audit    *audit.Log    // nil without an audit sink (files without an audit file)
 	secrets  *audit.Secrets
 	logger   *slog.Logger      // masks the secrets
 	approver *gateway.Approver // Options.Confirmer when it is one, for a reload's approvals
@@ -208,10 +208,8 @@ func Open(ctx context.Context, file *config.File, opts *Options) (*Workspace, er
 		return nil, err
 	}
 	logStore(logger, w.store)
-	if w.stateKey, err = fleetStateKey(ctx, w.store); err != nil {
-		w.store.Close()
-		return nil, err
-	}
+	pass, _ := lookupEnv(oauth.PassphraseEnv)
+	w.stateKey = sync.OnceValue(func() []byte { return fleetStateKey(w.store, pass, w.logger) })
 	if w.store.Audit() == nil && file.Audit.Required {
 		w.store.Close()
 		return nil, fmt.Errorf("%w (set audit.file or Options.AuditFile)", ErrNoAuditFile)
@@ -361,7 +359,7 @@ func (w *Workspace) Gateway(opts *gateway.Options) *gateway.Gateway {
 		o.Relay = r
 	}
 	if o.StateKey == nil {
-		o.StateKey = w.stateKey
+		o.StateKey = w.stateKey()
 	}
 	extra := o.Upstreams[:len(o.Upstreams):len(o.Upstreams)]
 	o.Upstreams = upstreams(extra, w.manager)

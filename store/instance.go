@@ -30,9 +30,11 @@ import (
 // An instance that is gone without closing the store (killed, its
 // machine lost) leaves calls recorded as requested in the audit table
 // without an outcome, parked calls and approval pages nobody holds, and
-// messages nobody reads. The next instance to start finds it (its lock
-// can be taken), and so does one that waits on it (a retry passed to a
-// parked call it held): it gives each of its open calls the outcome
+// messages nobody reads. A replica finds it (its lock can be taken, and
+// it was not seen for claimGrace): every replica looks every sweepEvery,
+// and one that waits on it (a retry passed to a parked call it held)
+// looks at once; a command never does (see [Store.Replica]). The
+// replica gives each of its open calls the outcome
 // call.errored with reason [ReasonInstanceLost], forgets what it held, and
 // tells every instance ("lost:ID" on the fleet channel), once, under its
 // lock.
@@ -83,7 +85,8 @@ var outcomes = []string{
 // and recovers each (see recoverInstance). It returns how many it
 // recovered.
 func (s *Store) recoverLost(ctx context.Context) (int, error) {
-	rows, err := s.pool.Query(ctx, "SELECT id FROM toolwire.instances WHERE ended_at IS NULL AND recovered_at IS NULL AND id <> $1 ORDER BY id", s.instance)
+	rows, err := s.pool.Query(ctx, `SELECT id FROM toolwire.instances
+WHERE ended_at IS NULL AND recovered_at IS NULL AND id <> $1 AND seen_at < now() - $2::interval ORDER BY id`, s.instance, s.grace)
 	if err != nil {
 		return 0, err
 	}
@@ -118,6 +121,9 @@ func (s *Store) recoverLost(ctx context.Context) (int, error) {
 // instance. Recovering twice gives no call a second outcome: only calls
 // without one are looked for. It reports whether it recovered id.
 func (s *Store) recoverInstance(ctx context.Context, id int32) (bool, error) {
+	if !s.recovers.Load() || s.listener.claim() != nil {
+		return false, nil // a command, or a replica without its own claim
+	}
 	conn, err := s.pool.Acquire(ctx)
 	if err != nil {
 		return false, err
@@ -132,8 +138,14 @@ func (s *Store) recoverInstance(ctx context.Context, id int32) (bool, error) {
 			conn.Conn().Close(context.Background()) // the lock goes with the connection
 		}
 	}()
-	var done bool
-	if err := conn.QueryRow(ctx, "SELECT ended_at IS NOT NULL OR recovered_at IS NOT NULL FROM toolwire.instances WHERE id = $1", id).Scan(&done); err != nil || done {
+	// Not when it ended or was recovered; not while it was seen within the
+	// grace (its lock may be free only while it reconnects); and not by an
+	// instance whose own claim is younger than the grace (after an outage
+	// of the database, the others may not be back yet).
+	var skip bool
+	if err := conn.QueryRow(ctx, `SELECT i.ended_at IS NOT NULL OR i.recovered_at IS NOT NULL OR i.seen_at >= now() - $3::interval
+	OR NOT EXISTS (SELECT 1 FROM toolwire.instances me WHERE me.id = $2 AND me.claimed_at < now() - $3::interval AND me.recovered_at IS NULL)
+FROM toolwire.instances i WHERE i.id = $1`, id, s.instance, s.grace).Scan(&skip); err != nil || skip {
 		return false, err
 	}
 	rows, err := conn.Query(ctx, `SELECT line FROM toolwire.audit_events r
@@ -182,6 +194,42 @@ ORDER BY r.seq`, id, outcomes)
 	}
 	s.logger.Warn("store: recovered a lost toolwire instance", "instance", id, "callsWithoutOutcome", len(lines))
 	return true, nil
+}
+
+// claimGrace is how long an instance whose lock is free must not have
+// been seen (instances.seen_at, by the database's clock) before it is
+// taken for lost, and how long a replica must have held its own claim
+// before it takes another for lost: longer than a listener takes to
+// reconnect once the database is back (its backoff stops at 5 s).
+const claimGrace = 10 * time.Second
+
+// sweepEvery is how often a replica looks for instances that are lost.
+const sweepEvery = 3 * time.Second
+
+// Replica makes this store's instance one that recovers the others (see
+// recoverInstance): a gateway replica of a fleet; [Workspace.Gateway]
+// calls it. Until then (a command such as "toolwire pins forget", which
+// only changes state) it recovers nobody. A replica looks for instances
+// that are lost every few seconds, until Close. It is safe to call more
+// than once; it does nothing for files.
+func (s *Store) Replica() {
+	if s.kind != Postgres || s.recovers.Swap(true) {
+		return
+	}
+	s.sweeping.Go(func() {
+		t := time.NewTicker(sweepEvery)
+		defer t.Stop()
+		for {
+			select {
+			case <-s.sweepCtx.Done():
+				return
+			case <-t.C:
+			}
+			if n, err := s.recoverLost(s.sweepCtx); err != nil && s.sweepCtx.Err() == nil {
+				s.logger.Warn("store: recover the toolwires that were lost", "recovered", n, "err", err)
+			}
+		}
+	})
 }
 
 // lostPrefix starts a fleet notification that an instance was lost.

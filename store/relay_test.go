@@ -96,6 +96,8 @@ func TestRelayFindsALostInstanceAndRecoversIt(t *testing.T) {
 	t.Parallel()
 	url := pgtest.DB(t)
 	lost, b := openPG(t, url, nil), openPG(t, url, nil)
+	b.grace = 200 * time.Millisecond // the claims' grace, short for the test
+	b.Replica()
 	ctx, cancel := context.WithTimeout(context.Background(), relayWait)
 	defer cancel()
 
@@ -258,5 +260,88 @@ func TestRelaySendsOnlyToRunningInstances(t *testing.T) {
 	}
 	if n := sql(t, url, "SELECT 1 FROM toolwire.mailbox WHERE body = 'fresh'"); n != 1 {
 		t.Errorf("the fresh message of a running instance was pruned")
+	}
+}
+
+// Issue 22.23: a command that only changes state (a store opened and
+// never made a replica) recovers nobody, and a replica does not take for
+// lost an instance whose lock is free but which was seen within the
+// claim's grace (by the database's clock): it may be reconnecting. Once
+// the grace has passed, and the replica's own claim is older than it, the
+// instance is recovered.
+func TestOnlyAReplicaRecoversAndNotWithinTheGrace(t *testing.T) {
+	t.Parallel()
+	url := pgtest.DB(t)
+	ctx, cancel := context.WithTimeout(context.Background(), relayWait)
+	defer cancel()
+	a, b := openPG(t, url, nil), openPG(t, url, nil)
+	a.Replica()
+	// b's claim goes (its listening connection, with its lock), as in an
+	// outage of the database, and does not come back in this test.
+	b.listener.close()
+	if err := b.Claim(); err == nil {
+		t.Errorf("b's claim after its listener closed: nil, want an error")
+	}
+	recovered := func() bool {
+		t.Helper()
+		return sql(t, url, "SELECT 1 FROM toolwire.instances WHERE id = $1 AND recovered_at IS NOT NULL", b.instance) == 1
+	}
+	// An operator's command, run now: it opens the store, changes state,
+	// closes (waiting for whatever it started).
+	cmd := openPG(t, url, nil)
+	if ok, err := cmd.recoverInstance(ctx, b.instance); ok || err != nil {
+		t.Errorf("a command's recovery of b: %v, %v; want none", ok, err)
+	}
+	cmd.Close()
+	if recovered() {
+		t.Fatal("b was taken for lost by a command")
+	}
+	// A replica, within the grace.
+	if ok, err := a.recoverInstance(ctx, b.instance); ok || err != nil || recovered() {
+		t.Errorf("a replica's recovery of b seen within the grace: %v, %v; want none", ok, err)
+	}
+	// The grace has passed for b, but not for a's own claim (it came back
+	// a moment ago, as after an outage): still not.
+	sql(t, url, "UPDATE toolwire.instances SET seen_at = now() - interval '11 seconds' WHERE id = $1", b.instance)
+	sql(t, url, "UPDATE toolwire.instances SET claimed_at = now() WHERE id = $1", a.instance)
+	if ok, err := a.recoverInstance(ctx, b.instance); ok || err != nil || recovered() {
+		t.Errorf("the recovery of b by a replica whose own claim is new: %v, %v; want none", ok, err)
+	}
+	sql(t, url, "UPDATE toolwire.instances SET claimed_at = now() - interval '11 seconds' WHERE id = $1", a.instance)
+	if ok, err := a.recoverInstance(ctx, b.instance); !ok || err != nil || !recovered() {
+		t.Errorf("the recovery of b unseen for longer than the grace: %v, %v; want it recovered", ok, err)
+	}
+}
+
+// Issue 22.11: a store's claim goes with its listening connection and
+// comes back with it: the heartbeat keeps seen_at fresh meanwhile, and a
+// reconnection restarts claimed_at.
+func TestTheClaimFollowsTheListeningConnection(t *testing.T) {
+	t.Parallel()
+	url := pgtest.DB(t)
+	a := openPG(t, url, nil)
+	if err := a.Claim(); err != nil {
+		t.Fatalf("a fresh store's claim: %v", err)
+	}
+	sql(t, url, "UPDATE toolwire.instances SET seen_at = now() - interval '1 hour', claimed_at = now() - interval '1 hour' WHERE id = $1", a.instance)
+	// The heartbeat confirms the claim within a few seconds.
+	deadline := time.Now().Add(relayWait)
+	for sql(t, url, "SELECT 1 FROM toolwire.instances WHERE id = $1 AND seen_at > now() - interval '1 minute'", a.instance) != 1 {
+		if time.Now().After(deadline) {
+			t.Fatal("the heartbeat did not confirm the claim")
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	if n := sql(t, url, `SELECT pg_terminate_backend(pid) FROM pg_locks WHERE locktype = 'advisory'
+	AND database = (SELECT oid FROM pg_database WHERE datname = current_database())
+	AND classid::bigint = $1 AND objid::bigint = $2 AND objsubid = 2 AND mode = 'ExclusiveLock' AND granted`,
+		int64(instanceLockClass), int64(a.instance)); n != 1 {
+		t.Fatalf("terminated %d connections holding the lock, want 1", n)
+	}
+	for sql(t, url, "SELECT 1 FROM toolwire.instances WHERE id = $1 AND claimed_at > now() - interval '1 minute'", a.instance) != 1 || a.Claim() != nil {
+		if time.Now().After(deadline) {
+			t.Fatalf("the claim did not come back after a reconnection: %v", a.Claim())
+		}
+		time.Sleep(50 * time.Millisecond)
 	}
 }

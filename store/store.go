@@ -10,6 +10,7 @@ import (
 	"os"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
@@ -74,6 +75,9 @@ type Store struct {
 	instance  int32 // this process in toolwire.instances
 	logger    *slog.Logger
 	relay     *Relay
+	recovers  atomic.Bool   // a replica: recovers the instances that are lost (Replica)
+	grace     time.Duration // claimGrace; shorter in tests
+	sweepCtx  context.Context
 	stopSweep context.CancelFunc
 	sweeping  sync.WaitGroup
 }
@@ -229,13 +233,26 @@ func (s *Store) Ping(ctx context.Context) error {
 	if s.kind != Postgres {
 		return nil
 	}
-	if err := s.listener.lost(); err != nil {
+	if err := s.listener.claim(); err != nil {
 		return fmt.Errorf("store: %s: %w", s.where, err)
 	}
 	if _, err := s.pool.Exec(ctx, "SELECT 1"); err != nil {
 		return fmt.Errorf("store: %s: %w", s.where, err)
 	}
 	return nil
+}
+
+// Claim returns nil while this process holds its claim in the fleet: its
+// listening connection is up and holds its instance's lock, and no other
+// instance took it for lost; else an error saying why. A replica without
+// its claim takes no calls (another may take it for lost once the grace
+// has passed, and give its open calls their outcome). Files always hold
+// it.
+func (s *Store) Claim() error {
+	if s.kind != Postgres {
+		return nil
+	}
+	return s.listener.claim()
 }
 
 // Close stops the listener and closes the audit sink and the connections.

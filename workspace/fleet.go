@@ -8,6 +8,9 @@ import (
 	"sync"
 	"time"
 
+	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
 	"github.com/toolwire/toolwire/gateway"
 	"github.com/toolwire/toolwire/store"
 )
@@ -150,3 +153,22 @@ func (g gatewayLimiter) Allow(ctx context.Context, caller string, perSecond floa
 
 // storeReady bounds the readiness check's query to the store.
 const storeReady = 2 * time.Second
+
+// claimed refuses every tools/call while st holds no claim in the fleet
+// ([store.Store.Claim]): its connection that holds the instance's lock is
+// down (another replica may take it for lost once the claim's grace has
+// passed, and give its open calls their outcome), or it was taken for
+// lost. A call it ran then could get two outcomes; refused, the client
+// calls again, on another replica. Everything else is served as before.
+func claimed(st *store.Store) mcp.Middleware {
+	return func(next mcp.MethodHandler) mcp.MethodHandler {
+		return func(ctx context.Context, method string, req mcp.Request) (mcp.Result, error) {
+			if method == "tools/call" {
+				if err := st.Claim(); err != nil {
+					return nil, &jsonrpc.Error{Code: jsonrpc.CodeInternalError, Message: "this gateway replica cannot take calls now: " + err.Error() + "; call again (another replica may take it)"}
+				}
+			}
+			return next(ctx, method, req)
+		}
+	}
+}

@@ -5,10 +5,13 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"net/url"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/toolwire/toolwire/gateway"
 	"github.com/toolwire/toolwire/internal/pgtest"
@@ -102,4 +105,68 @@ func TestFleetForgedAnswerIsNotRelayed(t *testing.T) {
 	if code, _, body := post(t, reps[1].url, sid, `{"jsonrpc":"2.0","id":2,"method":"tools/list"}`); code != http.StatusOK || !strings.Contains(body, "demo__echo") {
 		t.Errorf("tools/list after the forged answers: %d %s", code, body)
 	}
+}
+
+// Issue 22.11: a replica whose claim in the fleet is gone (the database
+// refuses its connections, so its lock is free and another replica may
+// take it for lost) takes no calls until it holds its claim again: a call
+// is refused with an error saying why, and served once the claim is back.
+func TestFleetReplicaWithoutItsClaimTakesNoCalls(t *testing.T) {
+	t.Parallel()
+	dbURL := pgtest.DB(t)
+	reps := openFleet(t, dbURL, 1, gateway.Limits{})
+	s := &steer{replicas: reps, token: "alice-token", pick: func(string) int { return 0 }}
+	cs := dial26(t, s, nil)
+	ctx, cancel := context.WithTimeout(context.Background(), fleetWait)
+	defer cancel()
+	echo := func() (*mcp.CallToolResult, error) {
+		return cs.CallTool(ctx, &mcp.CallToolParams{Name: "demo__echo", Arguments: map[string]any{"text": "x"}})
+	}
+	if res, err := echo(); err != nil || res.IsError {
+		t.Fatalf("a call with the claim held: %v %+v", err, res)
+	}
+	allow := outage(t, dbURL)
+	if res, err := echo(); err == nil || !strings.Contains(err.Error(), "cannot take calls now") {
+		t.Errorf("a call without the claim: %v %+v; want it refused, saying why", err, res)
+	}
+	allow()
+	deadline := time.Now().Add(fleetWait)
+	for reps[0].w.Store().Claim() != nil {
+		if time.Now().After(deadline) {
+			t.Fatal("the claim did not come back once the database took connections again")
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	if res, err := echo(); err != nil || res.IsError {
+		t.Errorf("a call with the claim back: %v %+v", err, res)
+	}
+}
+
+// outage makes the fleet's database refuse connections and ends those it
+// has; the function it returns lets them in again.
+func outage(t *testing.T, dbURL string) (allow func()) {
+	t.Helper()
+	u, err := url.Parse(dbURL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	name := strings.TrimPrefix(u.Path, "/")
+	admin := *u
+	admin.Path = "/postgres"
+	ctx := context.Background()
+	conn, err := pgx.Connect(ctx, admin.String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { conn.Close(ctx) })
+	exec := func(sql string) {
+		t.Helper()
+		if _, err := conn.Exec(ctx, sql); err != nil {
+			t.Fatalf("%s: %v", sql, err)
+		}
+	}
+	ident := pgx.Identifier{name}.Sanitize()
+	exec("ALTER DATABASE " + ident + " ALLOW_CONNECTIONS false")
+	exec("SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = '" + name + "'")
+	return func() { exec("ALTER DATABASE " + ident + " ALLOW_CONNECTIONS true") }
 }

@@ -358,6 +358,12 @@ func (w *Workspace) Gateway(opts *gateway.Options) *gateway.Gateway {
 	if r := w.store.Relay(); r != nil && o.Relay == nil {
 		o.Relay = r
 	}
+	if w.store.Kind() == store.Postgres {
+		// A replica: it recovers the instances that are lost, and takes no
+		// calls while it holds no claim in the fleet.
+		w.store.Replica()
+		o.Middleware = append([]mcp.Middleware{claimed(w.store)}, o.Middleware...)
+	}
 	if o.StateKey == nil {
 		o.StateKey = w.stateKey()
 	}

@@ -180,10 +180,13 @@ func (l *listener) run(ctx context.Context, conn *pgx.Conn) {
 			continue
 		}
 		conn = c
-		l.claimed.Store(true)
 		for _, ch := range channels { // whatever was sent meanwhile is lost
 			l.dispatch(ch, "")
 		}
+		// Ready again only now: what this instance must hear (pins,
+		// session deletions, messages) reaches it from here on, and what
+		// it missed is being read again.
+		l.claimed.Store(true)
 	}
 }
 

@@ -3,6 +3,7 @@ package store
 import (
 	"context"
 	"errors"
+	neturl "net/url"
 	"strconv"
 	"strings"
 	"testing"
@@ -344,4 +345,77 @@ func TestTheClaimFollowsTheListeningConnection(t *testing.T) {
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
+}
+
+// Issue 22.10: after an outage of the database, the store says it can be
+// used (Ping, which readiness asks) only once its listener is back: a
+// change announced the moment Ping succeeds reaches its watchers as
+// itself, not only as the "check everything" of a reconnection.
+func TestReadyOnlyOnceTheListenerIsBack(t *testing.T) {
+	t.Parallel()
+	url := pgtest.DB(t)
+	a := openPG(t, url, nil)
+	heard := make(chan string, 64)
+	defer a.listener.watch(pinsChannel, func(p string) {
+		select {
+		case heard <- p:
+		default:
+		}
+	})()
+	ctx, cancel := context.WithTimeout(context.Background(), relayWait)
+	defer cancel()
+	admin, name := adminConn(t, url)
+	exec := func(stmt string) {
+		t.Helper()
+		if _, err := admin.Exec(ctx, stmt); err != nil {
+			t.Fatalf("%s: %v", stmt, err)
+		}
+	}
+	ident := pgx.Identifier{name}.Sanitize()
+	exec("ALTER DATABASE " + ident + " ALLOW_CONNECTIONS false")
+	exec("SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = '" + name + "'")
+	for a.Ping(ctx) == nil {
+		if ctx.Err() != nil {
+			t.Fatal("the store still says it can be used with the database refusing connections")
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	// Long enough for the listener's backoff to grow past a second.
+	time.Sleep(2 * time.Second)
+	exec("ALTER DATABASE " + ident + " ALLOW_CONNECTIONS true")
+	for a.Ping(ctx) != nil {
+		if ctx.Err() != nil {
+			t.Fatal("the store did not come back")
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	sql(t, url, "SELECT pg_notify($1, 'changed-at-ready')", pinsChannel)
+	for {
+		select {
+		case p := <-heard:
+			if p == "changed-at-ready" {
+				return
+			}
+		case <-ctx.Done():
+			t.Fatal("a change announced when the store said it was ready again never reached its watchers")
+		}
+	}
+}
+
+// adminConn connects to the cluster of url's database (its postgres
+// database) and returns the connection and the database's name.
+func adminConn(t *testing.T, dbURL string) (*pgx.Conn, string) {
+	t.Helper()
+	u, err := neturl.Parse(dbURL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	name := strings.TrimPrefix(u.Path, "/")
+	u.Path = "/postgres"
+	c, err := pgx.Connect(context.Background(), u.String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Close(context.Background()) })
+	return c, name
 }

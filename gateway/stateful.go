@@ -261,6 +261,9 @@ func (h *stateful) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	h.tr.busy(hs.ts)
 	defer h.tr.idle(hs.ts)
+	if h.store != nil {
+		defer h.keepAlive(sid)()
+	}
 	hs.t.ServeHTTP(w, r)
 }
 

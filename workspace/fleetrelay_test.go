@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"net/url"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -169,4 +170,38 @@ func outage(t *testing.T, dbURL string) (allow func()) {
 	exec("ALTER DATABASE " + ident + " ALLOW_CONNECTIONS false")
 	exec("SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = '" + name + "'")
 	return func() { exec("ALTER DATABASE " + ident + " ALLOW_CONNECTIONS true") }
+}
+
+// Issue 22.9: in a fleet a session is idle from the end of its last
+// request, on the record's clock as on the replica's: a call that lasts
+// longer than the idle timeout does not expire its own session, and the
+// session's next request, on another replica, is served.
+func TestFleetALongCallDoesNotExpireItsSession(t *testing.T) {
+	t.Parallel()
+	const idle = 1500 * time.Millisecond
+	reps := openFleet(t, pgtest.DB(t), 2, gateway.Limits{SessionIdleTimeout: idle})
+	var to atomic.Int32
+	s := &steer{replicas: reps, token: "alice-token", pick: func(string) int { return int(to.Load()) }}
+	ctx, cancel := context.WithTimeout(context.Background(), fleetWait)
+	defer cancel()
+	cs, err := mcp.NewClient(&mcp.Implementation{Name: "fleet-2025", Version: "1"}, nil).Connect(ctx,
+		&mcp.StreamableClientTransport{Endpoint: reps[0].url + "/mcp", HTTPClient: &http.Client{Transport: s}, MaxRetries: -1},
+		&mcp.ClientSessionOptions{ProtocolVersion: "2025-11-25"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cs.Close()
+	// Three idle timeouts long.
+	res, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: "demo__slow_count", Arguments: map[string]any{"steps": 45, "interval_ms": 100}})
+	if err != nil || res.IsError {
+		t.Fatalf("the long call: %v %+v", err, res)
+	}
+	to.Store(1)
+	if res, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: "demo__echo", Arguments: map[string]any{"text": "after"}}); err != nil || res.IsError {
+		t.Errorf("the session's next request, on the other replica, right after a call longer than the idle timeout: %v %+v", err, res)
+	}
+	to.Store(0)
+	if res, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: "demo__echo", Arguments: map[string]any{"text": "again"}}); err != nil || res.IsError {
+		t.Errorf("the session's next request, on the first replica: %v %+v", err, res)
+	}
 }

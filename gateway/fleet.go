@@ -114,3 +114,14 @@ func replicaLost(err error) bool {
 	var l interface{ ReplicaLost() bool }
 	return errors.As(err, &l) && l.ReplicaLost()
 }
+
+// Close stops what the gateway registered on its [Relay] (its handlers of
+// the other replicas' requests about its parked calls); another gateway
+// on the same relay goes on serving its own. The [Handler]'s Close stops
+// the handler's. Close is safe to call more than once; a gateway without
+// a relay has nothing to stop.
+func (g *Gateway) Close() {
+	if p, ok := g.parking.(*relayedParking); ok {
+		p.close()
+	}
+}

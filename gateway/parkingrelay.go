@@ -29,6 +29,7 @@ type relayedParking struct {
 
 	mu      sync.Mutex
 	release map[string]func() // the holds of this replica's calls, by id
+	stops   []func()          // of the relay's handlers (close)
 }
 
 // parkContext separates the parking keys' MAC from the requestState's.
@@ -66,10 +67,32 @@ const (
 
 func newRelayedParking(local Parking, relay Relay, keep time.Duration) *relayedParking {
 	p := &relayedParking{local: local, relay: relay, ttl: 2 * keep, release: map[string]func(){}}
-	relay.Handle(relayResume, p.serveResume)
-	relay.Handle(relayCancel, p.serveCancel)
+	p.stops = []func(){relay.Handle(relayResume, p.serveResume), relay.Handle(relayCancel, p.serveCancel)}
 	return p
 }
+
+// close stops serving the other replicas' requests about this replica's
+// calls (another gateway on the same relay goes on serving its own).
+func (p *relayedParking) close() {
+	p.mu.Lock()
+	stops := p.stops
+	p.stops = nil
+	p.mu.Unlock()
+	for _, stop := range stops {
+		stop()
+	}
+}
+
+// notHeld is a relay handler's error for a request about something this
+// gateway does not hold: the relay asks the next handler of the method (a
+// second gateway on the same relay), and its text, when none holds it,
+// is what the replica asking reads.
+type notHeld string
+
+func (e notHeld) Error() string { return string(e) }
+
+// NotHandled reports true: see store.Relay.Handle.
+func (notHeld) NotHandled() bool { return true }
 
 // parkWire is a request about a parked call, and the reply to one, as
 // they cross the relay.
@@ -239,6 +262,8 @@ func (p *relayedParking) callError(ctx context.Context, err error) error {
 	switch {
 	case ctx.Err() != nil:
 		return ctx.Err()
+	case err.Error() == codeNotParked: // no gateway of the holder's holds it
+		return ErrNotParked
 	case replicaLost(err):
 		return fmt.Errorf("%w: %v", ErrHolderLost, err)
 	}
@@ -256,6 +281,9 @@ func (p *relayedParking) serveResume(ctx context.Context, body []byte, emit func
 			emit(b)
 		}
 	})
+	if errors.Is(err, ErrNotParked) {
+		return nil, notHeld(codeNotParked)
+	}
 	if err != nil && ctx.Err() != nil {
 		return nil, err // the caller gave up: it reads no reply
 	}
@@ -275,5 +303,9 @@ func (p *relayedParking) serveCancel(ctx context.Context, body []byte, _ func([]
 	if err := json.Unmarshal(body, &req); err != nil {
 		return nil, err
 	}
-	return json.Marshal(parkWire{ID: req.ID, Error: parkErrorCode(p.local.Cancel(ctx, req.ID, req.Cause))})
+	err := p.local.Cancel(ctx, req.ID, req.Cause)
+	if errors.Is(err, ErrNotParked) {
+		return nil, notHeld(codeNotParked)
+	}
+	return json.Marshal(parkWire{ID: req.ID, Error: parkErrorCode(err)})
 }

@@ -265,7 +265,7 @@ func (h *stateful) serveReply(ctx context.Context, body []byte, _ func([]byte)) 
 	hs := h.held[rep.Session]
 	h.mu.Unlock()
 	if hs == nil {
-		return nil, errors.New("this replica holds no copy of the session any more")
+		return nil, notHeld("this replica holds no copy of the session any more")
 	}
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, "/mcp", bytes.NewReader(rep.Body))
 	if err != nil {

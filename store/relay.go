@@ -53,7 +53,8 @@ type Relay struct {
 	mu       sync.Mutex
 	pending  map[string]*pendingCall       // calls made by this instance, by id
 	serving  map[string]context.CancelFunc // requests served for others, by sender/id
-	handlers map[string]RelayHandler       // by method
+	handlers map[string][]*handlerEntry    // by method, in the order registered
+
 	closed   bool
 	pruned   time.Time        // the mailbox, last (pruneSoon)
 	watches  map[int32]*watch // instances waited on
@@ -66,6 +67,17 @@ type Relay struct {
 type RelayHandler func(ctx context.Context, body []byte, emit func([]byte)) ([]byte, error)
 
 // envelope is one message between instances.
+// handlerEntry is one registration of a handler ([Relay.Handle]).
+type handlerEntry struct{ fn RelayHandler }
+
+// notHandled reports whether err says that the handler that returned it
+// does not hold what the request is about (its NotHandled method reports
+// true): the next handler of the method is asked.
+func notHandled(err error) bool {
+	var n interface{ NotHandled() bool }
+	return errors.As(err, &n) && n.NotHandled()
+}
+
 type envelope struct {
 	Kind   string `json:"k"` // "req", "evt", "rep" or "abandon"
 	ID     string `json:"id"`
@@ -104,7 +116,7 @@ func newRelay(st *Store, cfg *pgx.ConnConfig) *Relay {
 		st: st, pool: st.pool, cfg: cfg.Copy(), me: st.instance, logger: st.logger,
 		ctx: ctx, cancel: cancel, wake: make(chan struct{}, 1),
 		pending: map[string]*pendingCall{}, serving: map[string]context.CancelFunc{},
-		handlers: map[string]RelayHandler{}, watches: map[int32]*watch{}, lost: map[int32]bool{},
+		handlers: map[string][]*handlerEntry{}, watches: map[int32]*watch{}, lost: map[int32]bool{},
 	}
 	st.listener.watch(fleetChannel, r.notified)
 	r.wg.Go(r.drain)
@@ -193,15 +205,26 @@ FROM toolwire.held h WHERE h.kind = $1 AND h.key = $2 AND h.expires_at > now()`,
 }
 
 // Handle serves method for the other instances until stop is called. fn
-// is a [RelayHandler].
+// is a [RelayHandler]. Several handlers may serve one method (two
+// gateways on one store in one process): a request is given to each in
+// the order they were registered until one returns anything but an error
+// whose NotHandled method reports true (it does not hold what the request
+// is about). stop removes only this registration, and is safe to call
+// more than once.
 func (r *Relay) Handle(method string, fn func(ctx context.Context, body []byte, emit func([]byte)) ([]byte, error)) (stop func()) {
+	e := &handlerEntry{fn: fn}
 	r.mu.Lock()
-	r.handlers[method] = fn
+	r.handlers[method] = append(r.handlers[method], e)
 	r.mu.Unlock()
 	return func() {
 		r.mu.Lock()
 		defer r.mu.Unlock()
-		delete(r.handlers, method)
+		hs := slices.DeleteFunc(slices.Clone(r.handlers[method]), func(x *handlerEntry) bool { return x == e })
+		if len(hs) == 0 {
+			delete(r.handlers, method)
+		} else {
+			r.handlers[method] = hs
+		}
 	}
 }
 
@@ -440,7 +463,7 @@ func (r *Relay) deliver(env envelope) {
 			cancel()
 		}
 	case "req":
-		fn := r.handlers[env.Method]
+		fns := slices.Clone(r.handlers[env.Method])
 		ctx, cancel := context.WithCancel(r.ctx)
 		r.serving[key] = cancel
 		r.wg.Go(func() {
@@ -454,14 +477,18 @@ func (r *Relay) deliver(env envelope) {
 				reply []byte
 				err   error
 			)
-			if fn == nil {
+			emit := func(ev []byte) {
+				if err := r.send(ctx, env.From, envelope{Kind: "evt", ID: env.ID, From: r.me, Body: ev}); err != nil && ctx.Err() == nil {
+					r.logger.Warn("store: relay an event", "err", err)
+				}
+			}
+			if len(fns) == 0 {
 				err = fmt.Errorf("instance %d serves no %q", r.me, env.Method)
-			} else {
-				reply, err = fn(ctx, env.Body, func(ev []byte) {
-					if err := r.send(ctx, env.From, envelope{Kind: "evt", ID: env.ID, From: r.me, Body: ev}); err != nil && ctx.Err() == nil {
-						r.logger.Warn("store: relay an event", "err", err)
-					}
-				})
+			}
+			for _, h := range fns {
+				if reply, err = h.fn(ctx, env.Body, emit); !notHandled(err) {
+					break
+				}
 			}
 			rep := envelope{Kind: "rep", ID: env.ID, From: r.me, Body: reply}
 			if err != nil {

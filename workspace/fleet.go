@@ -59,9 +59,12 @@ func GatewaySessions(st *store.Store) gateway.SessionStore {
 }
 
 // GatewayLimiter returns st's per-caller rate buckets as a gateway's
-// [gateway.CallLimiter] ([gateway.HTTPOptions].CallLimiter).
+// [gateway.CallLimiter] ([gateway.HTTPOptions].CallLimiter). Once a
+// minute at most, a check also forgets the buckets that have refilled
+// (a caller without one gets a full bucket): the table holds the callers
+// who spent something lately, not every caller ever seen.
 func GatewayLimiter(st *store.Store) gateway.CallLimiter {
-	return gatewayLimiter{st.Limits()}
+	return &gatewayLimiter{l: st.Limits(), every: pruneEvery}
 }
 
 // gatewaySessions is the store's session records as the gateway's
@@ -145,10 +148,32 @@ func (g *gatewaySessions) WatchDeleted(fn func(id string)) (stop func()) { retur
 
 // gatewayLimiter is the store's rate buckets as the gateway's
 // [gateway.CallLimiter].
-type gatewayLimiter struct{ l store.Limiter }
+type gatewayLimiter struct {
+	l     store.Limiter
+	every time.Duration // between prunes
 
-func (g gatewayLimiter) Allow(ctx context.Context, caller string, perSecond float64, burst int) (bool, error) {
-	return g.l.Allow(ctx, caller, store.Rate{PerSecond: perSecond, Burst: burst})
+	mu     sync.Mutex
+	pruned time.Time
+}
+
+func (g *gatewayLimiter) Allow(ctx context.Context, caller string, perSecond float64, burst int) (bool, error) {
+	r := store.Rate{PerSecond: perSecond, Burst: burst}
+	ok, err := g.l.Allow(ctx, caller, r)
+	if err != nil {
+		return ok, err
+	}
+	g.mu.Lock()
+	prune := time.Since(g.pruned) >= g.every
+	if prune {
+		g.pruned = time.Now()
+	}
+	g.mu.Unlock()
+	if prune {
+		// With the rate of this check: the configuration's, the same for
+		// every caller. What fails now is pruned by a later check.
+		_, _ = g.l.Prune(ctx, r)
+	}
+	return ok, nil
 }
 
 // storeReady bounds the readiness check's query to the store.

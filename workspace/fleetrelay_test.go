@@ -205,3 +205,31 @@ func TestFleetALongCallDoesNotExpireItsSession(t *testing.T) {
 		t.Errorf("the session's next request, on the first replica: %v %+v", err, res)
 	}
 }
+
+// Issue 22.14: two gateways on one store in one process both serve the
+// other replicas' requests about their parked calls: a second gateway
+// made on replica 0 neither takes over the first one's relay handlers nor,
+// when it closes, stops them.
+func TestFleetTwoGatewaysOnOneStore(t *testing.T) {
+	t.Parallel()
+	reps := openFleet(t, pgtest.DB(t), 2, gateway.Limits{})
+	second := reps[0].w.Gateway(nil) // registered after the first one
+	s := &steer{replicas: reps, token: "alice-token", pick: retries}
+	cs := dial26(t, s, &mcp.ClientOptions{ElicitationHandler: approve})
+	ctx, cancel := context.WithTimeout(context.Background(), fleetWait)
+	defer cancel()
+	write := func(when string) {
+		t.Helper()
+		res, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: "demo__write_note", Arguments: map[string]any{"title": when, "body": "one"}})
+		if err != nil || res.IsError {
+			t.Errorf("a call of the first gateway answered on the other replica, %s: %v, %+v", when, err, res)
+		}
+	}
+	write("with a second gateway on its store")
+	second.Close()
+	second.Close() // twice is fine
+	write("once the second gateway closed")
+	if s.served[1].Load() < 2 {
+		t.Fatal("the retries were not steered to the other replica")
+	}
+}

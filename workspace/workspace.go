@@ -454,11 +454,14 @@ func (w *Workspace) Handler(gw *gateway.Gateway, options *gateway.HTTPOptions) *
 func (w *Workspace) Close() error {
 	w.closeOnce.Do(func() {
 		w.mu.Lock()
-		handlers := w.handlers
-		w.handlers = nil
+		handlers, gateways := w.handlers, w.gateways
+		w.handlers, w.gateways = nil, nil
 		w.mu.Unlock()
 		for _, h := range handlers {
 			h.Close()
+		}
+		for _, g := range gateways {
+			g.gw.Close()
 		}
 		err := w.manager.Close()
 		w.closeErr = errors.Join(err, w.closeStore())

@@ -54,7 +54,6 @@ type Relay struct {
 	pending  map[string]*pendingCall       // calls made by this instance, by id
 	serving  map[string]context.CancelFunc // requests served for others, by sender/id
 	handlers map[string][]*handlerEntry    // by method, in the order registered
-
 	closed   bool
 	pruned   time.Time        // the mailbox, last (pruneSoon)
 	watches  map[int32]*watch // instances waited on

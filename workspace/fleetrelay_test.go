@@ -127,11 +127,19 @@ func TestFleetReplicaWithoutItsClaimTakesNoCalls(t *testing.T) {
 		t.Fatalf("a call with the claim held: %v %+v", err, res)
 	}
 	allow := outage(t, dbURL)
+	// The listener hears of its connection's end a moment later.
+	deadline := time.Now().Add(fleetWait)
+	for reps[0].w.Store().Claim() == nil {
+		if time.Now().After(deadline) {
+			t.Fatal("the replica did not find out that its claim's connection was gone")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
 	if res, err := echo(); err == nil || !strings.Contains(err.Error(), "cannot take calls now") {
 		t.Errorf("a call without the claim: %v %+v; want it refused, saying why", err, res)
 	}
 	allow()
-	deadline := time.Now().Add(fleetWait)
+	deadline = time.Now().Add(fleetWait)
 	for reps[0].w.Store().Claim() != nil {
 		if time.Now().After(deadline) {
 			t.Fatal("the claim did not come back once the database took connections again")

@@ -125,3 +125,10 @@ func (g *Gateway) Close() {
 		p.close()
 	}
 }
+
+// InstanceHeader names, on every response of a gateway that is a replica
+// of a fleet (it has a [Relay]), the replica that answered: its instance
+// as [Relay.Instance] says, the id the store's audit rows carry
+// (toolwire.audit_events.instance), so that an operator can follow a
+// session or a call across the replicas.
+const InstanceHeader = "Toolwire-Instance"

@@ -241,3 +241,39 @@ func TestFleetTwoGatewaysOnOneStore(t *testing.T) {
 		t.Fatal("the retries were not steered to the other replica")
 	}
 }
+
+// Issue 22.16: every response of a replica names it (Toolwire-Instance),
+// the refusals and the health endpoints' included, and the audit view
+// names the instance that wrote each event: a call served by replica 1
+// is found under replica 1's id.
+func TestFleetResponsesAndAuditNameTheReplica(t *testing.T) {
+	t.Parallel()
+	dbURL := pgtest.DB(t)
+	reps := openFleet(t, dbURL, 2, gateway.Limits{})
+	ids := []string{reps[0].w.Store().Relay().Instance(), reps[1].w.Store().Relay().Instance()}
+	if ids[0] == ids[1] {
+		t.Fatalf("both replicas are instance %s", ids[0])
+	}
+	for i, rep := range reps {
+		for _, path := range []string{gateway.ReadinessPath, "/mcp"} {
+			resp, err := http.Get(rep.url + path) // no token: refused, named all the same
+			if err != nil {
+				t.Fatal(err)
+			}
+			resp.Body.Close()
+			if got := resp.Header.Get(gateway.InstanceHeader); got != ids[i] {
+				t.Errorf("replica %d, GET %s (%d): %s %q, want %q", i, path, resp.StatusCode, gateway.InstanceHeader, got, ids[i])
+			}
+		}
+	}
+	sid := openSession(t, reps[0].url)
+	if code, _, body := post(t, reps[1].url, sid, `{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"demo__echo","arguments":{"text":"x"}}}`); code != http.StatusOK || !strings.Contains(body, `"x"`) {
+		t.Fatalf("a call on replica 1: %d %s", code, body)
+	}
+	if n := count(t, dbURL, "SELECT count(*) FROM toolwire.audit WHERE event->>'kind' = 'call.requested' AND instance = "+ids[1]); n != 1 {
+		t.Errorf("%d call.requested events in the audit view under replica 1's instance, want 1", n)
+	}
+	if n := count(t, dbURL, "SELECT count(*) FROM toolwire.audit WHERE event->>'kind' = 'call.requested' AND instance IS DISTINCT FROM "+ids[1]); n != 0 {
+		t.Errorf("%d call.requested events under another instance, want none", n)
+	}
+}

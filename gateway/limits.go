@@ -171,6 +171,7 @@ type tracker struct {
 	calls    map[*inflight]struct{}
 	listens  map[*inflight]struct{}
 	draining bool
+	unready  bool          // readiness answers 503 while everything is still served (the drain's delay)
 	drained  chan struct{} // closed once draining and no call is in flight
 }
 

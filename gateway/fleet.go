@@ -104,7 +104,10 @@ type Relay interface {
 	// ReplicaLost method reports true; when ctx ends the handler's
 	// context is cancelled and Call returns ctx's error.
 	Call(ctx context.Context, replica, method string, body []byte, event func([]byte)) ([]byte, error)
-	// Handle serves method for the other replicas until stop.
+	// Handle serves method for the other replicas until stop. Several
+	// gateways may register one method on one Relay: a request goes to
+	// each in turn until one returns anything but an error whose
+	// NotHandled method reports true; stop removes only its own.
 	Handle(method string, fn func(ctx context.Context, body []byte, emit func([]byte)) ([]byte, error)) (stop func())
 }
 

@@ -28,6 +28,7 @@ type GatewayLimits struct {
 	MaxHeaderBytes       *int
 	MaxBodyBytes         *int
 	DrainGrace           *time.Duration
+	DrainDelay           *time.Duration // readiness 503 while still serving, before the drain
 }
 
 // GatewayTLS is "gateway.tls": the PEM certificate (chain) and key files
@@ -40,7 +41,7 @@ type GatewayTLS struct {
 var (
 	limitsFields = []string{
 		"sessionIdleTimeout", "maxSessions", "maxSessionsPerCaller", "maxCallsPerSession", "maxCallsPerCaller",
-		"callRate", "callBurst", "maxListensPerCaller", "maxListenResources", "readHeaderTimeout", "readBodyTimeout", "idleTimeout", "maxHeaderBytes", "maxBodyBytes", "drainGrace",
+		"callRate", "callBurst", "maxListensPerCaller", "maxListenResources", "readHeaderTimeout", "readBodyTimeout", "idleTimeout", "maxHeaderBytes", "maxBodyBytes", "drainGrace", "drainDelay",
 	}
 	tlsFields = []string{"certFile", "keyFile"}
 )
@@ -91,6 +92,8 @@ func (d *decoder) gatewayLimits(v *node, lpath string) *GatewayLimits {
 			l.IdleTimeout = dur(f.value, fpath)
 		case "drainGrace":
 			l.DrainGrace = dur(f.value, fpath)
+		case "drainDelay":
+			l.DrainDelay = dur(f.value, fpath)
 		case "maxSessions":
 			l.MaxSessions = count(f.value, fpath)
 		case "maxSessionsPerCaller":
@@ -184,6 +187,7 @@ func limitsNode(l *GatewayLimits) *yaml.Node {
 	count("maxHeaderBytes", l.MaxHeaderBytes)
 	count("maxBodyBytes", l.MaxBodyBytes)
 	dur("drainGrace", l.DrainGrace)
+	dur("drainDelay", l.DrainDelay)
 	if len(m.Content) == 0 {
 		m.Style = yaml.FlowStyle
 	}

@@ -84,7 +84,8 @@ type CallLimiter interface {
 
 // Relay connects the replicas of a fleet for what one holds and a
 // client's request to another is about: a parked 2026-07-28 call that
-// asked its client something (kind "call", key its id) and an approval
+// asked its client something (kind "call", key the SHA-256 of what it is
+// parked under: an HMAC of its id, caller and tool) and an approval
 // page of URL-mode elicitation (kind "page", key the SHA-256 of its
 // token). Implementations are safe for concurrent use.
 type Relay interface {
@@ -103,7 +104,10 @@ type Relay interface {
 	// ReplicaLost method reports true; when ctx ends the handler's
 	// context is cancelled and Call returns ctx's error.
 	Call(ctx context.Context, replica, method string, body []byte, event func([]byte)) ([]byte, error)
-	// Handle serves method for the other replicas until stop.
+	// Handle serves method for the other replicas until stop. Several
+	// gateways may register one method on one Relay: a request goes to
+	// each in turn until one returns anything but an error whose
+	// NotHandled method reports true; stop removes only its own.
 	Handle(method string, fn func(ctx context.Context, body []byte, emit func([]byte)) ([]byte, error)) (stop func())
 }
 
@@ -113,3 +117,21 @@ func replicaLost(err error) bool {
 	var l interface{ ReplicaLost() bool }
 	return errors.As(err, &l) && l.ReplicaLost()
 }
+
+// Close stops what the gateway registered on its [Relay] (its handlers of
+// the other replicas' requests about its parked calls); another gateway
+// on the same relay goes on serving its own. The [Handler]'s Close stops
+// the handler's. Close is safe to call more than once; a gateway without
+// a relay has nothing to stop.
+func (g *Gateway) Close() {
+	if p, ok := g.parking.(*relayedParking); ok {
+		p.close()
+	}
+}
+
+// InstanceHeader names, on every response of a gateway that is a replica
+// of a fleet (it has a [Relay]), the replica that answered: its instance
+// as [Relay.Instance] says, the id the store's audit rows carry
+// (toolwire.audit_events.instance), so that an operator can follow a
+// session or a call across the replicas.
+const InstanceHeader = "Toolwire-Instance"

@@ -32,7 +32,7 @@ func readiness(ready func() bool, t *tracker) http.HandlerFunc {
 		}
 		w.Header().Set("Cache-Control", "no-store")
 		t.mu.Lock()
-		draining := t.draining
+		draining := t.draining || t.unready
 		t.mu.Unlock()
 		if draining || (ready != nil && !ready()) {
 			http.Error(w, "not ready", http.StatusServiceUnavailable)

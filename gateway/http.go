@@ -147,6 +147,7 @@ func (g *Gateway) Handler(options *HTTPOptions) *Handler {
 	var sessions *stateful // the 2025 sessions; none when stateless
 	if !opts.Stateless {
 		sessions = newStateful(nil, tr, opts.Sessions, g.opts.Relay, limit, g.logger)
+		sessions.replyKey = replyKeyOf(g.sealer)
 		if opts.Verifier != nil {
 			// Outside the swappable one: a reload changes what verifies
 			// tokens, never the binding of sessions to credentials.
@@ -204,7 +205,11 @@ func (g *Gateway) Handler(options *HTTPOptions) *Handler {
 		}
 		mux.Handle(path, cb)
 	}
-	return &Handler{mux: mux, servers: byRole, tracker: tr, verifier: verifier, sessions: sessions}
+	hd := &Handler{mux: mux, servers: byRole, tracker: tr, verifier: verifier, sessions: sessions}
+	if g.opts.Relay != nil {
+		hd.instance = g.opts.Relay.Instance()
+	}
+	return hd
 }
 
 // Handler is the gateway's HTTP handler (see [Gateway.Handler]).
@@ -214,11 +219,17 @@ type Handler struct {
 	tracker  *tracker
 	verifier *swappableVerifier // nil without authentication
 	sessions *stateful          // nil when stateless
+	instance string             // the fleet's name of this replica (InstanceHeader); "" outside a fleet
 }
 
 // ServeHTTP serves /mcp, the protected-resource metadata and the health
 // endpoints.
-func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) { h.mux.ServeHTTP(w, r) }
+func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if h.instance != "" {
+		w.Header().Set(InstanceHeader, h.instance)
+	}
+	h.mux.ServeHTTP(w, r)
+}
 
 // Drain shuts the gateway's sessions down: from now on a new session is
 // refused with 503 and a new call with an isError result, and readiness

@@ -187,6 +187,7 @@ type tracker struct {
 	// stateless are the 2025 calls served statelessly, by statelessRef.
 	stateless map[string][]*session
 	draining  bool
+	unready   bool          // readiness answers 503 while everything is still served (the drain's delay)
 	drained   chan struct{} // closed once draining and no call is in flight
 }
 

@@ -128,7 +128,7 @@ func (g *Gateway) startParked(ctx context.Context, req *mcp.CallToolRequest, nam
 	id := rand.Text()
 	c := &parkedCall{g: g, caps: sync.OnceValue(func() *mcp.ClientCapabilities { return capabilitiesOf(req) }), cancel: cancel, ended: ended}
 	// A client's request cancels the call only by closing while it waits.
-	holder, err := g.parking.Park(ctx, id, func(cause error) {
+	holder, err := g.parking.Park(ctx, g.sealer.parkKey(id, principalOf(req), req.Params.Name), func(cause error) {
 		cancel(cause)
 		c.report(EndClientGone)
 	})
@@ -156,12 +156,13 @@ func (g *Gateway) startParked(ctx context.Context, req *mcp.CallToolRequest, nam
 // to this request meanwhile: a question becomes this request's input
 // request, the result its result.
 func (g *Gateway) await(ctx context.Context, req *mcp.CallToolRequest, id string, round int, answer json.RawMessage) (*mcp.CallToolResult, error) {
-	step, err := g.parking.Resume(ctx, id, round, answer, notesTo(ctx, req))
+	key := g.sealer.parkKey(id, principalOf(req), req.Params.Name)
+	step, err := g.parking.Resume(ctx, key, round, answer, notesTo(ctx, req))
 	switch {
 	case err != nil && ctx.Err() != nil:
 		// The client closed the request (its stream): nobody is left to
 		// answer the call, which is cancelled with its upstream call.
-		_ = g.parking.Cancel(context.WithoutCancel(ctx), id, errClientGone.Error())
+		_ = g.parking.Cancel(context.WithoutCancel(ctx), key, errClientGone.Error())
 		return nil, ctx.Err()
 	case errors.Is(err, ErrRoundAnswered):
 		return g.refuseRetry(ctx, req, errStateReplayed)

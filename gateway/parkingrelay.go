@@ -2,6 +2,9 @@ package gateway
 
 import (
 	"context"
+	"crypto/hmac"
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -26,6 +29,34 @@ type relayedParking struct {
 
 	mu      sync.Mutex
 	release map[string]func() // the holds of this replica's calls, by id
+	stops   []func()          // of the relay's handlers (close)
+}
+
+// parkContext separates the parking keys' MAC from the requestState's.
+const parkContext = "toolwire parked call v1\x00"
+
+// parkKey is what a parked call is parked under: an HMAC, under the
+// requestState key, of the call's id (the one its requestState carries)
+// with the caller and the tool it was started for. A retry reaches the
+// call only when it comes from that caller for that tool: a state forged
+// with another caller or tool beside a real id (by whoever learnt the id
+// and the key) names a call that is not parked. Neither the id nor this
+// key is kept in a store as it is (see [relayedParking]).
+func (s *sealer) parkKey(id, principal, tool string) string {
+	m := hmac.New(sha256.New, s.key)
+	m.Write([]byte(parkContext))
+	for _, part := range []string{id, principal, tool} {
+		m.Write([]byte(part))
+		m.Write([]byte{0})
+	}
+	return hex.EncodeToString(m.Sum(nil))
+}
+
+// heldKey is what the store's held table records of a parked call: the
+// SHA-256 of its parking key, which finds the holder and opens nothing.
+func heldKey(key string) string {
+	sum := sha256.Sum256([]byte(key))
+	return hex.EncodeToString(sum[:])
 }
 
 // The relay's methods of a relayed Parking.
@@ -36,10 +67,32 @@ const (
 
 func newRelayedParking(local Parking, relay Relay, keep time.Duration) *relayedParking {
 	p := &relayedParking{local: local, relay: relay, ttl: 2 * keep, release: map[string]func(){}}
-	relay.Handle(relayResume, p.serveResume)
-	relay.Handle(relayCancel, p.serveCancel)
+	p.stops = []func(){relay.Handle(relayResume, p.serveResume), relay.Handle(relayCancel, p.serveCancel)}
 	return p
 }
+
+// close stops serving the other replicas' requests about this replica's
+// calls (another gateway on the same relay goes on serving its own).
+func (p *relayedParking) close() {
+	p.mu.Lock()
+	stops := p.stops
+	p.stops = nil
+	p.mu.Unlock()
+	for _, stop := range stops {
+		stop()
+	}
+}
+
+// notHeld is a relay handler's error for a request about something this
+// gateway does not hold: the relay asks the next handler of the method (a
+// second gateway on the same relay), and its text, when none holds it,
+// is what the replica asking reads.
+type notHeld string
+
+func (e notHeld) Error() string { return string(e) }
+
+// NotHandled reports true: see store.Relay.Handle.
+func (notHeld) NotHandled() bool { return true }
 
 // parkWire is a request about a parked call, and the reply to one, as
 // they cross the relay.
@@ -101,7 +154,7 @@ type relayedHolder struct {
 
 func (h *relayedHolder) Ask(ctx context.Context, q Question) (json.RawMessage, error) {
 	h.once.Do(func() {
-		release, err := h.p.relay.Hold(ctx, "call", h.id, h.p.ttl)
+		release, err := h.p.relay.Hold(ctx, "call", heldKey(h.id), h.p.ttl)
 		if err != nil {
 			h.err = fmt.Errorf("parking: the call cannot be held for its client's retry on another replica: %w", err)
 			return
@@ -193,7 +246,7 @@ func (p *relayedParking) Cancel(ctx context.Context, id, cause string) error {
 // ErrNotParked when none does, or this one does (its own Parking said it
 // has no such call), ErrHolderLost when the holder is gone.
 func (p *relayedParking) holder(ctx context.Context, id string) (string, error) {
-	holder, err := p.relay.Holder(ctx, "call", id)
+	holder, err := p.relay.Holder(ctx, "call", heldKey(id))
 	switch {
 	case replicaLost(err):
 		return "", fmt.Errorf("%w: %v", ErrHolderLost, err)
@@ -209,6 +262,8 @@ func (p *relayedParking) callError(ctx context.Context, err error) error {
 	switch {
 	case ctx.Err() != nil:
 		return ctx.Err()
+	case err.Error() == codeNotParked: // no gateway of the holder's holds it
+		return ErrNotParked
 	case replicaLost(err):
 		return fmt.Errorf("%w: %v", ErrHolderLost, err)
 	}
@@ -226,6 +281,9 @@ func (p *relayedParking) serveResume(ctx context.Context, body []byte, emit func
 			emit(b)
 		}
 	})
+	if errors.Is(err, ErrNotParked) {
+		return nil, notHeld(codeNotParked)
+	}
 	if err != nil && ctx.Err() != nil {
 		return nil, err // the caller gave up: it reads no reply
 	}
@@ -245,5 +303,9 @@ func (p *relayedParking) serveCancel(ctx context.Context, body []byte, _ func([]
 	if err := json.Unmarshal(body, &req); err != nil {
 		return nil, err
 	}
-	return json.Marshal(parkWire{ID: req.ID, Error: parkErrorCode(p.local.Cancel(ctx, req.ID, req.Cause))})
+	err := p.local.Cancel(ctx, req.ID, req.Cause)
+	if errors.Is(err, ErrNotParked) {
+		return nil, notHeld(codeNotParked)
+	}
+	return json.Marshal(parkWire{ID: req.ID, Error: parkErrorCode(err)})
 }

@@ -3,6 +3,9 @@ package gateway
 import (
 	"bytes"
 	"context"
+	"crypto/hmac"
+	"crypto/sha256"
+	"encoding/base64"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -21,9 +24,64 @@ import (
 // call's stream), and the client posts its answer as a request of its own
 // to the gateway, which a load balancer may send to any replica. So the
 // requests a replica's copy of a session sends carry ids that name the
-// replica ("tw<instance>-<n>", unique in the fleet, where go-sdk counts
-// from 1 in every copy), and a POST that holds only answers naming
+// replica ("tw<instance>-<n>-<mac>", unique in the fleet, where go-sdk
+// counts from 1 in every copy), and a POST that holds only answers naming
 // another replica is passed, over the [Relay], to the copy that asked.
+//
+// The id is the client's to send back, and so is everything in it: the
+// mac (an HMAC of the id and the session's id under a key the replicas
+// share, derived from the requestState key) is what makes it the fleet's.
+// An answer is passed on only when its id is one a replica of this fleet
+// sent on this session; any other id that looks like one is refused
+// before it reaches the relay (or the store): the instance it names is
+// not trusted to exist.
+
+// replyIDContext separates the reply ids' key from the requestState key
+// it is derived from.
+const replyIDContext = "toolwire session reply ids v1"
+
+// replyKeyOf derives the key of the reply ids' MACs from s's key.
+func replyKeyOf(s *sealer) []byte {
+	m := hmac.New(sha256.New, s.key)
+	m.Write([]byte(replyIDContext))
+	return m.Sum(nil)
+}
+
+// replyMAC is the mac of the request id base ("tw<instance>-<n>") sent
+// on session.
+func replyMAC(key []byte, session, base string) string {
+	m := hmac.New(sha256.New, key)
+	m.Write([]byte(session))
+	m.Write([]byte{0})
+	m.Write([]byte(base))
+	return base64.RawURLEncoding.EncodeToString(m.Sum(nil)[:16])
+}
+
+// replyID returns the wire id of the n-th request a replica's copy of
+// session sends; prefix is [replyPrefix]'s.
+func replyID(key []byte, session, prefix string, n int64) string {
+	base := fmt.Sprintf("%s%d", prefix, n)
+	return base + "-" + replyMAC(key, session, base)
+}
+
+// replyInstance returns the instance a reply id names, and whether the id
+// is one a replica sent on session (its mac holds).
+func replyInstance(key []byte, session, id string) (string, bool) {
+	rest, ok := strings.CutPrefix(id, "tw")
+	if !ok {
+		return "", false
+	}
+	instance, rest, ok := strings.Cut(rest, "-")
+	if !ok || instance == "" {
+		return "", false
+	}
+	n, mac, ok := strings.Cut(rest, "-")
+	if !ok || n == "" {
+		return "", false
+	}
+	want := replyMAC(key, session, "tw"+instance+"-"+n)
+	return instance, hmac.Equal([]byte(mac), []byte(want))
+}
 
 // replyPrefix starts the ids of the requests a replica's copies send.
 func replyPrefix(instance string) string { return "tw" + instance + "-" }
@@ -36,6 +94,7 @@ const relayReply = "session.reply"
 type fleetTransport struct {
 	*mcp.StreamableServerTransport
 	prefix string
+	key    []byte // of the ids' macs
 }
 
 func (t *fleetTransport) Connect(ctx context.Context) (mcp.Connection, error) {
@@ -43,15 +102,17 @@ func (t *fleetTransport) Connect(ctx context.Context) (mcp.Connection, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &fleetConn{Connection: c, prefix: t.prefix, ours: map[string]jsonrpc.ID{}, theirs: map[any]string{}}, nil
+	return &fleetConn{Connection: c, prefix: t.prefix, key: t.key, session: t.SessionID, ours: map[string]jsonrpc.ID{}, theirs: map[any]string{}}, nil
 }
 
 // fleetConn renames the ids of the requests the server sends, and names
 // the answers back.
 type fleetConn struct {
 	mcp.Connection
-	prefix string
-	next   atomic.Int64
+	prefix  string
+	key     []byte
+	session string
+	next    atomic.Int64
 
 	mu     sync.Mutex
 	ours   map[string]jsonrpc.ID // the wire's id → go-sdk's
@@ -62,7 +123,7 @@ func (c *fleetConn) Write(ctx context.Context, msg jsonrpc.Message) error {
 	switch m := msg.(type) {
 	case *jsonrpc.Request:
 		if m.IsCall() {
-			wire := fmt.Sprintf("%s%d", c.prefix, c.next.Add(1))
+			wire := replyID(c.key, c.session, c.prefix, c.next.Add(1))
 			id, err := jsonrpc.MakeID(wire)
 			if err != nil {
 				return err
@@ -128,14 +189,21 @@ func (c *fleetConn) Read(ctx context.Context) (jsonrpc.Message, error) {
 	return msg, err
 }
 
-// answerFor returns the replica whose request a POST answers: the body is
-// one answer, or a batch of answers only, whose ids name another replica
-// of the fleet than self. "" means the POST is this replica's to serve.
-func answerFor(body []byte, self string) string {
+// errForeignAnswer refuses a POST of answers whose ids no replica of the
+// fleet sent on its session.
+var errForeignAnswer = errors.New("the answer's id names no request this gateway sent on this session")
+
+// answerFor returns the replica whose request a POST to session answers:
+// the body is one answer, or a batch of answers only, whose ids name
+// another replica of the fleet than self. "" means the POST is this
+// replica's to serve. An answer whose id looks like a fleet's reply id
+// (it starts with "tw") but is not one sent on session is an error
+// wrapping errForeignAnswer.
+func answerFor(body []byte, self, session string, key []byte) (string, error) {
 	var msgs []json.RawMessage
 	if t := bytes.TrimSpace(body); len(t) > 0 && t[0] == '[' {
 		if json.Unmarshal(t, &msgs) != nil {
-			return ""
+			return "", nil
 		}
 	} else {
 		msgs = []json.RawMessage{body}
@@ -147,19 +215,22 @@ func answerFor(body []byte, self string) string {
 			Method *json.RawMessage `json:"method"`
 		}
 		if json.Unmarshal(raw, &m) != nil || m.Method != nil {
-			return "" // a request or a notification: this replica's
+			return "", nil // a request or a notification: this replica's
 		}
 		id, ok := m.ID.(string)
 		if !ok || !strings.HasPrefix(id, "tw") {
-			return ""
+			return "", nil
 		}
-		instance, _, ok := strings.Cut(strings.TrimPrefix(id, "tw"), "-")
-		if !ok || instance == self || (holder != "" && holder != instance) {
-			return ""
+		instance, sent := replyInstance(key, session, id)
+		switch {
+		case !sent:
+			return "", fmt.Errorf("%w (id %.40q)", errForeignAnswer, id)
+		case instance == self || (holder != "" && holder != instance):
+			return "", nil
 		}
 		holder = instance
 	}
-	return holder
+	return holder, nil
 }
 
 // replyWire is an answer passed to the replica that asked.
@@ -194,7 +265,7 @@ func (h *stateful) serveReply(ctx context.Context, body []byte, _ func([]byte)) 
 	hs := h.held[rep.Session]
 	h.mu.Unlock()
 	if hs == nil {
-		return nil, errors.New("this replica holds no copy of the session any more")
+		return nil, notHeld("this replica holds no copy of the session any more")
 	}
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, "/mcp", bytes.NewReader(rep.Body))
 	if err != nil {

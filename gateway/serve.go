@@ -92,6 +92,15 @@ type ServeOptions struct {
 	DrainGrace time.Duration
 	// Draining, when set, is called when the drain begins.
 	Draining func()
+	// DrainDelay is how long, once ctx has ended, readiness answers 503
+	// while everything is still served as before, before the drain
+	// begins: the time a load balancer needs to see it and send new
+	// requests elsewhere (its health checks' interval times the failures
+	// it waits for). 0: the drain begins at once.
+	DrainDelay time.Duration
+	// Unready, when set, is called when readiness starts answering 503
+	// for the delay (only with a DrainDelay).
+	Unready func()
 }
 
 // DrainBound is how long a drain may take past its grace: for the
@@ -101,7 +110,8 @@ type ServeOptions struct {
 const DrainBound = 2 * time.Second
 
 // Serve serves h on ln (with TLS when opts.Server.TLS is set) until ctx
-// ends, then drains: new sessions and calls are refused, the calls in
+// ends, then (after opts.DrainDelay, while readiness answers 503 and
+// everything else is served as before) drains: new sessions and calls are refused, the calls in
 // progress get opts.DrainGrace, then are cancelled, and every session is
 // closed ([Handler.Drain], bounded by DrainGrace plus [DrainBound]); the
 // idle connections are closed within a second after. It returns how many
@@ -123,6 +133,19 @@ func (h *Handler) Serve(ctx context.Context, ln net.Listener, opts *ServeOptions
 	case err := <-errc:
 		return 0, fmt.Errorf("serving http: %w", err)
 	case <-ctx.Done():
+	}
+	if o.DrainDelay > 0 {
+		h.tracker.mu.Lock()
+		h.tracker.unready = true
+		h.tracker.mu.Unlock()
+		if o.Unready != nil {
+			o.Unready()
+		}
+		select {
+		case <-time.After(o.DrainDelay):
+		case err := <-errc:
+			return 0, fmt.Errorf("serving http: %w", err)
+		}
 	}
 	if o.Draining != nil {
 		o.Draining()

@@ -10,6 +10,7 @@ import (
 	"net/http"
 	"slices"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
@@ -330,3 +331,51 @@ func (r *recorder) WriteHeader(code int) { r.code = code }
 
 // Flush is what the transport calls after each event: nothing to send.
 func (r *recorder) Flush() {}
+
+// keepAlive keeps session sid's record from expiring while a request of
+// it is served, and returns what ends that, at the request's end. The
+// copy's idle timer (the tracker's) does not run while a request is in
+// flight and restarts at its end; the record's is restarted by the touch
+// at the request's start. So that both follow one rule (a session is
+// idle from the end of its last request), the record is touched every
+// half idle timeout while the request lasts, and again at its end when it
+// lasted more than a tenth of the timeout (a short request's start touch
+// is as good). Without an idle timeout there is nothing to do.
+func (h *stateful) keepAlive(sid string) (stop func()) {
+	idle := h.idle()
+	if idle <= 0 {
+		return func() {}
+	}
+	start := time.Now()
+	done := make(chan struct{})
+	var wg sync.WaitGroup
+	touch := func() {
+		ctx, cancel := context.WithTimeout(context.Background(), touchWait)
+		defer cancel()
+		if _, err := h.store.Touch(ctx, sid, idle); err != nil && !errors.Is(err, ErrSessionNotFound) {
+			h.logger().Warn("gateway: keep a session's record alive during a long request", "err", err)
+		}
+	}
+	wg.Go(func() {
+		t := time.NewTicker(idle / 2)
+		defer t.Stop()
+		for {
+			select {
+			case <-done:
+				return
+			case <-t.C:
+				touch()
+			}
+		}
+	})
+	return func() {
+		close(done)
+		wg.Wait()
+		if time.Since(start) > idle/10 {
+			touch()
+		}
+	}
+}
+
+// touchWait bounds a touch of a session's record made outside a request.
+const touchWait = 10 * time.Second

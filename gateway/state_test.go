@@ -1,10 +1,14 @@
 package gateway
 
 import (
+	"encoding/base64"
+	"encoding/json"
 	"errors"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
 
 func TestRequestStateSealing(t *testing.T) {
@@ -79,4 +83,54 @@ func TestAShortStateKeyIsRefused(t *testing.T) {
 		}
 	}()
 	New(newFixture(t, ApprovalPolicy{}).ex, &Options{StateKey: []byte("12345678")})
+}
+
+// Issue 22.13: a parked call is resumed only by the caller it was started
+// for, with the tool it was started with: a requestState sealed with the
+// gateway's own key (what someone holding the key could forge) that
+// names another caller's call is taken for a call that is not waiting,
+// and the call it names goes on for its own caller.
+func TestAParkedCallIsBoundToItsCallerAndTool(t *testing.T) {
+	t.Parallel()
+	b := newBridge(t, bridgeOptions{})
+	alice, bob := b.manual(t, aliceToken), b.manual(t, bobToken)
+	args := map[string]any{"env": "prod"}
+	mine := question(t, alice, "up__deploy_ask", args)
+	theirs := question(t, bob, "up__deploy_ask", args)
+	read := func(state string) sealedState {
+		t.Helper()
+		payload, _, _ := strings.Cut(state, ".")
+		raw, err := base64.RawURLEncoding.DecodeString(payload)
+		var st sealedState
+		if err != nil || json.Unmarshal(raw, &st) != nil {
+			t.Fatalf("the state does not read: %v", err)
+		}
+		return st
+	}
+	victim, thief := read(mine.RequestState), read(theirs.RequestState)
+	for _, c := range []struct{ name, tool string }{{"another caller", "up__deploy_ask"}, {"another caller and tool", "up__deploy"}} {
+		forged := victim
+		forged.Principal, forged.Tool = thief.Principal, c.tool
+		forged.Expires = time.Now().Add(time.Minute).UnixMilli()
+		_, err := answer(ctxT(t), bob, c.tool, args, mine, b.gw.sealer.seal(forged), approve)
+		if err == nil || !strings.Contains(err.Error(), "not waiting") {
+			t.Errorf("%s's forged state naming alice's call: %v; want it taken for a call that is not waiting", c.name, err)
+		}
+	}
+	// Each call goes on for its own caller, to its end.
+	for _, c := range []struct {
+		who string
+		cs  *mcp.ClientSession
+		res *mcp.CallToolResult
+	}{{"alice", alice, mine}, {"bob", bob, theirs}} {
+		next, err := answer(ctxT(t), c.cs, "up__deploy_ask", args, c.res, c.res.RequestState, approve)
+		if err != nil || !next.NeedsInput() {
+			t.Fatalf("%s's own retry after the forgeries: %v %+v", c.who, err, next)
+		}
+		final, err := answer(ctxT(t), c.cs, "up__deploy_ask", args, next, next.RequestState,
+			&mcp.ElicitResult{Action: "accept", Content: map[string]any{"meaning": "music"}})
+		if err != nil || final.IsError {
+			t.Fatalf("%s's call's end: %v %+v", c.who, err, final)
+		}
+	}
 }

@@ -56,6 +56,7 @@ type stateful struct {
 	tr          *tracker
 	store       SessionStore // nil: this process only
 	relay       Relay        // nil: one process; else the answers to a copy's requests find it
+	replyKey    []byte       // of the mac in the ids of a copy's requests (replies.go)
 	maxBody     int64        // < 0: no limit
 	logger      func() *slog.Logger
 	syncKey     string // marks the requests the layer serves its own copies
@@ -123,7 +124,7 @@ func (h *stateful) transport(id string) (*mcp.StreamableServerTransport, mcp.Tra
 	if h.relay == nil {
 		return t, t
 	}
-	return t, &fleetTransport{StreamableServerTransport: t, prefix: replyPrefix(h.relay.Instance())}
+	return t, &fleetTransport{StreamableServerTransport: t, prefix: replyPrefix(h.relay.Instance()), key: h.replyKey}
 }
 
 // isSync reports whether req is one the layer serves its own copy.
@@ -209,7 +210,14 @@ func (h *stateful) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 		r.Body = io.NopCloser(bytes.NewReader(body))
-		if holder := answerFor(body, h.relay.Instance()); holder != "" {
+		holder, err := answerFor(body, h.relay.Instance(), sid, h.replyKey)
+		if err != nil {
+			if _, ok := h.binding(w, r, sid); ok {
+				http.Error(w, "Bad Request: "+err.Error(), http.StatusBadRequest)
+			}
+			return
+		}
+		if holder != "" {
 			if _, ok := h.binding(w, r, sid); ok {
 				h.passReply(w, r, sid, holder, body)
 			}
@@ -261,6 +269,9 @@ func (h *stateful) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	h.tr.busy(hs.ts)
 	defer h.tr.idle(hs.ts)
+	if h.store != nil {
+		defer h.keepAlive(sid)()
+	}
 	serveWhole(hs.t, w, r)
 }
 

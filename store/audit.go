@@ -1,6 +1,7 @@
 package store
 
 import (
+	"bufio"
 	"bytes"
 	"context"
 	"crypto/ed25519"
@@ -10,6 +11,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"os"
 	"sync"
 	"time"
 
@@ -220,4 +222,56 @@ func (r *rowReader) Read(p []byte) (int, error) {
 	n := copy(p, r.buf)
 	r.buf = r.buf[n:]
 	return n, nil
+}
+
+// AuditLines calls fn with each line of the audit log in order: for
+// PostgreSQL the audit table's rows (one snapshot), for files the audit
+// file's lines. It stops at fn's first error and returns it. It does not
+// verify anything ([Store.VerifyAudit] does).
+func (s *Store) AuditLines(ctx context.Context, fn func(line []byte) error) error {
+	if s.kind != Postgres {
+		if s.auditPath == "" {
+			return errors.New("store: no audit file to read")
+		}
+		f, err := os.Open(s.auditPath)
+		if err != nil {
+			return fmt.Errorf("store: %w", err)
+		}
+		defer f.Close()
+		return eachLine(f, fn)
+	}
+	rows, err := s.pool.Query(ctx, "SELECT line FROM toolwire.audit_events ORDER BY seq")
+	if err != nil {
+		return fmt.Errorf("store: read the audit table: %w", err)
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var line []byte
+		if err := rows.Scan(&line); err != nil {
+			return fmt.Errorf("store: read the audit table: %w", err)
+		}
+		if err := fn(line); err != nil {
+			return err
+		}
+	}
+	return rows.Err()
+}
+
+// eachLine calls fn with each line of r, without its newline.
+func eachLine(r io.Reader, fn func([]byte) error) error {
+	br := bufio.NewReader(r)
+	for {
+		line, err := br.ReadBytes('\n')
+		if len(bytes.TrimSpace(line)) > 0 {
+			if ferr := fn(bytes.TrimSuffix(line, []byte{'\n'})); ferr != nil {
+				return ferr
+			}
+		}
+		if err == io.EOF {
+			return nil
+		}
+		if err != nil {
+			return err
+		}
+	}
 }

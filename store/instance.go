@@ -2,6 +2,8 @@ package store
 
 import (
 	"context"
+	"crypto/aes"
+	"crypto/cipher"
 	"crypto/rand"
 	"encoding/json"
 	"errors"
@@ -12,8 +14,10 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
+	"golang.org/x/crypto/argon2"
 
 	"github.com/toolwire/toolwire/audit"
+	"github.com/toolwire/toolwire/oauth"
 )
 
 // Every process that opens a PostgreSQL store is an instance: a row of
@@ -26,9 +30,11 @@ import (
 // An instance that is gone without closing the store (killed, its
 // machine lost) leaves calls recorded as requested in the audit table
 // without an outcome, parked calls and approval pages nobody holds, and
-// messages nobody reads. The next instance to start finds it (its lock
-// can be taken), and so does one that waits on it (a retry passed to a
-// parked call it held): it gives each of its open calls the outcome
+// messages nobody reads. A replica finds it (its lock can be taken, and
+// it was not seen for claimGrace): every replica looks every sweepEvery,
+// and one that waits on it (a retry passed to a parked call it held)
+// looks at once; a command never does (see [Store.Replica]). The
+// replica gives each of its open calls the outcome
 // call.errored with reason [ReasonInstanceLost], forgets what it held, and
 // tells every instance ("lost:ID" on the fleet channel), once, under its
 // lock.
@@ -61,9 +67,12 @@ func register(ctx context.Context, conn *pgx.Conn) (int32, error) {
 }
 
 // ended records that this instance closed the store itself.
+// Its messages are of no use to anyone any more.
 func ended(ctx context.Context, pool *pgxpool.Pool, id int32) error {
-	_, err := pool.Exec(ctx, "UPDATE toolwire.instances SET ended_at = now() WHERE id = $1", id)
-	return err
+	b := &pgx.Batch{}
+	b.Queue("UPDATE toolwire.instances SET ended_at = now() WHERE id = $1", id)
+	b.Queue("DELETE FROM toolwire.mailbox WHERE recipient = $1", id)
+	return pool.SendBatch(ctx, b).Close()
 }
 
 // outcomes are the kinds that end a call (audit.Kind.Ends).
@@ -76,7 +85,8 @@ var outcomes = []string{
 // and recovers each (see recoverInstance). It returns how many it
 // recovered.
 func (s *Store) recoverLost(ctx context.Context) (int, error) {
-	rows, err := s.pool.Query(ctx, "SELECT id FROM toolwire.instances WHERE ended_at IS NULL AND recovered_at IS NULL AND id <> $1 ORDER BY id", s.instance)
+	rows, err := s.pool.Query(ctx, `SELECT id FROM toolwire.instances
+WHERE ended_at IS NULL AND recovered_at IS NULL AND id <> $1 AND seen_at < now() - $2::interval ORDER BY id`, s.instance, s.grace)
 	if err != nil {
 		return 0, err
 	}
@@ -111,6 +121,9 @@ func (s *Store) recoverLost(ctx context.Context) (int, error) {
 // instance. Recovering twice gives no call a second outcome: only calls
 // without one are looked for. It reports whether it recovered id.
 func (s *Store) recoverInstance(ctx context.Context, id int32) (bool, error) {
+	if !s.recovers.Load() || s.listener.claim() != nil {
+		return false, nil // a command, or a replica without its own claim
+	}
 	conn, err := s.pool.Acquire(ctx)
 	if err != nil {
 		return false, err
@@ -125,8 +138,14 @@ func (s *Store) recoverInstance(ctx context.Context, id int32) (bool, error) {
 			conn.Conn().Close(context.Background()) // the lock goes with the connection
 		}
 	}()
-	var done bool
-	if err := conn.QueryRow(ctx, "SELECT ended_at IS NOT NULL OR recovered_at IS NOT NULL FROM toolwire.instances WHERE id = $1", id).Scan(&done); err != nil || done {
+	// Not when it ended or was recovered; not while it was seen within the
+	// grace (its lock may be free only while it reconnects); and not by an
+	// instance whose own claim is younger than the grace (after an outage
+	// of the database, the others may not be back yet).
+	var skip bool
+	if err := conn.QueryRow(ctx, `SELECT i.ended_at IS NOT NULL OR i.recovered_at IS NOT NULL OR i.seen_at >= now() - $3::interval
+	OR NOT EXISTS (SELECT 1 FROM toolwire.instances me WHERE me.id = $2 AND me.claimed_at < now() - $3::interval AND me.recovered_at IS NULL)
+FROM toolwire.instances i WHERE i.id = $1`, id, s.instance, s.grace).Scan(&skip); err != nil || skip {
 		return false, err
 	}
 	rows, err := conn.Query(ctx, `SELECT line FROM toolwire.audit_events r
@@ -177,18 +196,62 @@ ORDER BY r.seq`, id, outcomes)
 	return true, nil
 }
 
+// claimGrace is how long an instance whose lock is free must not have
+// been seen (instances.seen_at, by the database's clock) before it is
+// taken for lost, and how long a replica must have held its own claim
+// before it takes another for lost: longer than a listener takes to
+// reconnect once the database is back (its backoff stops at 5 s).
+const claimGrace = 10 * time.Second
+
+// sweepEvery is how often a replica looks for instances that are lost.
+const sweepEvery = 3 * time.Second
+
+// Replica makes this store's instance one that recovers the others (see
+// recoverInstance): a gateway replica of a fleet; [Workspace.Gateway]
+// calls it. Until then (a command such as "toolwire pins forget", which
+// only changes state) it recovers nobody. A replica looks for instances
+// that are lost every few seconds, until Close. It is safe to call more
+// than once; it does nothing for files.
+func (s *Store) Replica() {
+	if s.kind != Postgres || s.recovers.Swap(true) {
+		return
+	}
+	s.sweeping.Go(func() {
+		t := time.NewTicker(sweepEvery)
+		defer t.Stop()
+		for {
+			select {
+			case <-s.sweepCtx.Done():
+				return
+			case <-t.C:
+			}
+			if n, err := s.recoverLost(s.sweepCtx); err != nil && s.sweepCtx.Err() == nil {
+				s.logger.Warn("store: recover the toolwires that were lost", "recovered", n, "err", err)
+			}
+		}
+	})
+}
+
 // lostPrefix starts a fleet notification that an instance was lost.
 const lostPrefix = "lost:"
 
-// fleetKey returns the fleet's key of name, making it (32 random bytes) if
-// no instance has yet.
-func fleetKey(ctx context.Context, pool *pgxpool.Pool, name string) ([]byte, error) {
+// fleetKey returns the fleet's key of name, making it (32 random bytes)
+// if no instance has yet. The table holds it sealed under a key derived
+// from passphrase (see sealFleetKey); a key that does not open with it is
+// an error wrapping ErrFleetKeySealed.
+func fleetKey(ctx context.Context, pool *pgxpool.Pool, name, passphrase string) ([]byte, error) {
+	if passphrase == "" {
+		return nil, fmt.Errorf("store: the fleet's %s key: %w", name, ErrNoFleetPassphrase)
+	}
 	fresh := make([]byte, 32)
 	if _, err := rand.Read(fresh); err != nil {
 		return nil, err
 	}
-	var key []byte
-	var err error
+	sealed, err := sealFleetKey(name, passphrase, fresh)
+	if err != nil {
+		return nil, err
+	}
+	var stored []byte
 	// Two instances making it at once: the one that waited for the other's
 	// insert does not see its row in the statement's snapshot, and reads
 	// it again.
@@ -196,13 +259,72 @@ func fleetKey(ctx context.Context, pool *pgxpool.Pool, name string) ([]byte, err
 		err = pool.QueryRow(ctx, `WITH made AS (
 	INSERT INTO toolwire.fleet_keys (name, key) VALUES ($1, $2) ON CONFLICT (name) DO NOTHING RETURNING key
 )
-SELECT key FROM made UNION ALL SELECT key FROM toolwire.fleet_keys WHERE name = $1 LIMIT 1`, name, fresh).Scan(&key)
+SELECT key FROM made UNION ALL SELECT key FROM toolwire.fleet_keys WHERE name = $1 LIMIT 1`, name, sealed).Scan(&stored)
 		if !errors.Is(err, pgx.ErrNoRows) {
 			break
 		}
 	}
 	if err != nil {
 		return nil, fmt.Errorf("store: the fleet's %s key: %w", name, err)
+	}
+	key, err := openFleetKey(name, passphrase, stored)
+	if err != nil {
+		return nil, fmt.Errorf("store: the fleet's %s key (toolwire.fleet_keys): %w", name, err)
+	}
+	return key, nil
+}
+
+// ErrNoFleetPassphrase is returned by [Store.FleetKey] without a
+// passphrase: a fleet's keys are kept sealed under it.
+var ErrNoFleetPassphrase = errors.New("no passphrase to seal it with: set " + oauth.PassphraseEnv + ", the same on every replica")
+
+// ErrFleetKeySealed is returned, wrapped, by [Store.FleetKey] for a key
+// that does not open with the passphrase given.
+var ErrFleetKeySealed = errors.New("it does not open with this passphrase (" + oauth.PassphraseEnv + "): every replica needs the same one")
+
+// A sealed fleet key is salt (16 bytes) || nonce (12) || AES-256-GCM of
+// the key, under Argon2id(passphrase, salt) with the OAuth tokens'
+// default cost, its name in the additional data.
+const (
+	fleetSaltLen   = 16
+	fleetSealedLen = fleetSaltLen + 12 + 32 + 16
+	fleetKeyAAD    = "toolwire fleet key v1\x00"
+)
+
+func fleetKeyAEAD(passphrase string, salt []byte) (cipher.AEAD, error) {
+	p := oauth.DefaultArgon2
+	block, err := aes.NewCipher(argon2.IDKey([]byte(passphrase), salt, p.Time, p.MemoryKiB, p.Threads, 32))
+	if err != nil {
+		return nil, err
+	}
+	return cipher.NewGCM(block)
+}
+
+// sealFleetKey seals key, the fleet's key of name, under passphrase.
+func sealFleetKey(name, passphrase string, key []byte) ([]byte, error) {
+	out := make([]byte, fleetSaltLen+12, fleetSealedLen)
+	if _, err := rand.Read(out); err != nil {
+		return nil, err
+	}
+	aead, err := fleetKeyAEAD(passphrase, out[:fleetSaltLen])
+	if err != nil {
+		return nil, err
+	}
+	return aead.Seal(out, out[fleetSaltLen:], key, []byte(fleetKeyAAD+name)), nil
+}
+
+// openFleetKey opens what sealFleetKey sealed.
+func openFleetKey(name, passphrase string, sealed []byte) ([]byte, error) {
+	if len(sealed) != fleetSealedLen {
+		return nil, fmt.Errorf("%w (it is %d bytes, not a sealed key of %d)", ErrFleetKeySealed, len(sealed), fleetSealedLen)
+	}
+	aead, err := fleetKeyAEAD(passphrase, sealed[:fleetSaltLen])
+	if err != nil {
+		return nil, err
+	}
+	key, err := aead.Open(nil, sealed[fleetSaltLen:fleetSaltLen+12], sealed[fleetSaltLen+12:], []byte(fleetKeyAAD+name))
+	if err != nil {
+		return nil, ErrFleetKeySealed
 	}
 	return key, nil
 }

@@ -12,6 +12,8 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgconn/ctxwatch"
 )
 
 // The NOTIFY channels the store listens on.
@@ -52,6 +54,7 @@ type listener struct {
 	cancel   context.CancelFunc
 	done     chan struct{}
 	lostErr  atomic.Pointer[error]
+	claimed  atomic.Bool // the listening connection is up and holds the instance's lock
 
 	mu       sync.Mutex
 	next     int
@@ -69,10 +72,17 @@ type watcher struct {
 // registered by then.
 func listen(ctx context.Context, cfg *pgx.ConnConfig, logger *slog.Logger) (*listener, error) {
 	l := &listener{cfg: cfg.Copy(), logger: logger, done: make(chan struct{}), watchers: map[int]watcher{}}
+	// The wait for notifications ends every heartbeat: by a deadline on
+	// the socket, not pgx's default cancel request (a connection to the
+	// server each time).
+	l.cfg.BuildContextWatcherHandler = func(pc *pgconn.PgConn) ctxwatch.Handler {
+		return &pgconn.DeadlineContextWatcherHandler{Conn: pc.Conn()}
+	}
 	conn, err := l.connect(ctx)
 	if err != nil {
 		return nil, err
 	}
+	l.claimed.Store(true)
 	runCtx, cancel := context.WithCancel(context.Background())
 	l.cancel = cancel
 	go l.run(runCtx, conn)
@@ -107,6 +117,11 @@ func (l *listener) connect(ctx context.Context) (*pgx.Conn, error) {
 			_ = conn.Close(context.Background())
 			return nil, errLostInstance
 		}
+		// The claim holds again, from now on.
+		if _, err := conn.Exec(ctx, "UPDATE toolwire.instances SET seen_at = now(), claimed_at = now() WHERE id = $1", l.instance); err != nil {
+			_ = conn.Close(context.Background())
+			return nil, err
+		}
 	}
 	for _, ch := range channels {
 		if _, err := conn.Exec(ctx, "LISTEN "+ch); err != nil {
@@ -130,18 +145,21 @@ func (l *listener) run(ctx context.Context, conn *pgx.Conn) {
 	backoff := 100 * time.Millisecond
 	for {
 		for conn != nil {
-			n, err := conn.WaitForNotification(ctx)
+			n, err := l.wait(ctx, conn)
 			if err != nil {
+				l.claimed.Store(false)
 				_ = conn.Close(context.Background())
 				conn = nil
 				if ctx.Err() != nil {
 					return
 				}
-				l.logger.Warn("store: lost the connection that listens for changes; reconnecting", "err", err)
+				l.logger.Warn("store: lost the connection that listens for changes (and holds this toolwire's claim in the fleet); reconnecting", "err", err)
 				break
 			}
 			backoff = 100 * time.Millisecond
-			l.dispatch(n.Channel, n.Payload)
+			if n != nil {
+				l.dispatch(n.Channel, n.Payload)
+			}
 		}
 		select {
 		case <-ctx.Done():
@@ -165,8 +183,48 @@ func (l *listener) run(ctx context.Context, conn *pgx.Conn) {
 		for _, ch := range channels { // whatever was sent meanwhile is lost
 			l.dispatch(ch, "")
 		}
+		// Ready again only now: what this instance must hear (pins,
+		// session deletions, messages) reaches it from here on, and what
+		// it missed is being read again.
+		l.claimed.Store(true)
 	}
 }
+
+// heartbeat is how often the listening connection confirms the
+// instance's claim (instances.seen_at) while no notification comes.
+const heartbeat = 2 * time.Second
+
+// wait waits for the next notification on conn, confirming the claim
+// every heartbeat meanwhile; a nil notification and no error is a
+// heartbeat. An error means conn is broken (or ctx ended).
+func (l *listener) wait(ctx context.Context, conn *pgx.Conn) (*pgconn.Notification, error) {
+	wctx, cancel := context.WithTimeout(ctx, heartbeat)
+	n, err := conn.WaitForNotification(wctx)
+	cancel()
+	if err == nil || ctx.Err() != nil || !errors.Is(err, context.DeadlineExceeded) || conn.IsClosed() {
+		return n, err
+	}
+	hctx, cancel := context.WithTimeout(ctx, heartbeat)
+	defer cancel()
+	_, err = conn.Exec(hctx, "UPDATE toolwire.instances SET seen_at = now() WHERE id = $1", l.instance)
+	return nil, err
+}
+
+// claim returns nil while this instance holds its claim in the fleet (its
+// listening connection is up, holding the lock), else why not.
+func (l *listener) claim() error {
+	if err := l.lost(); err != nil {
+		return err
+	}
+	if !l.claimed.Load() {
+		return errClaimLost
+	}
+	return nil
+}
+
+// errClaimLost says that the listening connection, which holds this
+// instance's claim, is down: it is reconnecting.
+var errClaimLost = errors.New("this toolwire lost its claim in the fleet (the connection that holds its lock in the database is down) and takes no calls until it holds it again")
 
 func (l *listener) dispatch(channel, payload string) {
 	l.mu.Lock()

@@ -83,16 +83,15 @@ func openPostgres(ctx context.Context, rawURL, redacted string, opts *Options) (
 		sink:     newAuditTable(pool, opts.AuditSigningKey, instance),
 		limits:   &tableLimiter{pool: pool},
 		session:  &sessionTable{pool: pool, listener: l},
+		grace:    claimGrace,
 	}
 	s.relay = newRelay(s, cfg.ConnConfig)
-	// The instances that were lost since the last start: their open calls
-	// get an outcome, in the background (a long-lived instance's calls
-	// take a while to look through), stopped by Close.
-	sweepCtx, cancel := context.WithCancel(context.Background())
-	s.stopSweep = cancel
+	// The replica's sweeps (Replica) and the mailbox's first prune run in
+	// the background, stopped by Close.
+	s.sweepCtx, s.stopSweep = context.WithCancel(context.Background())
 	s.sweeping.Go(func() {
-		if n, err := s.recoverLost(sweepCtx); err != nil && sweepCtx.Err() == nil {
-			logger.Warn("store: recover the toolwires that were lost", "recovered", n, "err", err)
+		if _, err := s.relay.prune(s.sweepCtx); err != nil && s.sweepCtx.Err() == nil {
+			logger.Warn("store: prune the relay's mailbox", "err", err)
 		}
 	})
 	return s, nil

@@ -53,8 +53,9 @@ type Relay struct {
 	mu       sync.Mutex
 	pending  map[string]*pendingCall       // calls made by this instance, by id
 	serving  map[string]context.CancelFunc // requests served for others, by sender/id
-	handlers map[string]RelayHandler       // by method
+	handlers map[string][]*handlerEntry    // by method, in the order registered
 	closed   bool
+	pruned   time.Time        // the mailbox, last (pruneSoon)
 	watches  map[int32]*watch // instances waited on
 	lost     map[int32]bool   // instances known lost
 }
@@ -65,6 +66,17 @@ type Relay struct {
 type RelayHandler func(ctx context.Context, body []byte, emit func([]byte)) ([]byte, error)
 
 // envelope is one message between instances.
+// handlerEntry is one registration of a handler ([Relay.Handle]).
+type handlerEntry struct{ fn RelayHandler }
+
+// notHandled reports whether err says that the handler that returned it
+// does not hold what the request is about (its NotHandled method reports
+// true): the next handler of the method is asked.
+func notHandled(err error) bool {
+	var n interface{ NotHandled() bool }
+	return errors.As(err, &n) && n.NotHandled()
+}
+
 type envelope struct {
 	Kind   string `json:"k"` // "req", "evt", "rep" or "abandon"
 	ID     string `json:"id"`
@@ -103,7 +115,7 @@ func newRelay(st *Store, cfg *pgx.ConnConfig) *Relay {
 		st: st, pool: st.pool, cfg: cfg.Copy(), me: st.instance, logger: st.logger,
 		ctx: ctx, cancel: cancel, wake: make(chan struct{}, 1),
 		pending: map[string]*pendingCall{}, serving: map[string]context.CancelFunc{},
-		handlers: map[string]RelayHandler{}, watches: map[int32]*watch{}, lost: map[int32]bool{},
+		handlers: map[string][]*handlerEntry{}, watches: map[int32]*watch{}, lost: map[int32]bool{},
 	}
 	st.listener.watch(fleetChannel, r.notified)
 	r.wg.Go(r.drain)
@@ -192,15 +204,26 @@ FROM toolwire.held h WHERE h.kind = $1 AND h.key = $2 AND h.expires_at > now()`,
 }
 
 // Handle serves method for the other instances until stop is called. fn
-// is a [RelayHandler].
+// is a [RelayHandler]. Several handlers may serve one method (two
+// gateways on one store in one process): a request is given to each in
+// the order they were registered until one returns anything but an error
+// whose NotHandled method reports true (it does not hold what the request
+// is about). stop removes only this registration, and is safe to call
+// more than once.
 func (r *Relay) Handle(method string, fn func(ctx context.Context, body []byte, emit func([]byte)) ([]byte, error)) (stop func()) {
+	e := &handlerEntry{fn: fn}
 	r.mu.Lock()
-	r.handlers[method] = fn
+	r.handlers[method] = append(r.handlers[method], e)
 	r.mu.Unlock()
 	return func() {
 		r.mu.Lock()
 		defer r.mu.Unlock()
-		delete(r.handlers, method)
+		hs := slices.DeleteFunc(slices.Clone(r.handlers[method]), func(x *handlerEntry) bool { return x == e })
+		if len(hs) == 0 {
+			delete(r.handlers, method)
+		} else {
+			r.handlers[method] = hs
+		}
 	}
 }
 
@@ -228,17 +251,30 @@ func (r *Relay) Call(ctx context.Context, instance, method string, body []byte, 
 		return nil, &lostError{instance: to}
 	}
 	r.pending[id] = p
-	r.watchLocked(to)
 	r.mu.Unlock()
 	defer func() {
 		r.mu.Lock()
 		delete(r.pending, id)
-		r.unwatchLocked(to)
 		r.mu.Unlock()
 	}()
 	if err := r.send(ctx, to, envelope{Kind: "req", ID: id, From: r.me, Method: method, Body: body}); err != nil {
+		if errors.Is(err, errNoRecipient) {
+			// Never running, or gone and recovered already: nothing to
+			// watch or recover, and nothing to remember.
+			return nil, &lostError{instance: to}
+		}
 		return nil, err
 	}
+	// Watched from when the message is written: if to is gone by then, the
+	// watch finds it at once.
+	r.mu.Lock()
+	r.watchLocked(to)
+	r.mu.Unlock()
+	defer func() {
+		r.mu.Lock()
+		r.unwatchLocked(to)
+		r.mu.Unlock()
+	}()
 	for {
 		r.mu.Lock()
 		queue := p.queue
@@ -274,18 +310,79 @@ func (r *Relay) Call(ctx context.Context, instance, method string, body []byte, 
 	}
 }
 
-const sendMessage = `WITH m AS (INSERT INTO toolwire.mailbox (recipient, body) VALUES ($1, $2) RETURNING recipient)
+// sendMessage writes a message for an instance that is running (it has
+// neither ended nor been recovered) and tells it, in one statement; for
+// any other recipient it writes nothing and returns no row.
+const sendMessage = `WITH m AS (
+	INSERT INTO toolwire.mailbox (recipient, body)
+	SELECT i.id, $2 FROM toolwire.instances i WHERE i.id = $1 AND i.ended_at IS NULL AND i.recovered_at IS NULL
+	RETURNING recipient
+)
 SELECT pg_notify('` + fleetChannel + `', recipient::text) FROM m`
 
+// errNoRecipient says that a message's recipient is not a running
+// instance: it never was one, or it ended, or it was recovered.
+var errNoRecipient = errors.New("no such running instance")
+
+// send writes env for instance to. A recipient that is not a running
+// instance is an error wrapping errNoRecipient, and nothing is written.
 func (r *Relay) send(ctx context.Context, to int32, env envelope) error {
 	b, err := json.Marshal(env)
 	if err != nil {
 		return err
 	}
-	if _, err := r.pool.Exec(ctx, sendMessage, to, b); err != nil {
+	tag, err := r.pool.Exec(ctx, sendMessage, to, b)
+	if err != nil {
 		return fmt.Errorf("store: relay a message to instance %d: %w", to, err)
 	}
+	if tag.RowsAffected() == 0 {
+		return fmt.Errorf("store: relay a message to instance %d: %w", to, errNoRecipient)
+	}
+	r.pruneSoon()
 	return nil
+}
+
+// mailboxMaxAge bounds how long a message waits for its recipient: a
+// running recipient takes its messages when told, and again whenever its
+// listener reconnects, within seconds; one older than this was for an
+// instance that could not read it, and nobody waits for it any more
+// (every Call that sent one gave up long before).
+const mailboxMaxAge = 10 * time.Minute
+
+// pruneEvery is how often, at most, sending a message also removes what
+// is left in the mailbox for instances that are gone and what waited
+// longer than mailboxMaxAge.
+const pruneEvery = time.Minute
+
+// pruneSoon prunes the mailbox in the background when the last prune was
+// pruneEvery ago or more.
+func (r *Relay) pruneSoon() {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.closed || time.Since(r.pruned) < pruneEvery {
+		return
+	}
+	r.pruned = time.Now()
+	r.wg.Go(func() {
+		if _, err := r.prune(r.ctx); err != nil && r.ctx.Err() == nil {
+			r.logger.Warn("store: prune the relay's mailbox", "err", err)
+		}
+	})
+}
+
+// prune removes the messages of recipients that are not running
+// instances, and those older than mailboxMaxAge, and the holds that
+// expired. It returns how many messages it removed.
+func (r *Relay) prune(ctx context.Context) (int64, error) {
+	tag, err := r.pool.Exec(ctx, `DELETE FROM toolwire.mailbox m WHERE m.sent_at < now() - $1::interval
+	OR NOT EXISTS (SELECT 1 FROM toolwire.instances i WHERE i.id = m.recipient AND i.ended_at IS NULL AND i.recovered_at IS NULL)`, mailboxMaxAge)
+	if err != nil {
+		return 0, err
+	}
+	if _, err := r.pool.Exec(ctx, "DELETE FROM toolwire.held WHERE expires_at < now()"); err != nil {
+		return tag.RowsAffected(), err
+	}
+	return tag.RowsAffected(), nil
 }
 
 // drain takes this instance's messages each time it is told there are
@@ -365,7 +462,7 @@ func (r *Relay) deliver(env envelope) {
 			cancel()
 		}
 	case "req":
-		fn := r.handlers[env.Method]
+		fns := slices.Clone(r.handlers[env.Method])
 		ctx, cancel := context.WithCancel(r.ctx)
 		r.serving[key] = cancel
 		r.wg.Go(func() {
@@ -379,14 +476,18 @@ func (r *Relay) deliver(env envelope) {
 				reply []byte
 				err   error
 			)
-			if fn == nil {
+			emit := func(ev []byte) {
+				if err := r.send(ctx, env.From, envelope{Kind: "evt", ID: env.ID, From: r.me, Body: ev}); err != nil && ctx.Err() == nil {
+					r.logger.Warn("store: relay an event", "err", err)
+				}
+			}
+			if len(fns) == 0 {
 				err = fmt.Errorf("instance %d serves no %q", r.me, env.Method)
-			} else {
-				reply, err = fn(ctx, env.Body, func(ev []byte) {
-					if err := r.send(ctx, env.From, envelope{Kind: "evt", ID: env.ID, From: r.me, Body: ev}); err != nil && ctx.Err() == nil {
-						r.logger.Warn("store: relay an event", "err", err)
-					}
-				})
+			}
+			for _, h := range fns {
+				if reply, err = h.fn(ctx, env.Body, emit); !notHandled(err) {
+					break
+				}
 			}
 			rep := envelope{Kind: "rep", ID: env.ID, From: r.me, Body: reply}
 			if err != nil {

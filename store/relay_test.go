@@ -3,6 +3,7 @@ package store
 import (
 	"context"
 	"errors"
+	neturl "net/url"
 	"strconv"
 	"strings"
 	"testing"
@@ -96,6 +97,8 @@ func TestRelayFindsALostInstanceAndRecoversIt(t *testing.T) {
 	t.Parallel()
 	url := pgtest.DB(t)
 	lost, b := openPG(t, url, nil), openPG(t, url, nil)
+	b.grace = 200 * time.Millisecond // the claims' grace, short for the test
+	b.Replica()
 	ctx, cancel := context.WithTimeout(context.Background(), relayWait)
 	defer cancel()
 
@@ -133,14 +136,10 @@ func TestRelayFindsALostInstanceAndRecoversIt(t *testing.T) {
 		done <- err
 	}()
 	<-entered
-	n := sql(t, url, `SELECT pg_terminate_backend(pid) FROM pg_locks WHERE locktype = 'advisory'
-	AND database = (SELECT oid FROM pg_database WHERE datname = current_database())
-	AND classid::bigint = $1 AND objid::bigint = $2 AND objsubid = 2 AND mode = 'ExclusiveLock' AND granted`,
-		int64(instanceLockClass), int64(lost.instance))
-	if n != 1 {
-		t.Fatalf("terminated %d connections holding the instance's lock, want 1", n)
-	}
-	lost.pool.Reset() // and every other connection of the process
+	// The process's end, as the database sees it: its connection that
+	// holds the lock goes, never to come back, and so do the others.
+	lost.listener.close()
+	lost.pool.Reset()
 	var lerr interface{ ReplicaLost() bool }
 	select {
 	case err := <-done:
@@ -211,4 +210,208 @@ func auditRows(t *testing.T, url string) []audit.Event {
 		}
 	}
 	return out
+}
+
+// Issue 22.1: a message goes only to a running instance. A Call to an
+// instance that never existed, or that ended, fails at once as lost with
+// nothing written to the mailbox and nobody recovered; and what is left
+// in the mailbox for instances that are gone, or waited longer than a
+// message may, is pruned.
+func TestRelaySendsOnlyToRunningInstances(t *testing.T) {
+	t.Parallel()
+	url := pgtest.DB(t)
+	a, gone := openPG(t, url, nil), openPG(t, url, nil)
+	goneID := gone.Relay().Instance()
+	gone.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), relayWait)
+	defer cancel()
+	var lerr interface{ ReplicaLost() bool }
+	for _, to := range []string{"987654", goneID} {
+		for range 20 {
+			_, err := a.Relay().Call(ctx, to, "session.reply", make([]byte, 64<<10), nil)
+			if !errors.As(err, &lerr) || !lerr.ReplicaLost() {
+				t.Fatalf("a call to instance %s, not running: %v; want an error saying it is gone", to, err)
+			}
+		}
+	}
+	if n := sql(t, url, "SELECT 1 FROM toolwire.mailbox"); n != 0 {
+		t.Errorf("%d messages written for instances that are not running, want none", n)
+	}
+	if n := sql(t, url, "SELECT 1 FROM toolwire.instances WHERE recovered_at IS NOT NULL"); n != 0 {
+		t.Errorf("%d instances recovered, want none (one never was, one ended)", n)
+	}
+
+	// What a race could leave: a message for an instance that is gone,
+	// and one for a running instance that waited too long. Pruned; a
+	// fresh one for a running instance is not.
+	b := openPG(t, url, nil)
+	sql(t, url, "INSERT INTO toolwire.mailbox (recipient, body) VALUES (987654, 'x'), ($1, 'y')", goneID)
+	sql(t, url, "INSERT INTO toolwire.mailbox (recipient, body, sent_at) VALUES ($1, 'old', now() - interval '11 minutes')", b.Relay().Instance())
+	b.Relay().close() // b reads no more messages
+	sql(t, url, "INSERT INTO toolwire.mailbox (recipient, body) VALUES ($1, 'fresh')", b.Relay().Instance())
+	if _, err := a.Relay().prune(ctx); err != nil {
+		t.Fatalf("prune: %v", err)
+	}
+	if n := sql(t, url, "SELECT 1 FROM toolwire.mailbox WHERE body <> 'fresh'"); n != 0 {
+		t.Errorf("%d messages of instances that are gone, or too old, left after a prune; want none", n)
+	}
+	if n := sql(t, url, "SELECT 1 FROM toolwire.mailbox WHERE body = 'fresh'"); n != 1 {
+		t.Errorf("the fresh message of a running instance was pruned")
+	}
+}
+
+// Issue 22.23: a command that only changes state (a store opened and
+// never made a replica) recovers nobody, and a replica does not take for
+// lost an instance whose lock is free but which was seen within the
+// claim's grace (by the database's clock): it may be reconnecting. Once
+// the grace has passed, and the replica's own claim is older than it, the
+// instance is recovered.
+func TestOnlyAReplicaRecoversAndNotWithinTheGrace(t *testing.T) {
+	t.Parallel()
+	url := pgtest.DB(t)
+	ctx, cancel := context.WithTimeout(context.Background(), relayWait)
+	defer cancel()
+	a, b := openPG(t, url, nil), openPG(t, url, nil)
+	a.Replica()
+	// b's claim goes (its listening connection, with its lock), as in an
+	// outage of the database, and does not come back in this test.
+	b.listener.close()
+	if err := b.Claim(); err == nil {
+		t.Errorf("b's claim after its listener closed: nil, want an error")
+	}
+	recovered := func() bool {
+		t.Helper()
+		return sql(t, url, "SELECT 1 FROM toolwire.instances WHERE id = $1 AND recovered_at IS NOT NULL", b.instance) == 1
+	}
+	// An operator's command, run now: it opens the store, changes state,
+	// closes (waiting for whatever it started).
+	cmd := openPG(t, url, nil)
+	if ok, err := cmd.recoverInstance(ctx, b.instance); ok || err != nil {
+		t.Errorf("a command's recovery of b: %v, %v; want none", ok, err)
+	}
+	cmd.Close()
+	if recovered() {
+		t.Fatal("b was taken for lost by a command")
+	}
+	// A replica, within the grace.
+	if ok, err := a.recoverInstance(ctx, b.instance); ok || err != nil || recovered() {
+		t.Errorf("a replica's recovery of b seen within the grace: %v, %v; want none", ok, err)
+	}
+	// The grace has passed for b, but not for a's own claim (it came back
+	// a moment ago, as after an outage): still not.
+	sql(t, url, "UPDATE toolwire.instances SET seen_at = now() - interval '11 seconds' WHERE id = $1", b.instance)
+	sql(t, url, "UPDATE toolwire.instances SET claimed_at = now() WHERE id = $1", a.instance)
+	if ok, err := a.recoverInstance(ctx, b.instance); ok || err != nil || recovered() {
+		t.Errorf("the recovery of b by a replica whose own claim is new: %v, %v; want none", ok, err)
+	}
+	sql(t, url, "UPDATE toolwire.instances SET claimed_at = now() - interval '11 seconds' WHERE id = $1", a.instance)
+	if ok, err := a.recoverInstance(ctx, b.instance); !ok || err != nil || !recovered() {
+		t.Errorf("the recovery of b unseen for longer than the grace: %v, %v; want it recovered", ok, err)
+	}
+}
+
+// Issue 22.11: a store's claim goes with its listening connection and
+// comes back with it: the heartbeat keeps seen_at fresh meanwhile, and a
+// reconnection restarts claimed_at.
+func TestTheClaimFollowsTheListeningConnection(t *testing.T) {
+	t.Parallel()
+	url := pgtest.DB(t)
+	a := openPG(t, url, nil)
+	if err := a.Claim(); err != nil {
+		t.Fatalf("a fresh store's claim: %v", err)
+	}
+	sql(t, url, "UPDATE toolwire.instances SET seen_at = now() - interval '1 hour', claimed_at = now() - interval '1 hour' WHERE id = $1", a.instance)
+	// The heartbeat confirms the claim within a few seconds.
+	deadline := time.Now().Add(relayWait)
+	for sql(t, url, "SELECT 1 FROM toolwire.instances WHERE id = $1 AND seen_at > now() - interval '1 minute'", a.instance) != 1 {
+		if time.Now().After(deadline) {
+			t.Fatal("the heartbeat did not confirm the claim")
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	if n := sql(t, url, `SELECT pg_terminate_backend(pid) FROM pg_locks WHERE locktype = 'advisory'
+	AND database = (SELECT oid FROM pg_database WHERE datname = current_database())
+	AND classid::bigint = $1 AND objid::bigint = $2 AND objsubid = 2 AND mode = 'ExclusiveLock' AND granted`,
+		int64(instanceLockClass), int64(a.instance)); n != 1 {
+		t.Fatalf("terminated %d connections holding the lock, want 1", n)
+	}
+	for sql(t, url, "SELECT 1 FROM toolwire.instances WHERE id = $1 AND claimed_at > now() - interval '1 minute'", a.instance) != 1 || a.Claim() != nil {
+		if time.Now().After(deadline) {
+			t.Fatalf("the claim did not come back after a reconnection: %v", a.Claim())
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// Issue 22.10: after an outage of the database, the store says it can be
+// used (Ping, which readiness asks) only once its listener is back: a
+// change announced the moment Ping succeeds reaches its watchers as
+// itself, not only as the "check everything" of a reconnection.
+func TestReadyOnlyOnceTheListenerIsBack(t *testing.T) {
+	t.Parallel()
+	url := pgtest.DB(t)
+	a := openPG(t, url, nil)
+	heard := make(chan string, 64)
+	defer a.listener.watch(pinsChannel, func(p string) {
+		select {
+		case heard <- p:
+		default:
+		}
+	})()
+	ctx, cancel := context.WithTimeout(context.Background(), relayWait)
+	defer cancel()
+	admin, name := adminConn(t, url)
+	exec := func(stmt string) {
+		t.Helper()
+		if _, err := admin.Exec(ctx, stmt); err != nil {
+			t.Fatalf("%s: %v", stmt, err)
+		}
+	}
+	ident := pgx.Identifier{name}.Sanitize()
+	exec("ALTER DATABASE " + ident + " ALLOW_CONNECTIONS false")
+	exec("SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = '" + name + "'")
+	for a.Ping(ctx) == nil {
+		if ctx.Err() != nil {
+			t.Fatal("the store still says it can be used with the database refusing connections")
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	// Long enough for the listener's backoff to grow past a second.
+	time.Sleep(2 * time.Second)
+	exec("ALTER DATABASE " + ident + " ALLOW_CONNECTIONS true")
+	for a.Ping(ctx) != nil {
+		if ctx.Err() != nil {
+			t.Fatal("the store did not come back")
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	sql(t, url, "SELECT pg_notify($1, 'changed-at-ready')", pinsChannel)
+	for {
+		select {
+		case p := <-heard:
+			if p == "changed-at-ready" {
+				return
+			}
+		case <-ctx.Done():
+			t.Fatal("a change announced when the store said it was ready again never reached its watchers")
+		}
+	}
+}
+
+// adminConn connects to the cluster of url's database (its postgres
+// database) and returns the connection and the database's name.
+func adminConn(t *testing.T, dbURL string) (*pgx.Conn, string) {
+	t.Helper()
+	u, err := neturl.Parse(dbURL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	name := strings.TrimPrefix(u.Path, "/")
+	u.Path = "/postgres"
+	c, err := pgx.Connect(context.Background(), u.String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Close(context.Background()) })
+	return c, name
 }

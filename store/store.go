@@ -10,6 +10,7 @@ import (
 	"os"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
@@ -74,6 +75,9 @@ type Store struct {
 	instance  int32 // this process in toolwire.instances
 	logger    *slog.Logger
 	relay     *Relay
+	recovers  atomic.Bool   // a replica: recovers the instances that are lost (Replica)
+	grace     time.Duration // claimGrace; shorter in tests
+	sweepCtx  context.Context
 	stopSweep context.CancelFunc
 	sweeping  sync.WaitGroup
 }
@@ -207,15 +211,19 @@ func (s *Store) VerifyAudit(ctx context.Context, opts *audit.VerifyOptions) (aud
 func (s *Store) Relay() *Relay { return s.relay }
 
 // FleetKey returns the key of name that every instance of the fleet
-// shares, made by the first that asks (32 random bytes, kept in
-// toolwire.fleet_keys), or nil for files. "request_state" seals the
-// gateway's requestState, so that a retry answering a parked call is
-// accepted by every replica.
-func (s *Store) FleetKey(ctx context.Context, name string) ([]byte, error) {
+// shares, made by the first that asks (32 random bytes), or nil for
+// files. toolwire.fleet_keys keeps it sealed under a key derived from
+// passphrase (Argon2id, as the OAuth tokens' passphrase; deriving takes a
+// moment and 64 MiB): without the passphrase the table gives nothing
+// away. An empty passphrase is an error wrapping [ErrNoFleetPassphrase],
+// one that does not open the key an error wrapping [ErrFleetKeySealed].
+// "request_state" seals the gateway's requestState, so that a retry
+// answering a parked call is accepted by every replica.
+func (s *Store) FleetKey(ctx context.Context, name, passphrase string) ([]byte, error) {
 	if s.kind != Postgres {
 		return nil, nil
 	}
-	return fleetKey(ctx, s.pool, name)
+	return fleetKey(ctx, s.pool, name, passphrase)
 }
 
 // Ping reports whether the store can be used now: for PostgreSQL, that
@@ -225,13 +233,26 @@ func (s *Store) Ping(ctx context.Context) error {
 	if s.kind != Postgres {
 		return nil
 	}
-	if err := s.listener.lost(); err != nil {
+	if err := s.listener.claim(); err != nil {
 		return fmt.Errorf("store: %s: %w", s.where, err)
 	}
 	if _, err := s.pool.Exec(ctx, "SELECT 1"); err != nil {
 		return fmt.Errorf("store: %s: %w", s.where, err)
 	}
 	return nil
+}
+
+// Claim returns nil while this process holds its claim in the fleet: its
+// listening connection is up and holds its instance's lock, and no other
+// instance took it for lost; else an error saying why. A replica without
+// its claim takes no calls (another may take it for lost once the grace
+// has passed, and give its open calls their outcome). Files always hold
+// it.
+func (s *Store) Claim() error {
+	if s.kind != Postgres {
+		return nil
+	}
+	return s.listener.claim()
 }
 
 // Close stops the listener and closes the audit sink and the connections.

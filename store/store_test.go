@@ -1,6 +1,7 @@
 package store
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -241,5 +242,50 @@ func TestMigrationFilesAreNumbered(t *testing.T) {
 	}
 	if len(ms) == 0 || ms[0].version != 1 || ms[0].name != "init" {
 		t.Errorf("migrations = %+v, want 0001_init.sql first", ms)
+	}
+}
+
+// Issue 22.13: the fleet's keys are sealed in the table under the
+// passphrase: two instances with the same passphrase share the key, the
+// table's row does not hold it, another passphrase opens nothing, and
+// none at all is refused.
+func TestFleetKeyIsSealedUnderThePassphrase(t *testing.T) {
+	t.Parallel()
+	url := pgtest.DB(t)
+	a, b := openPG(t, url, nil), openPG(t, url, nil)
+	ctx := context.Background()
+	const pass = "the fleet's passphrase"
+	ka, err := a.FleetKey(ctx, "request_state", pass)
+	if err != nil || len(ka) != 32 {
+		t.Fatalf("the key made: %d bytes, %v", len(ka), err)
+	}
+	kb, err := b.FleetKey(ctx, "request_state", pass)
+	if err != nil || !bytes.Equal(ka, kb) {
+		t.Fatalf("the key read by another instance: %v; the same as the one made: %v", err, bytes.Equal(ka, kb))
+	}
+	conn, err := pgx.Connect(ctx, url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close(ctx)
+	var row []byte
+	if err := conn.QueryRow(ctx, "SELECT key FROM toolwire.fleet_keys WHERE name = 'request_state'").Scan(&row); err != nil {
+		t.Fatal(err)
+	}
+	if bytes.Contains(row, ka) || bytes.Contains(row, ka[:16]) || bytes.Contains(row, ka[16:]) {
+		t.Errorf("the table's row holds the key in clear")
+	}
+	if _, err := b.FleetKey(ctx, "request_state", "another passphrase"); !errors.Is(err, ErrFleetKeySealed) {
+		t.Errorf("the key with another passphrase: %v, want ErrFleetKeySealed", err)
+	}
+	if _, err := b.FleetKey(ctx, "request_state", ""); !errors.Is(err, ErrNoFleetPassphrase) {
+		t.Errorf("the key without a passphrase: %v, want ErrNoFleetPassphrase", err)
+	}
+	// A row moved to another name does not open there.
+	if _, err := conn.Exec(ctx, "INSERT INTO toolwire.fleet_keys (name, key) SELECT 'other', key FROM toolwire.fleet_keys WHERE name = 'request_state'"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := b.FleetKey(ctx, "other", pass); !errors.Is(err, ErrFleetKeySealed) {
+		t.Errorf("a sealed key moved to another name: %v, want ErrFleetKeySealed", err)
 	}
 }

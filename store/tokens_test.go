@@ -15,6 +15,7 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -350,5 +351,75 @@ func TestTokenKeyFileIsNeverCreated(t *testing.T) {
 	}
 	if e, err := st.Get("demo"); e != nil || err != nil {
 		t.Errorf("after delete: %v, %v; want nothing", e, err)
+	}
+}
+
+// Issue 22.12: a change of a server's OAuth record (a token refresh, with
+// its request to the authorization server) holds the server's lease, not
+// a connection: with a pool of one connection, other queries are served
+// while it runs; a second change of the same server waits for it and sees
+// what it stored; an expired lease is taken over; and a change that
+// outlived its lease stores nothing.
+func TestTokenChangeHoldsALeaseNotAConnection(t *testing.T) {
+	t.Parallel()
+	url := pgtest.DB(t)
+	sep := "?"
+	if strings.Contains(url, "?") {
+		sep = "&"
+	}
+	st := openPG(t, url+sep+"pool_max_conns=1", nil)
+	tt := &tokenTable{pool: st.pool, where: "test"}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+
+	entered, release := make(chan struct{}), make(chan struct{})
+	var firstDone atomic.Bool
+	first := make(chan error, 1)
+	go func() {
+		first <- tt.Update(ctx, "srv", func(old []byte) ([]byte, error) {
+			close(entered)
+			<-release
+			firstDone.Store(true)
+			return []byte("rec-first"), nil
+		})
+	}()
+	<-entered
+	qctx, qcancel := context.WithTimeout(ctx, 5*time.Second)
+	if _, err := st.pool.Exec(qctx, "SELECT 1"); err != nil {
+		t.Errorf("a query while a change of a record runs, on a pool of one connection: %v", err)
+	}
+	qcancel()
+	second := make(chan error, 1)
+	var seen []byte
+	var afterFirst bool
+	go func() {
+		second <- tt.Update(ctx, "srv", func(old []byte) ([]byte, error) {
+			seen, afterFirst = old, firstDone.Load()
+			return old, nil
+		})
+	}()
+	close(release)
+	if err := <-first; err != nil {
+		t.Fatalf("the first change: %v", err)
+	}
+	if err := <-second; err != nil || !afterFirst || string(seen) != "rec-first" {
+		t.Errorf("the second change: %v; it ran after the first: %v, saw %q; want after, and the first's record", err, afterFirst, seen)
+	}
+
+	// A lease whose holder is gone (it expired) is taken over.
+	sql(t, url, "INSERT INTO toolwire.token_leases (server, holder, expires_at) VALUES ('srv2', 'gone', now() - interval '1 second')")
+	if err := tt.Update(ctx, "srv2", func([]byte) ([]byte, error) { return []byte("rec-2"), nil }); err != nil {
+		t.Errorf("a change of a record whose lease expired: %v", err)
+	}
+	// A change that outlives its lease stores nothing.
+	err := tt.Update(ctx, "srv2", func([]byte) ([]byte, error) {
+		sql(t, url, "UPDATE toolwire.token_leases SET expires_at = now() - interval '1 second' WHERE server = 'srv2'")
+		return []byte("rec-late"), nil
+	})
+	if !errors.Is(err, errLeaseLost) {
+		t.Errorf("a change that outlived its lease: %v, want errLeaseLost", err)
+	}
+	if rec, err := tt.Get(ctx, "srv2"); err != nil || string(rec) != "rec-2" {
+		t.Errorf("the record after a late change: %q, %v; want the one before", rec, err)
 	}
 }

@@ -4,8 +4,12 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"sync"
 	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
+	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/toolwire/toolwire/gateway"
 	"github.com/toolwire/toolwire/store"
@@ -21,17 +25,29 @@ import (
 // stateKeyName names the fleet's requestState key in the store.
 const stateKeyName = "request_state"
 
-// fleetStateKey reads (or makes) the fleet's requestState key, for a
-// PostgreSQL store; nil for files.
-func fleetStateKey(ctx context.Context, st *store.Store) ([]byte, error) {
+// fleetStateKeyWait bounds reading (or making) the fleet's requestState
+// key.
+const fleetStateKeyWait = 30 * time.Second
+
+// fleetStateKey reads (or makes) the fleet's requestState key, sealed in
+// the store under passphrase, for a PostgreSQL store; nil for files. When
+// it cannot (no passphrase, another one than the fleet's, the database
+// unreachable) it says why in the log and returns nil: the gateway then
+// seals its requestStates with a key of its own process, and a retry that
+// reaches another replica is refused there (it cannot open the state)
+// rather than accepted on a key anyone could read.
+func fleetStateKey(st *store.Store, passphrase string, logger *slog.Logger) []byte {
 	if st.Kind() != store.Postgres {
-		return nil, nil
+		return nil
 	}
-	key, err := st.FleetKey(ctx, stateKeyName)
+	ctx, cancel := context.WithTimeout(context.Background(), fleetStateKeyWait)
+	defer cancel()
+	key, err := st.FleetKey(ctx, stateKeyName, passphrase)
 	if err != nil {
-		return nil, fmt.Errorf("the gateway's requestState key: %w", err)
+		logger.Error("the fleet's requestState key: this replica seals the requestState of its parked calls with a key of its own, and a client's retry that reaches another replica is refused", "err", err)
+		return nil
 	}
-	return key, nil
+	return key
 }
 
 // GatewaySessions returns st's session records as a gateway's
@@ -43,9 +59,12 @@ func GatewaySessions(st *store.Store) gateway.SessionStore {
 }
 
 // GatewayLimiter returns st's per-caller rate buckets as a gateway's
-// [gateway.CallLimiter] ([gateway.HTTPOptions].CallLimiter).
+// [gateway.CallLimiter] ([gateway.HTTPOptions].CallLimiter). Once a
+// minute at most, a check also forgets the buckets that have refilled
+// (a caller without one gets a full bucket): the table holds the callers
+// who spent something lately, not every caller ever seen.
 func GatewayLimiter(st *store.Store) gateway.CallLimiter {
-	return gatewayLimiter{st.Limits()}
+	return &gatewayLimiter{l: st.Limits(), every: pruneEvery}
 }
 
 // gatewaySessions is the store's session records as the gateway's
@@ -129,11 +148,52 @@ func (g *gatewaySessions) WatchDeleted(fn func(id string)) (stop func()) { retur
 
 // gatewayLimiter is the store's rate buckets as the gateway's
 // [gateway.CallLimiter].
-type gatewayLimiter struct{ l store.Limiter }
+type gatewayLimiter struct {
+	l     store.Limiter
+	every time.Duration // between prunes
 
-func (g gatewayLimiter) Allow(ctx context.Context, caller string, perSecond float64, burst int) (bool, error) {
-	return g.l.Allow(ctx, caller, store.Rate{PerSecond: perSecond, Burst: burst})
+	mu     sync.Mutex
+	pruned time.Time
+}
+
+func (g *gatewayLimiter) Allow(ctx context.Context, caller string, perSecond float64, burst int) (bool, error) {
+	r := store.Rate{PerSecond: perSecond, Burst: burst}
+	ok, err := g.l.Allow(ctx, caller, r)
+	if err != nil {
+		return ok, err
+	}
+	g.mu.Lock()
+	prune := time.Since(g.pruned) >= g.every
+	if prune {
+		g.pruned = time.Now()
+	}
+	g.mu.Unlock()
+	if prune {
+		// With the rate of this check: the configuration's, the same for
+		// every caller. What fails now is pruned by a later check.
+		_, _ = g.l.Prune(ctx, r)
+	}
+	return ok, nil
 }
 
 // storeReady bounds the readiness check's query to the store.
 const storeReady = 2 * time.Second
+
+// claimed refuses every tools/call while st holds no claim in the fleet
+// ([store.Store.Claim]): its connection that holds the instance's lock is
+// down (another replica may take it for lost once the claim's grace has
+// passed, and give its open calls their outcome), or it was taken for
+// lost. A call it ran then could get two outcomes; refused, the client
+// calls again, on another replica. Everything else is served as before.
+func claimed(st *store.Store) mcp.Middleware {
+	return func(next mcp.MethodHandler) mcp.MethodHandler {
+		return func(ctx context.Context, method string, req mcp.Request) (mcp.Result, error) {
+			if method == "tools/call" {
+				if err := st.Claim(); err != nil {
+					return nil, &jsonrpc.Error{Code: jsonrpc.CodeInternalError, Message: "this gateway replica cannot take calls now: " + err.Error() + "; call again (another replica may take it)"}
+				}
+			}
+			return next(ctx, method, req)
+		}
+	}
+}

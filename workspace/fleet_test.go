@@ -14,6 +14,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"net/url"
+	"os"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -24,6 +25,7 @@ import (
 
 	"github.com/toolwire/toolwire/gateway"
 	"github.com/toolwire/toolwire/internal/pgtest"
+	"github.com/toolwire/toolwire/oauth"
 	"github.com/toolwire/toolwire/workspace"
 )
 
@@ -54,7 +56,7 @@ func openFleet(t *testing.T, dbURL string, n int, limits gateway.Limits) []*flee
 	for range n {
 		ctx, cancel := context.WithTimeout(context.Background(), fleetWait)
 		w, err := workspace.Open(ctx, file, &workspace.Options{
-			Confirmer: gateway.NewApprover(gateway.ApprovalPolicy{}), StoreURL: dbURL,
+			Confirmer: gateway.NewApprover(gateway.ApprovalPolicy{}), StoreURL: dbURL, LookupEnv: fleetEnv,
 		})
 		cancel()
 		if err != nil {
@@ -69,6 +71,15 @@ func openFleet(t *testing.T, dbURL string, n int, limits gateway.Limits) []*flee
 		out = append(out, &fleetReplica{w: w, url: ts.URL})
 	}
 	return out
+}
+
+// fleetEnv is the replicas' environment: the passphrase the fleet's keys
+// are sealed under, the same on every replica.
+func fleetEnv(name string) (string, bool) {
+	if name == oauth.PassphraseEnv {
+		return "the fleet's passphrase in the tests", true
+	}
+	return os.LookupEnv(name)
 }
 
 // steer sends each request to the replica pick names, with the bearer

@@ -13,6 +13,12 @@ import (
 // SIGTERM and SIGKILL.
 const DefaultDrainGrace = 5 * time.Second
 
+// DefaultDrainDelay is how long readiness answers 503, after the signal
+// to stop, while the gateway still serves everything, before the drain:
+// a load balancer polling every second or two sees it and stops sending
+// new requests first (a Kubernetes preStop pause does the same).
+const DefaultDrainDelay = 2 * time.Second
+
 // Serving is what a gateway section says of serving over HTTP, each value
 // the section's or else the default: the limits of sessions and calls, the
 // listener's, the drain's grace, the browser origins allowed, the body
@@ -21,6 +27,7 @@ type Serving struct {
 	Limits         gateway.Limits
 	Server         gateway.ServerOptions
 	DrainGrace     time.Duration
+	DrainDelay     time.Duration
 	AllowedOrigins []string
 	// MaxBodyBytes is gateway.limits.maxBodyBytes: 0 when not set (the
 	// handler's default), -1 for no limit (0 in the file).
@@ -30,7 +37,7 @@ type Serving struct {
 
 // ServingOf returns what gwc (nil for none) says of serving over HTTP.
 func ServingOf(gwc *config.Gateway) Serving {
-	s := Serving{Limits: gateway.DefaultLimits, Server: gateway.DefaultServerOptions, DrainGrace: DefaultDrainGrace}
+	s := Serving{Limits: gateway.DefaultLimits, Server: gateway.DefaultServerOptions, DrainGrace: DefaultDrainGrace, DrainDelay: DefaultDrainDelay}
 	if gwc == nil {
 		return s
 	}
@@ -51,6 +58,7 @@ func ServingOf(gwc *config.Gateway) Serving {
 		setD(&s.Server.IdleTimeout, l.IdleTimeout)
 		setI(&s.Server.MaxHeaderBytes, l.MaxHeaderBytes)
 		setD(&s.DrainGrace, l.DrainGrace)
+		setD(&s.DrainDelay, l.DrainDelay)
 		if l.MaxBodyBytes != nil {
 			s.MaxBodyBytes = int64(*l.MaxBodyBytes)
 			if s.MaxBodyBytes == 0 {

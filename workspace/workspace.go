@@ -147,9 +147,9 @@ type Workspace struct {
 	registry *tool.Registry
 	executor *tool.Executor
 	manager  *mcpclient.Manager
-	store    *store.Store // closed last
-	stateKey []byte       // the fleet's requestState key; nil on files
-	audit    *audit.Log   // nil without an audit sink (files without an audit file)
+	store    *store.Store  // closed last
+	stateKey func() []byte // the fleet's requestState key, made once when a gateway needs it; nil on files
+	audit    *audit.Log    // nil without an audit sink (files without an audit file)
 	secrets  *audit.Secrets
 	logger   *slog.Logger      // masks the secrets
 	approver *gateway.Approver // Options.Confirmer when it is one, for a reload's approvals
@@ -233,10 +233,8 @@ func Open(ctx context.Context, file *config.File, opts *Options) (*Workspace, er
 		return nil, err
 	}
 	logStore(logger, w.store)
-	if w.stateKey, err = fleetStateKey(ctx, w.store); err != nil {
-		w.store.Close()
-		return nil, err
-	}
+	pass, _ := lookupEnv(oauth.PassphraseEnv)
+	w.stateKey = sync.OnceValue(func() []byte { return fleetStateKey(w.store, pass, w.logger) })
 	if w.store.Audit() == nil && file.Audit.Required {
 		w.store.Close()
 		return nil, fmt.Errorf("%w (set audit.file or Options.AuditFile)", ErrNoAuditFile)
@@ -475,8 +473,14 @@ func (w *Workspace) Gateway(opts *gateway.Options) *gateway.Gateway {
 	if r := w.store.Relay(); r != nil && o.Relay == nil {
 		o.Relay = r
 	}
+	if w.store.Kind() == store.Postgres {
+		// A replica: it recovers the instances that are lost, and takes no
+		// calls while it holds no claim in the fleet.
+		w.store.Replica()
+		o.Middleware = append([]mcp.Middleware{claimed(w.store)}, o.Middleware...)
+	}
 	if o.StateKey == nil {
-		o.StateKey = w.stateKey
+		o.StateKey = w.stateKey()
 	}
 	extra := o.Upstreams[:len(o.Upstreams):len(o.Upstreams)]
 	o.Upstreams = upstreams(extra, w.manager)
@@ -565,11 +569,14 @@ func (w *Workspace) Handler(gw *gateway.Gateway, options *gateway.HTTPOptions) *
 func (w *Workspace) Close() error {
 	w.closeOnce.Do(func() {
 		w.mu.Lock()
-		handlers := w.handlers
-		w.handlers = nil
+		handlers, gateways := w.handlers, w.gateways
+		w.handlers, w.gateways = nil, nil
 		w.mu.Unlock()
 		for _, h := range handlers {
 			h.Close()
+		}
+		for _, g := range gateways {
+			g.gw.Close()
 		}
 		close(w.closing)
 		err := w.manager.Close()

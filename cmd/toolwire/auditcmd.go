@@ -1,12 +1,18 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"crypto/ed25519"
 	"crypto/rand"
+	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
+	"maps"
 	"os"
+	"slices"
+	"strings"
 
 	"github.com/spf13/cobra"
 	"github.com/toolwire/toolwire/audit"
@@ -29,6 +35,7 @@ both; "audit keygen" makes a key pair to sign with.`,
 
 func newAuditVerifyCommand(e *env, g *globalFlags) *cobra.Command {
 	var publicKey string
+	var asJSON bool
 	cmd := &cobra.Command{
 		Use:   "verify [FILE]",
 		Short: "Check an audit log's hash chain (and signatures) and name the first bad line or row",
@@ -48,7 +55,14 @@ Without FILE, the store's audit log is verified: with a PostgreSQL store
 every replica appends to, in the order of its rows, naming the first bad
 one as "row N"; its last row is then compared with the head row the
 replicas keep, so rows cut from the end are found too. With the files of
-one machine, the audit file (--audit, or audit.file).`,
+one machine, the audit file (--audit, or audit.file).
+
+Beside the chain's state it counts the calls: how many were requested
+(call.requested), their outcomes by kind (call.executed, call.errored,
+call.refused, validation.failed, confirmation.rejected), and how many
+requested calls have no outcome, or more than one. --json prints all of
+it as one JSON object (with "intact": false and the error when the chain
+is broken).`,
 		Args: cobra.MaximumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			var opts audit.VerifyOptions
@@ -73,7 +87,7 @@ one machine, the audit file (--audit, or audit.file).`,
 				}
 				defer st.Close()
 				if st.Kind() == store.Postgres {
-					return verifyTable(cmd.Context(), e, st, &opts)
+					return verifyTable(cmd.Context(), e, st, &opts, asJSON)
 				}
 				if path = firstNonEmpty(g.audit, file.Audit.File); path == "" {
 					return &exitError{exitUsage, errors.New("audit verify: give FILE: the store is the files of one machine and neither --audit nor audit.file names an audit file")}
@@ -84,14 +98,24 @@ one machine, the audit file (--audit, or audit.file).`,
 				return &exitError{exitUsage, err}
 			}
 			defer f.Close()
-			rep, err := audit.Verify(f, &opts)
+			calls := newCallCount()
+			rep, err := audit.Verify(io.TeeReader(f, calls), &opts)
 			switch {
 			case errors.Is(err, audit.ErrUnchained):
-				return &exitError{exitToolErr, fmt.Errorf("%s: %d events, none hash-chained: the file was written before toolwire hash-chained its audit log, so nothing in it can be verified", path, rep.Lines)}
+				err = fmt.Errorf("%s: %d events, none hash-chained: the file was written before toolwire hash-chained its audit log, so nothing in it can be verified", path, rep.Lines)
 			case err != nil && rep.Lines == 0:
-				return &exitError{exitToolErr, fmt.Errorf("%s: %w", path, err)}
+				err = fmt.Errorf("%s: %w", path, err)
 			case err != nil:
-				return &exitError{exitToolErr, fmt.Errorf("%s: %w; %s", path, err, intactBefore(rep.Intact))}
+				err = fmt.Errorf("%s: %w; %s", path, err, intactBefore(rep.Intact))
+			}
+			if err != nil {
+				if asJSON {
+					writeVerifyJSON(e, path, rep, opts.PublicKey != nil, nil, err)
+				}
+				return &exitError{exitToolErr, err}
+			}
+			if asJSON {
+				return writeVerifyJSON(e, path, rep, opts.PublicKey != nil, calls, nil)
 			}
 			msg := fmt.Sprintf("%s: %d events, chain intact", path, rep.Lines)
 			if rep.Unchained > 0 {
@@ -104,10 +128,12 @@ one machine, the audit file (--audit, or audit.file).`,
 			if rep.Head != "" {
 				fmt.Fprintf(e.stdout, "last line sha256: %s\n", rep.Head)
 			}
+			fmt.Fprintln(e.stdout, calls.String())
 			return nil
 		},
 	}
 	cmd.Flags().StringVar(&publicKey, "public-key", "", "PEM file with the Ed25519 public key (PKIX) that must have signed every line")
+	cmd.Flags().BoolVar(&asJSON, "json", false, "print the report as one JSON object")
 	return cmd
 }
 
@@ -160,9 +186,40 @@ Keep the private key where the agents whose calls are audited cannot read it.`,
 
 // verifyTable verifies a PostgreSQL store's audit table and says so as
 // verify does for a file, in rows.
-func verifyTable(ctx context.Context, e *env, st *store.Store, opts *audit.VerifyOptions) error {
+func verifyTable(ctx context.Context, e *env, st *store.Store, opts *audit.VerifyOptions, asJSON bool) error {
 	where := "PostgreSQL " + st.String()
 	rep, err := st.VerifyAudit(ctx, opts)
+	if err := tableError(where, rep, err); err != nil {
+		if asJSON {
+			writeVerifyJSON(e, where, rep, opts.PublicKey != nil, nil, err.err)
+		}
+		return err
+	}
+	calls := newCallCount()
+	if err := st.AuditLines(ctx, func(line []byte) error { calls.add(line); return nil }); err != nil {
+		return &exitError{exitToolErr, fmt.Errorf("%s: count the calls: %w", where, err)}
+	}
+	if asJSON {
+		return writeVerifyJSON(e, where, rep, opts.PublicKey != nil, calls, nil)
+	}
+	msg := fmt.Sprintf("%s: %d events, chain intact to the head row", where, rep.Lines)
+	if rep.Unchained > 0 {
+		msg += fmt.Sprintf(" from row %d (%d older, unprotected)", rep.Unchained+1, rep.Unchained)
+	}
+	if opts.PublicKey != nil {
+		msg += ", every chained row signed by the key"
+	}
+	fmt.Fprintln(e.stdout, msg)
+	if rep.Head != "" {
+		fmt.Fprintf(e.stdout, "last row sha256: %s\n", rep.Head)
+	}
+	fmt.Fprintln(e.stdout, calls.String())
+	return nil
+}
+
+// tableError says what VerifyAudit's err means for the audit table, as
+// verify does for a file, in rows; nil when the chain is intact.
+func tableError(where string, rep audit.Report, err error) *exitError {
 	var re *store.RowError
 	switch {
 	case errors.Is(err, audit.ErrUnchained):
@@ -181,17 +238,130 @@ func verifyTable(ctx context.Context, e *env, st *store.Store, opts *audit.Verif
 	case err != nil:
 		return &exitError{exitToolErr, fmt.Errorf("%s: %w", where, err)}
 	}
-	msg := fmt.Sprintf("%s: %d events, chain intact to the head row", where, rep.Lines)
-	if rep.Unchained > 0 {
-		msg += fmt.Sprintf(" from row %d (%d older, unprotected)", rep.Unchained+1, rep.Unchained)
+	return nil
+}
+
+// callCount counts the calls of an audit log, line by line: it is an
+// io.Writer of the log's bytes (a line may come in pieces), or is given
+// whole lines (add).
+type callCount struct {
+	partial   []byte
+	requested map[callKey]bool
+	outcomes  map[callKey]int
+	byKind    map[audit.Kind]int
+	events    int
+}
+
+// callKey names one call of a batch.
+type callKey struct {
+	batch string
+	index int
+}
+
+func newCallCount() *callCount {
+	return &callCount{requested: map[callKey]bool{}, outcomes: map[callKey]int{}, byKind: map[audit.Kind]int{}}
+}
+
+func (c *callCount) Write(p []byte) (int, error) {
+	c.partial = append(c.partial, p...)
+	for {
+		i := bytes.IndexByte(c.partial, '\n')
+		if i < 0 {
+			return len(p), nil
+		}
+		c.add(c.partial[:i])
+		c.partial = c.partial[i+1:]
 	}
-	if opts.PublicKey != nil {
-		msg += ", every chained row signed by the key"
+}
+
+// add counts one line; a line that is not an event is left out (the
+// chain's verification says what is wrong with it).
+func (c *callCount) add(line []byte) {
+	var ev audit.Event
+	if len(bytes.TrimSpace(line)) == 0 || json.Unmarshal(line, &ev) != nil {
+		return
 	}
-	fmt.Fprintln(e.stdout, msg)
-	if rep.Head != "" {
-		fmt.Fprintf(e.stdout, "last row sha256: %s\n", rep.Head)
+	c.events++
+	k := callKey{ev.Batch, ev.Index}
+	switch {
+	case ev.Kind == audit.CallRequested:
+		c.requested[k] = true
+	case ev.Kind.Ends():
+		c.outcomes[k]++
+		c.byKind[ev.Kind]++
 	}
+}
+
+// without and several count the requested calls with no outcome and
+// with more than one.
+func (c *callCount) without() (none, several int) {
+	for k := range c.requested {
+		switch n := c.outcomes[k]; {
+		case n == 0:
+			none++
+		case n > 1:
+			several++
+		}
+	}
+	return none, several
+}
+
+// String says it for a person, on one line.
+func (c *callCount) String() string {
+	var parts []string
+	for _, k := range slices.Sorted(maps.Keys(c.byKind)) {
+		parts = append(parts, fmt.Sprintf("%s %d", k, c.byKind[k]))
+	}
+	outcomes := "none"
+	if len(parts) > 0 {
+		outcomes = strings.Join(parts, ", ")
+	}
+	none, several := c.without()
+	return fmt.Sprintf("calls: %d requested; outcomes: %s; requested without an outcome: %d, with more than one: %d", len(c.requested), outcomes, none, several)
+}
+
+// verifyJSON is what verify --json prints.
+type verifyJSON struct {
+	Source    string     `json:"source"`
+	Intact    bool       `json:"intact"`
+	Error     string     `json:"error,omitempty"`
+	Events    int        `json:"events"`
+	Unchained int        `json:"unchained"`
+	Signed    *int       `json:"signed,omitempty"`
+	Head      string     `json:"head,omitempty"`
+	Calls     *callsJSON `json:"calls,omitempty"`
+}
+
+type callsJSON struct {
+	Requested      int            `json:"requested"`
+	Outcomes       map[string]int `json:"outcomes"`
+	WithoutOutcome int            `json:"withoutOutcome"`
+	SeveralOutcome int            `json:"severalOutcomes"`
+}
+
+// writeVerifyJSON prints the report of source as one JSON object: calls
+// nil and err set when the chain is broken.
+func writeVerifyJSON(e *env, source string, rep audit.Report, signed bool, calls *callCount, err error) error {
+	out := verifyJSON{Source: source, Intact: err == nil, Events: rep.Lines, Unchained: rep.Unchained, Head: rep.Head}
+	if err != nil {
+		out.Error = err.Error()
+	}
+	if signed {
+		out.Signed = &rep.Signed
+	}
+	if calls != nil {
+		none, several := calls.without()
+		cj := &callsJSON{Requested: len(calls.requested), Outcomes: map[string]int{}, WithoutOutcome: none, SeveralOutcome: several}
+		for k, n := range calls.byKind {
+			cj.Outcomes[string(k)] = n
+		}
+		out.Calls = cj
+	}
+	b, merr := json.MarshalIndent(out, "", "  ")
+	if merr != nil {
+		return &exitError{exitToolErr, merr}
+	}
+	fmt.Fprintln(e.stdout, string(b))
 	return nil
 }
 

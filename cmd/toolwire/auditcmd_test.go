@@ -43,7 +43,8 @@ func TestAuditVerifyReportsAnIntactChain(t *testing.T) {
 
 	o := f.run(t, "", false, "audit", "verify", path)
 	o.expect(t, exitOK)
-	want := path + ": 4 events, chain intact\nlast line sha256: " + hex.EncodeToString(sum[:]) + "\n"
+	want := path + ": 4 events, chain intact\nlast line sha256: " + hex.EncodeToString(sum[:]) + "\n" +
+		"calls: 0 requested; outcomes: call.executed 4; requested without an outcome: 0, with more than one: 0\n"
 	if o.stdout != want {
 		t.Errorf("stdout = %q, want %q", o.stdout, want)
 	}
@@ -158,5 +159,75 @@ func TestAuditLogOfRealCallsVerifies(t *testing.T) {
 	o.expect(t, exitOK)
 	if !strings.HasPrefix(o.stdout, f.audit+": 10 events, chain intact\n") {
 		t.Errorf("stdout = %q, want 10 events (two runs of five steps)", o.stdout)
+	}
+}
+
+// Issue 22.17: verify counts the calls beside the chain's state: how many
+// were requested, their outcomes by kind, and the requested calls with no
+// outcome or more than one; --json says the same as one object, and
+// says a broken chain as intact false with the error.
+func TestAuditVerifyCountsCalls(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t, "")
+	path := filepath.Join(f.dir, "log.jsonl")
+	s, err := audit.OpenFileWith(path, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, ev := range []audit.Event{
+		{Kind: audit.CallRequested, Batch: "b1"}, {Kind: audit.ValidationPassed, Batch: "b1"}, {Kind: audit.CallExecuted, Batch: "b1"},
+		{Kind: audit.CallRequested, Batch: "b2", Index: 1}, {Kind: audit.CallErrored, Batch: "b2", Index: 1}, {Kind: audit.CallErrored, Batch: "b2", Index: 1},
+		{Kind: audit.CallRequested, Batch: "b3"},
+		{Kind: audit.CallRefused, Batch: "b4"},
+	} {
+		ev.Time = time.Unix(1700000000, 0).UTC()
+		if err := s.Write(&ev); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	o := f.run(t, "", false, "audit", "verify", path)
+	o.expect(t, exitOK)
+	want := "calls: 3 requested; outcomes: call.errored 2, call.executed 1, call.refused 1; requested without an outcome: 1, with more than one: 1\n"
+	if !strings.HasSuffix(o.stdout, want) || !strings.HasPrefix(o.stdout, path+": 8 events, chain intact\n") {
+		t.Errorf("stdout = %q, want the chain's state and then %q", o.stdout, want)
+	}
+	o = f.run(t, "", false, "audit", "verify", "--json", path)
+	o.expect(t, exitOK)
+	var got struct {
+		Source string
+		Intact bool
+		Events int
+		Head   string
+		Calls  struct {
+			Requested       int
+			Outcomes        map[string]int
+			WithoutOutcome  int
+			SeveralOutcomes int
+		}
+	}
+	if err := json.Unmarshal([]byte(o.stdout), &got); err != nil {
+		t.Fatalf("--json printed %q: %v", o.stdout, err)
+	}
+	if got.Source != path || !got.Intact || got.Events != 8 || got.Head == "" || got.Calls.Requested != 3 ||
+		got.Calls.Outcomes["call.errored"] != 2 || got.Calls.Outcomes["call.executed"] != 1 || got.Calls.Outcomes["call.refused"] != 1 ||
+		len(got.Calls.Outcomes) != 3 || got.Calls.WithoutOutcome != 1 || got.Calls.SeveralOutcomes != 1 {
+		t.Errorf("--json: %+v", got)
+	}
+
+	data, _ := os.ReadFile(path)
+	if err := os.WriteFile(path, bytes.Replace(data, []byte(`"batch":"b3"`), []byte(`"batch":"b9"`), 1), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	o = f.run(t, "", false, "audit", "verify", "--json", path)
+	o.expect(t, exitToolErr)
+	var broken struct {
+		Intact bool
+		Error  string
+	}
+	if err := json.Unmarshal([]byte(o.stdout), &broken); err != nil || broken.Intact || !strings.Contains(broken.Error, "hash chain broken") {
+		t.Errorf("--json of a broken chain: %q (%v)", o.stdout, err)
 	}
 }

@@ -243,7 +243,9 @@ var servingLine = regexp.MustCompile(`serving MCP at http://(127\.0\.0\.1:[0-9]+
 // returns once it serves.
 func (c *cluster) start(i int) error {
 	r := c.replicas[i]
-	cmd := exec.Command(c.bin, "--config", c.config, "serve", "--http", r.addr, "--drain-grace", "2s")
+	// A short drain delay: haproxy's checks (every 250 ms) see a
+	// stopping replica within it; the tests' stops stay quick.
+	cmd := exec.Command(c.bin, "--config", c.config, "serve", "--http", r.addr, "--drain-grace", "2s", "--drain-delay", "600ms")
 	cmd.Env = append(e2eEnv(), c.env...)
 	// A process group of its own (a kill takes its demo server too), ended
 	// by the kernel if this test binary dies first.

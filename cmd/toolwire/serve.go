@@ -325,8 +325,10 @@ func serveHTTP(ctx context.Context, e *env, ln net.Listener, h *gateway.Handler,
 		scheme = "https"
 	}
 	fmt.Fprintf(e.stderr, "toolwire: serving MCP at %s://%s/mcp\n", scheme, ln.Addr())
-	n, err := h.Serve(ctx, ln, &gateway.ServeOptions{Server: &ops.server, DrainGrace: ops.grace, Draining: func() {
+	n, err := h.Serve(ctx, ln, &gateway.ServeOptions{Server: &ops.server, DrainGrace: ops.grace, DrainDelay: ops.delay, Draining: func() {
 		fmt.Fprintf(e.stderr, "toolwire: draining: refusing new sessions and calls, giving calls in progress %s\n", ops.grace)
+	}, Unready: func() {
+		fmt.Fprintf(e.stderr, "toolwire: stopping: /readyz answers 503 for %s while requests are still served, then the drain\n", ops.delay)
 	}})
 	if err != nil {
 		return &exitError{exitToolErr, err}

@@ -17,6 +17,7 @@ import (
 // gateway.tls, gateway.allowedOrigins) key, which a flag given replaces.
 type limitFlags struct {
 	sessionIdle, readHeader, readBody, idle, grace time.Duration
+	delay                                          time.Duration
 	maxSessions, maxSessionsPerCaller              int
 	maxCallsPerSession, maxCallsPerCaller          int
 	callRate                                       float64
@@ -29,7 +30,7 @@ type limitFlags struct {
 var limitFlagNames = []string{
 	"session-idle-timeout", "max-sessions", "max-sessions-per-caller", "max-calls-per-session", "max-calls-per-caller",
 	"call-rate", "call-burst", "max-listens-per-caller", "read-header-timeout", "read-body-timeout", "idle-timeout", "max-header-bytes",
-	"drain-grace", "allow-origin", "tls-cert", "tls-key", "insecure-plain-http",
+	"drain-grace", "drain-delay", "allow-origin", "tls-cert", "tls-key", "insecure-plain-http",
 }
 
 func (lf *limitFlags) register(cmd *cobra.Command) {
@@ -48,6 +49,7 @@ func (lf *limitFlags) register(cmd *cobra.Command) {
 	f.DurationVar(&lf.idle, "idle-timeout", s.IdleTimeout, "with --http, close a keep-alive connection idle this long")
 	f.IntVar(&lf.maxHeaderBytes, "max-header-bytes", s.MaxHeaderBytes, "with --http, the largest request headers accepted (431 past it)")
 	f.DurationVar(&lf.grace, "drain-grace", workspace.DefaultDrainGrace, "with --http, on SIGTERM or SIGINT, time calls in progress get before they are cancelled")
+	f.DurationVar(&lf.delay, "drain-delay", workspace.DefaultDrainDelay, "with --http, on SIGTERM or SIGINT, time /readyz answers 503 while everything is still served, before the drain (for a load balancer to see it; 0: none)")
 	f.StringArrayVar(&lf.origins, "allow-origin", nil, "with --http, a browser `ORIGIN` (https://host[:port]) whose requests are served (repeatable; replaces gateway.allowedOrigins)")
 	f.StringVar(&lf.tlsCert, "tls-cert", "", "with --http, serve HTTPS with this PEM certificate `FILE` (reloaded when it changes)")
 	f.StringVar(&lf.tlsKey, "tls-key", "", "with --http, the PEM private key `FILE` of --tls-cert")
@@ -70,6 +72,7 @@ type operations struct {
 	limits  gateway.Limits
 	server  gateway.ServerOptions
 	grace   time.Duration
+	delay   time.Duration // readiness 503 before the drain
 	origins []string
 	maxBody int64 // from gateway.limits.maxBodyBytes; 0: not set
 }
@@ -95,7 +98,7 @@ func (lf *limitFlags) resolve(gwc *config.Gateway, changed func(string) bool, lo
 // configuration and the flags, checked. A reload takes its limits from it.
 func (lf *limitFlags) settle(gwc *config.Gateway, changed func(string) bool) (operations, config.GatewayTLS, error) {
 	sv := workspace.ServingOf(gwc)
-	ops := operations{limits: sv.Limits, server: sv.Server, grace: sv.DrainGrace, origins: sv.AllowedOrigins, maxBody: sv.MaxBodyBytes}
+	ops := operations{limits: sv.Limits, server: sv.Server, grace: sv.DrainGrace, delay: sv.DrainDelay, origins: sv.AllowedOrigins, maxBody: sv.MaxBodyBytes}
 	tlsCfg := sv.TLS
 	type flagVal struct {
 		name string
@@ -115,6 +118,7 @@ func (lf *limitFlags) settle(gwc *config.Gateway, changed func(string) bool) (op
 		{"idle-timeout", func() { ops.server.IdleTimeout = lf.idle }},
 		{"max-header-bytes", func() { ops.server.MaxHeaderBytes = lf.maxHeaderBytes }},
 		{"drain-grace", func() { ops.grace = lf.grace }},
+		{"drain-delay", func() { ops.delay = lf.delay }},
 		{"allow-origin", func() { ops.origins = lf.origins }},
 		{"tls-cert", func() { tlsCfg.CertFile = lf.tlsCert }},
 		{"tls-key", func() { tlsCfg.KeyFile = lf.tlsKey }},

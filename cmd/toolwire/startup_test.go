@@ -153,6 +153,8 @@ func TestRunStartsTheModelOnTheReadyToolsAndAddsLateOnes(t *testing.T) {
       TOOLWIRE_TEST_SERVER: demo
       GATE: `+quoteYAML(gate)+`
       DEMO: `+quoteYAML(os.Args[0])+`
+    sandbox:
+      read: [`+quoteYAML(filepath.Dir(os.Args[0]))+`, `+quoteYAML(dir)+`]
 `)
 	screen := newPTY(t, 200)
 	srv := agenttest.NewServer(t,

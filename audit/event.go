@@ -101,6 +101,12 @@ type Event struct {
 	// Caller identifies who made the call, when the caller is known (for
 	// a call through the gateway: the authenticated subject).
 	Caller string `json:"caller,omitempty"`
+	// Instance names the process that recorded the event: in a fleet on
+	// PostgreSQL the replica's instance id in the store (as in the
+	// Toolwire-Instance header of its HTTP answers), on one machine an id
+	// drawn when the process started. Set by the [Log] from
+	// [LogOptions].Instance; empty when none was given.
+	Instance string `json:"instance,omitempty"`
 	// Protocol and Client say how a call through the gateway arrived: the
 	// MCP revision its request spoke and the client's name and version as
 	// the client announced them (its words, bounded).

@@ -42,6 +42,9 @@ type LogOptions struct {
 	// refuses a call whose events before it runs cannot be written (see
 	// [Log.Required]), rather than running it unrecorded.
 	Required bool
+	// Instance is written as the Instance of every event that has none:
+	// which process (which replica of a fleet) recorded it.
+	Instance string
 }
 
 // ErrClosed is returned by [Log.Record] after [Log.Close].
@@ -70,6 +73,7 @@ type Log struct {
 	redactor Redactor
 	logger   *slog.Logger
 	required bool
+	instance string
 	failures int
 	closed   bool
 	// open holds the call.requested event of every call without an
@@ -92,6 +96,7 @@ func NewLog(sink Sink, opts *LogOptions) *Log {
 	if opts != nil {
 		l.redactor = opts.Redactor
 		l.required = opts.Required
+		l.instance = opts.Instance
 		if opts.Logger != nil {
 			l.logger = opts.Logger
 		}
@@ -129,6 +134,9 @@ func (l *Log) Record(ev Event) error {
 // write is Record under l.mu.
 func (l *Log) write(ev Event) error {
 	key, kind := callKey{ev.Batch, ev.Index}, ev.Kind
+	if ev.Instance == "" {
+		ev.Instance = l.instance
+	}
 	l.buf = ev
 	if l.redactor != nil {
 		l.redact(&l.buf)
@@ -223,7 +231,7 @@ func (l *Log) Failures() int {
 // panic into an opaque event: an event that could not be cleaned must not be
 // stored as it is.
 func (l *Log) redact(ev *Event) {
-	opaque := Event{Time: ev.Time, Kind: RedactionFailed, Batch: ev.Batch, Index: ev.Index}
+	opaque := Event{Time: ev.Time, Kind: RedactionFailed, Batch: ev.Batch, Index: ev.Index, Instance: ev.Instance}
 	defer func() {
 		if r := recover(); r != nil {
 			// Like an error, the panic value may quote the secret.

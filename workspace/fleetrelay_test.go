@@ -276,4 +276,9 @@ func TestFleetResponsesAndAuditNameTheReplica(t *testing.T) {
 	if n := count(t, dbURL, "SELECT count(*) FROM toolwire.audit WHERE event->>'kind' = 'call.requested' AND instance IS DISTINCT FROM "+ids[1]); n != 0 {
 		t.Errorf("%d call.requested events under another instance, want none", n)
 	}
+	// The event itself names the replica too, so a file or a log line
+	// taken out of the table still says where it was recorded.
+	if n := count(t, dbURL, "SELECT count(*) FROM toolwire.audit WHERE event->>'kind' = 'call.requested' AND event->>'instance' = '"+ids[1]+"'"); n != 1 {
+		t.Errorf("%d call.requested events whose own instance is replica 1's, want 1", n)
+	}
 }

@@ -243,7 +243,13 @@ func Open(ctx context.Context, file *config.File, opts *Options) (*Workspace, er
 		if o.Telemetry.AuditSink != nil {
 			sink = o.Telemetry.AuditSink(sink)
 		}
-		w.audit = audit.NewLog(sink, &audit.LogOptions{Redactor: w.secrets, Logger: logger, Required: file.Audit.Required})
+		// In a fleet each event names the replica that recorded it, as
+		// the Toolwire-Instance header of its answers does.
+		var instance string
+		if r := w.store.Relay(); r != nil {
+			instance = r.Instance()
+		}
+		w.audit = audit.NewLog(sink, &audit.LogOptions{Redactor: w.secrets, Logger: logger, Required: file.Audit.Required, Instance: instance})
 	}
 	w.registry = tool.NewRegistry(&tool.RegistryOptions{Confirmer: o.Confirmer})
 	w.approver, _ = o.Confirmer.(*gateway.Approver)

@@ -168,3 +168,13 @@ func TestFleetHAProxyRetriesOnlyWhatCannotRunTwice(t *testing.T) {
 		t.Errorf("the healthy replica served %d requests, want %d (every GET and DELETE, the POSTs not sent to the dead one)", got, 2*n+n-posts502)
 	}
 }
+
+// readyStatus is /readyz's status now, or 0 when it cannot be reached.
+func readyStatus(base string) int {
+	resp, err := http.Get(base + gateway.ReadinessPath)
+	if err != nil {
+		return 0
+	}
+	resp.Body.Close()
+	return resp.StatusCode
+}

@@ -37,6 +37,10 @@ type conn struct {
 	tasks  taskTools    // which tools need a task (tasks.go)
 	pid    atomic.Int64 // the child's pid once started, read by killers on other goroutines
 	stderr *stderrLog   // nil over HTTP
+	// release kills what is left of a confined stdio server's processes
+	// and removes its pids cgroup (for root); nil when there is none. It
+	// is safe to call more than once, and from any goroutine.
+	release func()
 
 	lost     chan struct{} // closed when the session has ended or is deemed lost
 	lostOnce sync.Once
@@ -266,7 +270,7 @@ func (d *dialer) transport(ctx context.Context, c *conn, cfg config.Server, ep *
 	}
 	switch cfg.Transport {
 	case config.TransportStdio:
-		cmd, err := d.command(ctx, cfg)
+		cmd, err := d.command(ctx, c, cfg)
 		if err != nil {
 			return nil, fmt.Errorf("server %q: %w", cfg.Name, err)
 		}
@@ -404,6 +408,9 @@ func (c *conn) noteSuccess() { c.failures.Store(0) }
 func (c *conn) close() error {
 	err := c.session.Close()
 	c.killChild()
+	if c.release != nil {
+		c.release()
+	}
 	c.end()
 	c.markLost(errors.New("closed"))
 	return err

@@ -165,7 +165,7 @@ func (set *settings) stateDir() (string, error) {
 //
 // A server allowed some hosts gets an egress proxy of its own, which
 // lives as long as ctx (the connection's).
-func (d *dialer) command(ctx context.Context, cfg config.Server) (*exec.Cmd, error) {
+func (d *dialer) command(ctx context.Context, c *conn, cfg config.Server) (*exec.Cmd, error) {
 	set := d.set
 	conf := set.confined
 	if conf.Off {
@@ -229,7 +229,7 @@ func (d *dialer) command(ctx context.Context, cfg config.Server) (*exec.Cmd, err
 		p.ProxyPort = proxy.Port()
 		maps.Copy(env, proxy.Env()) // after cfg.Env: the server cannot opt out
 	}
-	cmd, err := sandbox.Command(launcher, p, set.kernel(), path, cfg.Args, childEnv(env))
+	cmd, release, err := sandbox.Command(launcher, p, set.kernel(), cfg.Name, path, cfg.Args, childEnv(env))
 	if err != nil {
 		if proxy != nil {
 			proxy.Close()
@@ -239,6 +239,15 @@ func (d *dialer) command(ctx context.Context, cfg config.Server) (*exec.Cmd, err
 	if proxy != nil {
 		context.AfterFunc(ctx, func() { _ = proxy.Close() })
 	}
+	// The server's pids cgroup, for root, goes with the connection: once
+	// the server has ended, what is left in it is killed and it is
+	// removed (close does it at once; a connection ended otherwise, here).
+	c.release = func() {
+		if err := release(); err != nil {
+			set.logger.Warn("the server's pids cgroup is left behind", "server", cfg.Name, "error", err)
+		}
+	}
+	context.AfterFunc(ctx, c.release)
 	cmd.Dir = cfg.Cwd
 	return cmd, nil
 }

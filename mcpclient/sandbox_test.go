@@ -2,6 +2,7 @@ package mcpclient
 
 import (
 	"errors"
+	"fmt"
 	"net"
 	"net/http"
 	"net/http/httptest"
@@ -92,13 +93,16 @@ func TestSandboxHostileServer(t *testing.T) {
 			t.Errorf("%s: got %v %q, want the server's error with %q", c.name, res.IsError, sandboxedText(res), c.want)
 		}
 	}
-	// RLIMIT_NPROC binds every user but root: as root, Status must say
-	// the bound is not applied, and nothing is forked.
+	// RLIMIT_NPROC binds every user but root, and root's processes are
+	// bounded by a pids cgroup where one can be made: as root without
+	// one, Status must say the bound is not applied, and nothing is forked.
 	if conf := s.Status().Sandbox; conf.Processes {
 		res := call(t, ex, "hostile__fork", `{"n":10000}`)
 		if !res.IsError || !strings.Contains(sandboxedText(res), "resource temporarily unavailable") {
 			t.Errorf("fork 10000 processes: got %v %q, want the server's error with %q", res.IsError, sandboxedText(res), "resource temporarily unavailable")
 		}
+	} else if k := sandbox.Probe(); k.Root && k.PidsCgroup != "" {
+		t.Errorf("Status().Sandbox = %q, and a pids cgroup could bound the processes", conf)
 	} else if !strings.Contains(conf.String(), "not applied: a bound on processes") {
 		t.Errorf("Status().Sandbox = %q: processes are not bounded, and it does not say so", conf)
 	} else {
@@ -116,6 +120,17 @@ func TestSandboxHostileServer(t *testing.T) {
 	}
 	if s.PID() != pid {
 		t.Errorf("the server was restarted: pid %d, then %d", pid, s.PID())
+	}
+	// As root, the server's pids cgroup goes when the server does.
+	if k := sandbox.Probe(); k.Root && k.PidsCgroup != "" {
+		cgroups, _ := filepath.Glob(filepath.Join(k.PidsCgroup, fmt.Sprintf("toolwire-%d-hostile-*", os.Getpid())))
+		if len(cgroups) != 1 {
+			t.Fatalf("the server's pids cgroups: %q, want one", cgroups)
+		}
+		_ = s.Close() // its error is how the server ended: not the point here
+		if _, err := os.Stat(cgroups[0]); !errors.Is(err, os.ErrNotExist) {
+			t.Errorf("the server's pids cgroup %s is still there after it closed (%v)", cgroups[0], err)
+		}
 	}
 }
 

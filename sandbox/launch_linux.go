@@ -37,6 +37,8 @@ type spec struct {
 	Path   string
 	Args   []string
 	Env    []string
+	// Cgroup is the pids cgroup to join, for root (see cgroup_linux.go).
+	Cgroup string
 }
 
 // The launcher: a process started by Command finds its spec here, before
@@ -67,6 +69,12 @@ func launch(raw string) error {
 	var s spec
 	if err := json.Unmarshal([]byte(raw), &s); err != nil {
 		return fmt.Errorf("read the launch: %w", err)
+	}
+	// First: Landlock would refuse the write to the cgroup's files.
+	if s.Cgroup != "" {
+		if err := joinCgroup(s.Cgroup); err != nil {
+			return err
+		}
 	}
 	if err := applyLimits(s.Policy, s.Conf); err != nil {
 		return err
@@ -205,6 +213,9 @@ var probe = sync.OnceValue(func() Kernel {
 	}
 	k.Seccomp = seccomp.Supported()
 	k.Root = os.Geteuid() == 0
+	if k.Root {
+		k.PidsCgroup = pidsCgroupDir()
+	}
 	if exe, err := os.Executable(); err == nil {
 		cmd := exec.Command(exe)
 		cmd.Env = []string{envSpec + "=" + probeSpec}
@@ -230,22 +241,38 @@ func userNamespace() *syscall.SysProcAttr {
 // through launcher: an executable that links this package, typically
 // os.Executable. The command's SysProcAttr is set; add to it rather than
 // replace it.
-func Command(launcher string, p Policy, k Kernel, path string, args, env []string) (*exec.Cmd, error) {
+//
+// For root, the bound on processes is a pids cgroup that Command makes
+// (named after name, the server's) and the launcher joins. release ends
+// whatever is left in it and removes it: call it once the server has
+// ended or been killed. It may be called more than once; it does nothing
+// when there is no cgroup. When Plan counts on a cgroup and none can be
+// made, Command fails: the launcher applies what Plan says, or nothing.
+func Command(launcher string, p Policy, k Kernel, name, path string, args, env []string) (cmd *exec.Cmd, release func() error, err error) {
+	release = func() error { return nil }
 	if !filepath.IsAbs(path) {
-		return nil, fmt.Errorf("sandbox: the program %q is not an absolute path", path)
+		return nil, release, fmt.Errorf("sandbox: the program %q is not an absolute path", path)
 	}
 	if launcher == "" {
-		return nil, errors.New("sandbox: no launcher")
+		return nil, release, errors.New("sandbox: no launcher")
 	}
 	conf := Plan(p, k)
-	raw, err := json.Marshal(spec{Policy: p, Conf: conf, Path: path, Args: append([]string{path}, args...), Env: env})
-	if err != nil {
-		return nil, fmt.Errorf("sandbox: %w", err)
+	s := spec{Policy: p, Conf: conf, Path: path, Args: append([]string{path}, args...), Env: env}
+	if conf.Processes && k.Root {
+		if s.Cgroup, err = newCgroup(k.PidsCgroup, name, p.MaxProcesses); err != nil {
+			return nil, release, fmt.Errorf("sandbox: %w", err)
+		}
+		release = sync.OnceValue(func() error { return releaseCgroup(s.Cgroup) })
 	}
-	cmd := &exec.Cmd{Path: launcher, Args: []string{path}, Env: []string{envSpec + "=" + string(raw)}}
+	raw, err := json.Marshal(s)
+	if err != nil {
+		_ = release()
+		return nil, func() error { return nil }, fmt.Errorf("sandbox: %w", err)
+	}
+	cmd = &exec.Cmd{Path: launcher, Args: []string{path}, Env: []string{envSpec + "=" + string(raw)}}
 	cmd.SysProcAttr = &syscall.SysProcAttr{}
-	if conf.Processes {
+	if conf.Processes && !k.Root {
 		cmd.SysProcAttr = userNamespace()
 	}
-	return cmd, nil
+	return cmd, release, nil
 }

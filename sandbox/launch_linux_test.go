@@ -63,6 +63,22 @@ func do(act string) string {
 		} else if n[0] == syscall.SYS_CLONE && r == 0 {
 			syscall.RawSyscall(syscall.SYS_EXIT, 0, 0, 0) // the child of a clone that worked
 		}
+	case "forks":
+		// Children that wait, forever, to be killed: each counts until
+		// then, the way a fork bomb's do.
+		n, _ := strconv.Atoi(arg)
+		for range n {
+			r, _, errno := syscall.RawSyscall(syscall.SYS_CLONE, uintptr(syscall.SIGCHLD), 0, 0)
+			if errno != 0 {
+				err = errno
+				break
+			}
+			if r == 0 {
+				for {
+					syscall.RawSyscall(syscall.SYS_PAUSE, 0, 0, 0)
+				}
+			}
+		}
 	default:
 		return "unknown act " + act
 	}
@@ -93,10 +109,11 @@ func launchAct(t *testing.T, p Policy, act string) string {
 	if err != nil {
 		t.Fatal(err)
 	}
-	cmd, err := Command(exe, p, Probe(), exe, nil, []string{envAct + "=" + act})
+	cmd, release, err := Command(exe, p, Probe(), "act", exe, nil, []string{envAct + "=" + act})
 	if err != nil {
 		t.Fatal(err)
 	}
+	defer release()
 	var out, stderr bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &stderr
 	if err := cmd.Run(); err != nil {
@@ -171,7 +188,7 @@ func TestLaunchFailureIsReported(t *testing.T) {
 	needKernel(t)
 	exe, _ := os.Executable()
 	missing := filepath.Join(t.TempDir(), "no-such-server")
-	cmd, err := Command(exe, Policy{}, Probe(), missing, nil, nil)
+	cmd, _, err := Command(exe, Policy{}, Probe(), "missing", missing, nil, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -181,5 +198,68 @@ func TestLaunchFailureIsReported(t *testing.T) {
 	var ee *exec.ExitError
 	if !errors.As(err, &ee) || ee.ExitCode() != 126 || !strings.Contains(stderr.String(), "toolwire sandbox: exec "+missing) {
 		t.Errorf("run: %v, stderr %q; want exit status 126 naming the program", err, stderr.String())
+	}
+}
+
+// As root, whom RLIMIT_NPROC does not bind, the server's processes are
+// bounded by a pids cgroup of its own: a fork bomb fails with EAGAIN, and
+// the release kills what it left and removes the cgroup.
+func TestLaunchBoundsRootByPidsCgroup(t *testing.T) {
+	t.Parallel()
+	k := needKernel(t)
+	if !k.Root {
+		t.Skip("not root: RLIMIT_NPROC bounds the processes")
+	}
+	if k.PidsCgroup == "" {
+		t.Skip("as root, and no pids cgroup can be made here")
+	}
+	exe, _ := os.Executable()
+	p := Policy{Read: []string{filepath.Dir(exe)}, MaxProcesses: 64}
+	if c := Plan(p, k); !c.Processes || len(c.Notes) > 0 {
+		t.Fatalf("Plan = %+v, want the bound on processes applied", c)
+	}
+	cmd, release, err := Command(exe, p, k, "fork bomb", exe, nil, []string{envAct + "=forks:10000"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Files, not pipes: the bomb's children keep them open.
+	outFile, err := os.Create(filepath.Join(t.TempDir(), "out"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer outFile.Close()
+	cmd.Stdout, cmd.Stderr = outFile, outFile
+	err = cmd.Run()
+	defer release()
+	out, _ := os.ReadFile(outFile.Name())
+	if err != nil {
+		t.Fatalf("run: %v; output: %s", err, out)
+	}
+	if string(out) != "EAGAIN" {
+		t.Errorf("forking 10000 processes: %q, want EAGAIN", out)
+	}
+	pattern := filepath.Join(k.PidsCgroup, fmt.Sprintf("toolwire-%d-fork_bomb-*", os.Getpid()))
+	cgroups, _ := filepath.Glob(pattern)
+	if len(cgroups) != 1 {
+		t.Fatalf("cgroups %s: %q, want one", pattern, cgroups)
+	}
+	// The bomb's children are still there, paused, counted in the cgroup.
+	procs, err := os.ReadFile(filepath.Join(cgroups[0], "cgroup.procs"))
+	if n := len(strings.Fields(string(procs))); err != nil || n == 0 || n > 64 {
+		t.Errorf("processes left in the cgroup: %d (%v), want between 1 and 64", n, err)
+	}
+	if err := release(); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(cgroups[0]); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("the cgroup %s is still there after the release (%v)", cgroups[0], err)
+	}
+	for _, pid := range strings.Fields(string(procs)) {
+		n, _ := strconv.Atoi(pid)
+		if n > 0 && syscall.Kill(n, 0) == nil {
+			if state, _ := os.ReadFile("/proc/" + pid + "/stat"); !strings.Contains(string(state), ") Z ") {
+				t.Errorf("process %d of the bomb's lives on after the release", n)
+			}
+		}
 	}
 }

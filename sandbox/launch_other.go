@@ -16,6 +16,6 @@ var goos = runtime.GOOS
 func Probe() Kernel { return Kernel{} }
 
 // Command fails off Linux, where nothing can be applied: see Plan.
-func Command(launcher string, p Policy, k Kernel, path string, args, env []string) (*exec.Cmd, error) {
-	return nil, errors.New("sandbox: no sandbox on " + goos)
+func Command(launcher string, p Policy, k Kernel, name, path string, args, env []string) (*exec.Cmd, func() error, error) {
+	return nil, func() error { return nil }, errors.New("sandbox: no sandbox on " + goos)
 }

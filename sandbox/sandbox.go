@@ -17,7 +17,9 @@
 //	if err := conf.Err(); err != nil && p.Required {
 //		return err // refuse rather than run unconfined
 //	}
-//	cmd, err := sandbox.Command(exe, p, k, "node", []string{"server.js"}, env)
+//	cmd, release, err := sandbox.Command(exe, p, k, "notes", "node", []string{"server.js"}, env)
+//	// ... start it, and once it has ended:
+//	release()
 //
 // Where the kernel lacks a feature, [Plan] says what could not be
 // applied; on systems other than Linux nothing is.
@@ -71,7 +73,8 @@ type Policy struct {
 	ProxyPort uint16
 	// MaxProcesses bounds the processes and threads of the server and
 	// its children together (RLIMIT_NPROC within a user namespace of
-	// their own); 0 means no bound.
+	// their own, or for root a pids cgroup of their own); 0 means no
+	// bound.
 	MaxProcesses uint64
 	// MaxOpenFiles bounds each process's open files (RLIMIT_NOFILE); 0
 	// means no bound.
@@ -94,6 +97,10 @@ type Kernel struct {
 	// Root reports that servers run as root, whom the kernel does not
 	// hold to RLIMIT_NPROC.
 	Root bool
+	// PidsCgroup is, for root, the directory of a pids cgroup controller
+	// (cgroup v2 with pids enabled below it, or v1) in which a cgroup of
+	// one's own was made and given a pids.max; "" when there is none.
+	PidsCgroup string
 }
 
 // maxABI is the newest Landlock ABI whose rights this package grants
@@ -111,7 +118,8 @@ type Confinement struct {
 	// "not confined" when the policy asks for a limit the kernel cannot
 	// enforce.
 	Network string `json:"network"`
-	// Processes reports whether MaxProcesses is enforced.
+	// Processes reports whether MaxProcesses is enforced: by
+	// RLIMIT_NPROC in a user namespace, or for root by a pids cgroup.
 	Processes bool `json:"processes"`
 	// Missing says, one item each, what the policy asked for and the
 	// kernel (or the system) cannot give.
@@ -212,10 +220,12 @@ func Plan(p Policy, k Kernel) Confinement {
 	}
 	if p.MaxProcesses > 0 {
 		switch {
+		case k.Root && k.PidsCgroup != "":
+			c.Processes = true // by a cgroup's pids.max (see Command)
 		case k.Root:
 			// Not the kernel's lack, and refusing every server run by
 			// root under "required" would help nobody.
-			c.Notes = append(c.Notes, "a bound on processes (the kernel does not hold root to RLIMIT_NPROC)")
+			c.Notes = append(c.Notes, "a bound on processes (the kernel does not hold root to RLIMIT_NPROC, and no pids cgroup could be made)")
 		case !k.UserNamespaces:
 			c.Missing = append(c.Missing, "a bound on processes (needs unprivileged user namespaces)")
 		default:

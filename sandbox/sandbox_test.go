@@ -35,7 +35,8 @@ func TestPlan(t *testing.T) {
 		{"no user namespaces", none, Kernel{LandlockABI: 7, Seccomp: true},
 			"landlock v7, seccomp, net: none; not applied: a bound on processes (needs unprivileged user namespaces)", true},
 		{"root", none, Kernel{LandlockABI: 7, Seccomp: true, UserNamespaces: true, Root: true},
-			"landlock v7, seccomp, net: none; not applied: a bound on processes (the kernel does not hold root to RLIMIT_NPROC)", false},
+			"landlock v7, seccomp, net: none; not applied: a bound on processes (the kernel does not hold root to RLIMIT_NPROC, and no pids cgroup could be made)", false},
+		{"root, with a pids cgroup", none, Kernel{LandlockABI: 7, Seccomp: true, Root: true, PidsCgroup: "/sys/fs/cgroup/pids"}, "landlock v7, seccomp, net: none", false},
 		{"no bound asked", Policy{}, Kernel{LandlockABI: 7, Seccomp: true}, "landlock v7, seccomp, net: none", false},
 	} {
 		conf := Plan(c.p, c.k)

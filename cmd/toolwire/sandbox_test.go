@@ -31,6 +31,11 @@ func TestServersShowTheSandbox(t *testing.T) {
 	if !strings.HasPrefix(lines[1], "demo ") || !strings.Contains(lines[1], "landlock v") || !strings.Contains(lines[1], "seccomp, net: none") {
 		t.Errorf("demo row = %q, want its confinement", lines[1])
 	}
+	// As root, the bound on processes is a pids cgroup's where one can be
+	// made, and the row says nothing is missing.
+	if k := sandbox.Probe(); k.Root && k.PidsCgroup != "" && strings.Contains(lines[1], "not applied") {
+		t.Errorf("demo row = %q, and a pids cgroup bounds its processes", lines[1])
+	}
 	if !strings.HasPrefix(lines[2], "loose ") || !strings.Contains(lines[2], "OFF (sandbox: off)") {
 		t.Errorf("loose row = %q, want OFF", lines[2])
 	}

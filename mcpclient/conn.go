@@ -238,6 +238,9 @@ func (d *dialer) dialAs(ctx, life context.Context, cfg config.Server, ep *endpoi
 	session, err := client.Connect(cctx, transport, &mcp.ClientSessionOptions{ProtocolVersion: d.offer()})
 	if err != nil {
 		c.killChild()
+		if c.release != nil {
+			c.release() // the server's pids cgroup, for root
+		}
 		end()
 		return nil, d.connectError(ctx, cctx, c, err)
 	}

@@ -240,14 +240,15 @@ func (d *dialer) command(ctx context.Context, c *conn, cfg config.Server) (*exec
 		context.AfterFunc(ctx, func() { _ = proxy.Close() })
 	}
 	// The server's pids cgroup, for root, goes with the connection: once
-	// the server has ended, what is left in it is killed and it is
-	// removed (close does it at once; a connection ended otherwise, here).
+	// close has ended the server (gracefully: stdin, then signals), what
+	// is left in the cgroup is killed and the cgroup removed. Not when the
+	// connection's context ends: that comes first in a close, and would
+	// kill the server before it could exit by itself.
 	c.release = func() {
 		if err := release(); err != nil {
 			set.logger.Warn("the server's pids cgroup is left behind", "server", cfg.Name, "error", err)
 		}
 	}
-	context.AfterFunc(ctx, c.release)
 	cmd.Dir = cfg.Cwd
 	return cmd, nil
 }

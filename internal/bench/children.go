@@ -9,8 +9,8 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"github.com/toolwire/toolwire/internal/bench/childhttp"
 	"io"
-	"net"
 	"net/http"
 	"os"
 	"os/exec"
@@ -38,7 +38,7 @@ func runChild(args []string) error {
 	case "echo-pipe":
 		return servePipeEcho(os.Stdin, os.Stdout)
 	case "echo-http":
-		return serveHTTPChild(echoHandler(func(_ context.Context, req *rpcRequest) ([]byte, error) { return answer(req) }))
+		return childhttp.Serve(echoHandler(func(_ context.Context, req *rpcRequest) ([]byte, error) { return answer(req) }))
 	case "relay-http":
 		return serveRelay()
 	case "tools-http":
@@ -48,7 +48,7 @@ func runChild(args []string) error {
 	case "otlp-sink":
 		// Takes OTLP/HTTP exports and drops them: an empty body is an
 		// empty Export*ServiceResponse, which says all was accepted.
-		return serveHTTPChild(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		return childhttp.Serve(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 			_, _ = io.Copy(io.Discard, io.LimitReader(r.Body, 64<<20))
 			w.Header().Set("Content-Type", "application/x-protobuf")
 			w.WriteHeader(http.StatusOK)
@@ -109,35 +109,6 @@ func echoHandler(respond func(context.Context, *rpcRequest) ([]byte, error)) htt
 	return mux
 }
 
-// serveHTTPChild serves h on 127.0.0.1:0, announces the URL of /mcp and
-// serves until stdin ends.
-func serveHTTPChild(h http.Handler) error {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return err
-	}
-	srv := &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second}
-	errc := make(chan error, 1)
-	go func() { errc <- srv.Serve(ln) }()
-	fmt.Printf("LISTEN http://%s/mcp\n", ln.Addr())
-	stdinDone := make(chan struct{})
-	go func() {
-		_, _ = io.Copy(io.Discard, os.Stdin)
-		close(stdinDone)
-	}()
-	select {
-	case err := <-errc:
-		return err
-	case <-stdinDone:
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
-	defer cancel()
-	if err := srv.Shutdown(ctx); err != nil {
-		_ = srv.Close()
-	}
-	return nil
-}
-
 // serveRelay is echo-http whose answers come from an echo-pipe child, the
 // request decoded here, re-encoded to the child, its answer decoded and
 // re-encoded for the caller: a gateway with nothing else to do.
@@ -173,7 +144,7 @@ func serveRelay() error {
 		}
 	}()
 	up := newPipeClient(stdout, stdin)
-	return serveHTTPChild(echoHandler(func(ctx context.Context, req *rpcRequest) ([]byte, error) {
+	return childhttp.Serve(echoHandler(func(ctx context.Context, req *rpcRequest) ([]byte, error) {
 		id := req.ID
 		resp, err := up.roundTrip(ctx, req)
 		if err != nil {

@@ -8,6 +8,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"github.com/toolwire/toolwire/internal/bench/childhttp"
 	"io"
 	"net/http"
 	"net/url"
@@ -173,7 +174,7 @@ func serveTools(args []string) error {
 		w.Header().Set("Content-Type", "application/json")
 		_, _ = w.Write(s.raw)
 	})
-	return serveHTTPChild(mux)
+	return childhttp.Serve(mux)
 }
 
 // listTarget is an open listing row. Each iteration, prepare runs first,

@@ -19,8 +19,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
-	"io"
-	"net"
+	"github.com/toolwire/toolwire/internal/bench/childhttp"
 	"net/http"
 	"os"
 	"os/exec"
@@ -81,7 +80,7 @@ func run(impl, demo string) error {
 	default:
 		return fmt.Errorf("-impl %q: want mcpgo or sdk", impl)
 	}
-	return serve(h)
+	return childhttp.Serve(h)
 }
 
 // mcpgoProxy serves up's tools with mcp-go's server.
@@ -126,33 +125,4 @@ func sdkProxy(ctx context.Context, up *mcp.ClientSession) (http.Handler, error) 
 		})
 	}
 	return mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return srv }, nil), nil
-}
-
-// serve serves h on 127.0.0.1:0, announces the URL of /mcp and serves
-// until stdin ends.
-func serve(h http.Handler) error {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return err
-	}
-	srv := &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second}
-	errc := make(chan error, 1)
-	go func() { errc <- srv.Serve(ln) }()
-	fmt.Printf("LISTEN http://%s/mcp\n", ln.Addr())
-	stdinDone := make(chan struct{})
-	go func() {
-		_, _ = io.Copy(io.Discard, os.Stdin)
-		close(stdinDone)
-	}()
-	select {
-	case err := <-errc:
-		return err
-	case <-stdinDone:
-	}
-	sctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
-	defer cancel()
-	if err := srv.Shutdown(sctx); err != nil {
-		_ = srv.Close()
-	}
-	return nil
 }

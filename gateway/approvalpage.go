@@ -8,7 +8,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"html/template"
-	"net"
 	"net/http"
 	"strings"
 	"sync"
@@ -453,8 +452,7 @@ func (s *pageServer) serveCode(w http.ResponseWriter, r *http.Request, token str
 // approval page's own origin in the browser's eyes. /mcp refuses the same
 // (go-sdk's check, and [stateful]'s copy of it).
 func reboundHost(r *http.Request) bool {
-	addr, ok := r.Context().Value(http.LocalAddrContextKey).(net.Addr)
-	return ok && addr != nil && loopbackAddr(addr.String()) && !loopbackAddr(r.Host)
+	return loopbackConn(r) && !loopbackAddr(r.Host)
 }
 
 // sameOrigin reports whether a POST comes from the page itself, whose

@@ -43,16 +43,12 @@ func checkOrigin(allowed []string, next http.Handler) http.Handler {
 // ownLoopbackOrigin reports whether origin is r's own origin on a
 // loopback host.
 func ownLoopbackOrigin(r *http.Request, origin string) bool {
-	scheme := "http"
-	if r.TLS != nil {
-		scheme = "https"
-	}
 	host, _, err := net.SplitHostPort(r.Host)
 	if err != nil {
 		host = r.Host
 	}
 	host = strings.Trim(host, "[]")
-	return netpolicy.IsLoopbackHost(host) && normalOrigin(origin) == normalOrigin(scheme+"://"+r.Host)
+	return netpolicy.IsLoopbackHost(host) && normalOrigin(origin) == normalOrigin(requestOrigin(r))
 }
 
 // normalOrigin returns o as compared: lower-case scheme and host, the

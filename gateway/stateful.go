@@ -144,7 +144,7 @@ func (h *stateful) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	// What go-sdk's handler checks before it looks at sessions: DNS
 	// rebinding (a loopback listener asked for another host), the body's
 	// size, the version header.
-	if addr, ok := r.Context().Value(http.LocalAddrContextKey).(net.Addr); ok && addr != nil && loopbackAddr(addr.String()) && !loopbackAddr(r.Host) {
+	if reboundHost(r) {
 		http.Error(w, fmt.Sprintf("Forbidden: invalid Host header %q", r.Host), http.StatusForbidden)
 		return
 	}

@@ -319,5 +319,7 @@ func installDir(p string) string {
 // within reports whether dir is inner or one of its ancestors.
 func within(inner, dir string) bool {
 	rel, err := filepath.Rel(dir, inner)
-	return err == nil && (rel == "." || !strings.HasPrefix(rel, ".."))
+	// Outside is ".." or "../…"; a name that only starts with two dots
+	// ("..cache") is inside.
+	return err == nil && rel != ".." && !strings.HasPrefix(rel, ".."+string(filepath.Separator))
 }

@@ -1,6 +1,7 @@
 package store
 
 import (
+	"bytes"
 	"context"
 	"crypto/aes"
 	"crypto/cipher"
@@ -243,25 +244,33 @@ func fleetKey(ctx context.Context, pool *pgxpool.Pool, name, passphrase string) 
 	if passphrase == "" {
 		return nil, fmt.Errorf("store: the fleet's %s key: %w", name, ErrNoFleetPassphrase)
 	}
-	fresh := make([]byte, 32)
-	if _, err := rand.Read(fresh); err != nil {
-		return nil, err
-	}
-	sealed, err := sealFleetKey(name, passphrase, fresh)
-	if err != nil {
-		return nil, err
-	}
+	// Each sealing and each opening derives a key with Argon2id (64 MiB),
+	// so the key is read first, and made only by the first instance.
 	var stored []byte
-	// Two instances making it at once: the one that waited for the other's
-	// insert does not see its row in the statement's snapshot, and reads
-	// it again.
-	for range 2 {
-		err = pool.QueryRow(ctx, `WITH made AS (
+	err := pool.QueryRow(ctx, `SELECT key FROM toolwire.fleet_keys WHERE name = $1`, name).Scan(&stored)
+	if errors.Is(err, pgx.ErrNoRows) {
+		fresh := make([]byte, 32)
+		if _, err := rand.Read(fresh); err != nil {
+			return nil, err
+		}
+		sealed, err := sealFleetKey(name, passphrase, fresh)
+		if err != nil {
+			return nil, err
+		}
+		// Two instances making it at once: the one that waited for the
+		// other's insert does not see its row in the statement's
+		// snapshot, and reads it again.
+		for range 2 {
+			err = pool.QueryRow(ctx, `WITH made AS (
 	INSERT INTO toolwire.fleet_keys (name, key) VALUES ($1, $2) ON CONFLICT (name) DO NOTHING RETURNING key
 )
 SELECT key FROM made UNION ALL SELECT key FROM toolwire.fleet_keys WHERE name = $1 LIMIT 1`, name, sealed).Scan(&stored)
-		if !errors.Is(err, pgx.ErrNoRows) {
-			break
+			if !errors.Is(err, pgx.ErrNoRows) {
+				break
+			}
+		}
+		if err == nil && bytes.Equal(stored, sealed) {
+			return fresh, nil // ours: no need to open what was just sealed
 		}
 	}
 	if err != nil {

@@ -29,7 +29,7 @@ func newApprovalsCommand(e *env, g *globalFlags) *cobra.Command {
 
 // approvalsOf opens the store the flags name and returns its approvals.
 func approvalsOf(cmd *cobra.Command, e *env, g *globalFlags) (*approval.Files, func(), error) {
-	st, _, err := openStore(cmd.Context(), e, g, nil, false)
+	st, err := tokenStore(cmd.Context(), e, g)
 	if err != nil {
 		return nil, nil, err
 	}

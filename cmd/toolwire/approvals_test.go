@@ -61,3 +61,12 @@ func TestApprovalsLastWithinTheirScope(t *testing.T) {
 	f.addPolicy(t, "policy:\n  rules:\n    - name: echo-runs\n      tools: [demo__echo]\n      decision: allow\n")
 	call("", false, "four").expect(t, exitDeclined)
 }
+
+// approvals list and revoke need the store, not a configuration: like
+// pins and auth status, they work where no configuration file is.
+func TestApprovalsNeedNoConfiguration(t *testing.T) {
+	t.Parallel()
+	o := runIn(t, map[string]string{}, nil, "approvals", "list")
+	o.expect(t, exitOK)
+	mustContain(t, "stdout", o.stdout, "no approvals")
+}

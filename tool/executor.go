@@ -338,9 +338,8 @@ func (b *batch) execute(ctx context.Context, p *pending) *Result {
 			return res
 		}
 	}
-	p.upstream = &upstreamNote{}
+	p.upstream = &upstreamNote{b: b, p: p}
 	ctx = context.WithValue(ctx, upstreamKey{}, p.upstream)
-	ctx = withRetryNote(ctx, b, p)
 	start := time.Now()
 	res, err := b.runHandler(ctx, p)
 	d := time.Since(start)

@@ -6,6 +6,7 @@ import (
 	"io"
 	"log/slog"
 	"sync"
+	"sync/atomic"
 	"time"
 )
 
@@ -138,6 +139,12 @@ func (t BearerToken) MarshalText() ([]byte, error) { return []byte(t.String()), 
 type upstreamNote struct {
 	mu       sync.Mutex
 	identity string
+
+	// The call the handler runs for, where NoteRetry records a further
+	// attempt (see retry.go); one context value carries both notes.
+	b        *batch
+	p        *pending
+	attempts atomic.Int32
 }
 
 type upstreamKey struct{}

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"fmt"
 	"io"
@@ -9,6 +10,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/toolwire/toolwire/config"
 )
 
 // TestInputPromptIsNotCutIntoByStartUpLines is issue 23.10: while a
@@ -46,9 +49,9 @@ func TestInputPromptIsNotCutIntoByStartUpLines(t *testing.T) {
 	}()
 	const prompt = `Team token (input "tok"): `
 	screen.wait(t, prompt)
-	// Without the hold, notes would be due at 20, 60, 140, 300 and 620 ms
-	// (and demo's line as soon as it is ready): give them the chance.
-	time.Sleep(time.Second)
+	// That nothing written meanwhile reaches the screen is
+	// TestHeldWriterHoldsWhileAPersonIsAsked's; here, that the question is
+	// the last thing shown when it appears, and the rest comes after it.
 	if shown := screen.String(); !strings.HasSuffix(shown, prompt) {
 		t.Errorf("output cut into the question:\n%q", shown[strings.Index(shown, prompt):])
 	}
@@ -63,5 +66,35 @@ func TestInputPromptIsNotCutIntoByStartUpLines(t *testing.T) {
 	}
 	screen.wait(t, "toolwire: asked ready in ")
 	after := screen.String()[strings.Index(screen.String(), prompt):]
-	mustContain(t, "after the answer", after, "toolwire: demo ready in ", "toolwire: still waiting for ")
+	mustContain(t, "after the answer", after, "toolwire: demo ready in ")
+}
+
+// While a person is asked, what the start-up lines write waits, and goes
+// out, in order, once the answer is in; outside a question it goes out at
+// once.
+func TestHeldWriterHoldsWhileAPersonIsAsked(t *testing.T) {
+	t.Parallel()
+	var screen bytes.Buffer
+	out := &heldWriter{out: &screen}
+	fmt.Fprint(out, "before\n")
+	ask := holdWhileAsking(out, func(string, config.Input) (string, error) {
+		screen.WriteString("Question? ")
+		fmt.Fprint(out, "demo ready\n")
+		fmt.Fprint(out, "still waiting\n")
+		if got := screen.String(); got != "before\nQuestion? " {
+			t.Errorf("while asking the screen shows %q, want only the question after the earlier line", got)
+		}
+		screen.WriteString("abc\n")
+		return "abc", nil
+	})
+	if v, err := ask("tok", config.Input{}); err != nil || v != "abc" {
+		t.Fatalf("ask = %q, %v", v, err)
+	}
+	if got, want := screen.String(), "before\nQuestion? abc\ndemo ready\nstill waiting\n"; got != want {
+		t.Errorf("after the answer the screen shows %q, want %q", got, want)
+	}
+	fmt.Fprint(out, "after\n")
+	if !strings.HasSuffix(screen.String(), "still waiting\nafter\n") {
+		t.Errorf("a line after the question was held: %q", screen.String())
+	}
 }

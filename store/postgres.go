@@ -86,14 +86,11 @@ func openPostgres(ctx context.Context, rawURL, redacted string, opts *Options) (
 		grace:    claimGrace,
 	}
 	s.relay = newRelay(s, cfg.ConnConfig)
-	// The replica's sweeps (Replica) and the mailbox's first prune run in
-	// the background, stopped by Close.
+	// The replica's sweeps (Replica) run in the background, stopped by
+	// Close; the mailbox's first prune too, through the relay, which then
+	// waits pruneEvery before its sends prune again.
 	s.sweepCtx, s.stopSweep = context.WithCancel(context.Background())
-	s.sweeping.Go(func() {
-		if _, err := s.relay.prune(s.sweepCtx); err != nil && s.sweepCtx.Err() == nil {
-			logger.Warn("store: prune the relay's mailbox", "err", err)
-		}
-	})
+	s.relay.pruneSoon()
 	return s, nil
 }
 

@@ -101,15 +101,11 @@ func (d *decoder) security(v *node, s *Security) {
 				s.AllowHosts = list
 			}
 		case "sandbox":
-			if m, ok := d.str(p.value, fpath, `"on", "required" or "off"`); ok {
-				switch m {
-				case "on":
-					s.Sandbox = SandboxOn
-				case SandboxRequired, SandboxOff:
-					s.Sandbox = m
-				default:
-					d.errorf(p.value.line, fpath, `unknown sandbox mode %q (want on, required or off)`, m)
+			if m, ok := d.choice(p.value, fpath, "sandbox mode", "on, required or off", "on", SandboxRequired, SandboxOff); ok {
+				if m == "on" {
+					m = SandboxOn
 				}
+				s.Sandbox = m
 			}
 		case "maxDescription":
 			s.MaxDescription = d.positive(p.value, fpath)

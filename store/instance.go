@@ -253,9 +253,9 @@ func fleetKey(ctx context.Context, pool *pgxpool.Pool, name, passphrase string) 
 		if _, err := rand.Read(fresh); err != nil {
 			return nil, err
 		}
-		sealed, err := sealFleetKey(name, passphrase, fresh)
-		if err != nil {
-			return nil, err
+		sealed, serr := sealFleetKey(name, passphrase, fresh)
+		if serr != nil {
+			return nil, serr
 		}
 		// Two instances making it at once: the one that waited for the
 		// other's insert does not see its row in the statement's

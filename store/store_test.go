@@ -289,3 +289,27 @@ func TestFleetKeyIsSealedUnderThePassphrase(t *testing.T) {
 		t.Errorf("a sealed key moved to another name: %v, want ErrFleetKeySealed", err)
 	}
 }
+
+// Replicas starting together all make the fleet's key at once: one row
+// wins, and every one of them gets that key, none an error.
+func TestFleetKeyMadeByReplicasAtOnce(t *testing.T) {
+	t.Parallel()
+	url := pgtest.DB(t)
+	const n = 3
+	stores := make([]*Store, n)
+	for i := range stores {
+		stores[i] = openPG(t, url, nil)
+	}
+	keys := make([][]byte, n)
+	errs := make([]error, n)
+	var wg sync.WaitGroup
+	for i, s := range stores {
+		wg.Go(func() { keys[i], errs[i] = s.FleetKey(context.Background(), "request_state", "the fleet's passphrase") })
+	}
+	wg.Wait()
+	for i := range n {
+		if errs[i] != nil || len(keys[i]) != 32 || !bytes.Equal(keys[i], keys[0]) {
+			t.Errorf("replica %d: key %x, %v; want the same 32 bytes as replica 0's (%x)", i, keys[i], errs[i], keys[0])
+		}
+	}
+}

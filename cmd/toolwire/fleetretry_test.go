@@ -101,30 +101,49 @@ func TestFleetHAProxyRetriesOnlyWhatCannotRunTwice(t *testing.T) {
 	go func() { _ = good.Serve(goodLn) }()
 	t.Cleanup(func() { good.Close() })
 
-	port := freePort(t)
 	replicas := []*replicaProc{{name: "dead", addr: dead.ln.Addr().String()}, {name: "good", addr: goodLn.Addr().String()}}
-	cfg := filepath.Join(t.TempDir(), "haproxy.cfg")
-	if err := os.WriteFile(cfg, []byte(haproxyConfig(t, port, replicas)), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	proxy := exec.Command(proxyBin, "-db", "-f", cfg)
-	proxy.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
-	var proxyOut strings.Builder
-	proxy.Stdout, proxy.Stderr = &proxyOut, &proxyOut
-	if err := proxy.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = proxy.Process.Kill(); _ = proxy.Wait() })
-	base := fmt.Sprintf("http://127.0.0.1:%d", port)
-	up := false
-	for range 200 { // both replicas pass their checks: /readyz through haproxy
-		if s := readyStatus(base); s == http.StatusOK {
-			up = true
+	var base string
+	// The free port can be taken by another test between freePort and
+	// haproxy's bind: haproxy then exits saying so, and is started again
+	// on another port (three tries).
+	for try := 1; ; try++ {
+		port := freePort(t)
+		cfg := filepath.Join(t.TempDir(), "haproxy.cfg")
+		if err := os.WriteFile(cfg, []byte(haproxyConfig(t, port, replicas)), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		proxy := exec.Command(proxyBin, "-db", "-f", cfg)
+		proxy.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+		var proxyOut strings.Builder
+		proxy.Stdout, proxy.Stderr = &proxyOut, &proxyOut
+		if err := proxy.Start(); err != nil {
+			t.Fatal(err)
+		}
+		exited := make(chan struct{})
+		go func() { _ = proxy.Wait(); close(exited) }()
+		t.Cleanup(func() { _ = proxy.Process.Kill(); <-exited })
+		base = fmt.Sprintf("http://127.0.0.1:%d", port)
+		up := false
+		for range 200 { // both replicas pass their checks: /readyz through haproxy
+			if s := readyStatus(base); s == http.StatusOK {
+				up = true
+				break
+			}
+			select {
+			case <-exited:
+			case <-time.After(25 * time.Millisecond):
+				continue
+			}
 			break
 		}
-		time.Sleep(25 * time.Millisecond)
-	}
-	if !up {
+		if up {
+			break
+		}
+		_ = proxy.Process.Kill()
+		<-exited
+		if try < 3 && strings.Contains(proxyOut.String(), "Address already in use") {
+			continue
+		}
 		t.Fatalf("haproxy did not serve /readyz:\n%s", proxyOut.String())
 	}
 

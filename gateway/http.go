@@ -205,11 +205,7 @@ func (g *Gateway) Handler(options *HTTPOptions) *Handler {
 		}
 		mux.Handle(path, cb)
 	}
-	hd := &Handler{mux: mux, servers: byRole, tracker: tr, verifier: verifier, sessions: sessions}
-	if g.opts.Relay != nil {
-		hd.instance = g.opts.Relay.Instance()
-	}
-	return hd
+	return &Handler{mux: mux, servers: byRole, tracker: tr, verifier: verifier, sessions: sessions, relay: g.opts.Relay}
 }
 
 // Handler is the gateway's HTTP handler (see [Gateway.Handler]).
@@ -219,14 +215,16 @@ type Handler struct {
 	tracker  *tracker
 	verifier *swappableVerifier // nil without authentication
 	sessions *stateful          // nil when stateless
-	instance string             // the fleet's name of this replica (InstanceHeader); "" outside a fleet
+	relay    Relay              // names this replica (InstanceHeader); nil outside a fleet
 }
 
 // ServeHTTP serves /mcp, the protected-resource metadata and the health
 // endpoints.
 func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	if h.instance != "" {
-		w.Header().Set(InstanceHeader, h.instance)
+	if h.relay != nil {
+		// Asked each time: a replica taken for lost goes on as a new
+		// instance (see store.Store.Claimed).
+		w.Header().Set(InstanceHeader, h.relay.Instance())
 	}
 	h.mux.ServeHTTP(w, r)
 }

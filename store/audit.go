@@ -11,8 +11,11 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"os"
+	"strconv"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -39,19 +42,38 @@ const auditWriteTimeout = 30 * time.Second
 // returns the head as it is now, so a sink that was beaten builds its
 // line again at once. One round trip per event when no other replica
 // wrote meanwhile, two when one did.
+//
+// A call has one outcome, the first recorded: an outcome of a call that
+// has one already (given by the replica that took this one for lost, see
+// recoverInstance) is not appended, and the logger says so.
 type auditTable struct {
 	pool     *pgxpool.Pool
 	key      ed25519.PrivateKey
-	instance int32 // written with each row, for the recovery of a lost instance's calls
+	logger   *slog.Logger
+	instance atomic.Int32 // written with each row, for the recovery of a lost instance's calls
 
 	mu    sync.Mutex
 	known bool // seq and prev are the head as last seen
 	seq   int64
 	prev  [sha256.Size]byte
+
+	// calls holds the instance each open call was requested under, so
+	// that its outcome names the same one when the process took a new
+	// claim meanwhile (and is dropped: the call has its outcome).
+	callsMu sync.Mutex
+	calls   map[callKey]int32
 }
 
-func newAuditTable(pool *pgxpool.Pool, key ed25519.PrivateKey, instance int32) *auditTable {
-	return &auditTable{pool: pool, key: key, instance: instance}
+// callKey names a call in the audit table (its batch and index).
+type callKey struct {
+	batch string
+	idx   int
+}
+
+func newAuditTable(pool *pgxpool.Pool, key ed25519.PrivateKey, instance int32, logger *slog.Logger) *auditTable {
+	a := &auditTable{pool: pool, key: key, logger: logger, calls: map[callKey]int32{}}
+	a.instance.Store(instance)
+	return a
 }
 
 // as returns a sink on a's chain whose rows name instance as their
@@ -69,11 +91,43 @@ func (f sinkFunc) Write(ev *audit.Event) error { return f(ev) }
 // says where the head is now (see toolwire.audit_append).
 const appendAudit = `SELECT appended, head_seq, head_hash FROM toolwire.audit_append($1, $2, $3, $4, $5, $6, $7, $8)`
 
-// Write appends ev to the chain. It is safe for concurrent use.
-func (a *auditTable) Write(ev *audit.Event) error { return a.write(ev, a.instance) }
+// appendOutcome appends a call's outcome as appendAudit does, unless the
+// call has one already (see toolwire.audit_append_outcome).
+const appendOutcome = `SELECT appended, taken, head_seq, head_hash FROM toolwire.audit_append_outcome($1, $2, $3, $4, $5, $6, $7, $8, $9)`
 
-// write appends ev to the chain, as written by instance.
+// Write appends ev to the chain. It is safe for concurrent use.
+func (a *auditTable) Write(ev *audit.Event) error {
+	instance := a.instance.Load()
+	if ev.Batch == "" {
+		return a.write(ev, instance)
+	}
+	key := callKey{ev.Batch, ev.Index}
+	a.callsMu.Lock()
+	switch {
+	case ev.Kind == audit.CallRequested:
+		a.calls[key] = instance
+	case ev.Kind.Ends():
+		if at, ok := a.calls[key]; ok {
+			instance = at
+			delete(a.calls, key)
+		}
+	}
+	a.callsMu.Unlock()
+	err := a.write(ev, instance)
+	if err != nil && ev.Kind == audit.CallRequested {
+		a.callsMu.Lock()
+		delete(a.calls, key)
+		a.callsMu.Unlock()
+	}
+	return err
+}
+
+// write appends ev to the chain, as written by instance. An event that
+// names its instance names this one, as its row does.
 func (a *auditTable) write(ev *audit.Event, instance int32) error {
+	if ev.Instance != "" {
+		ev.Instance = strconv.Itoa(int(instance))
+	}
 	event, err := json.Marshal(ev)
 	if err != nil {
 		return err
@@ -104,10 +158,14 @@ func (a *auditTable) write(ev *audit.Event, instance int32) error {
 		line = audit.AppendChain(append(line[:0], event...), a.prev, a.key)
 		sum := sha256.Sum256(line)
 		var (
-			appended bool
-			hash     []byte
+			appended, taken bool
+			hash            []byte
 		)
-		err := a.pool.QueryRow(ctx, appendAudit, a.seq, line, sum[:], string(ev.Kind), ev.Time, instance, batch, idx).Scan(&appended, &a.seq, &hash)
+		if batch != nil && ev.Kind.Ends() {
+			err = a.pool.QueryRow(ctx, appendOutcome, a.seq, line, sum[:], string(ev.Kind), ev.Time, instance, batch, idx, outcomes).Scan(&appended, &taken, &a.seq, &hash)
+		} else {
+			err = a.pool.QueryRow(ctx, appendAudit, a.seq, line, sum[:], string(ev.Kind), ev.Time, instance, batch, idx).Scan(&appended, &a.seq, &hash)
+		}
 		if err != nil {
 			a.known = false // the statement may or may not have committed
 			return fmt.Errorf("audit table: append: %w", err)
@@ -118,6 +176,11 @@ func (a *auditTable) write(ev *audit.Event, instance int32) error {
 		}
 		copy(a.prev[:], hash)
 		if appended {
+			return nil
+		}
+		if taken {
+			a.logger.Warn("audit table: a call's second outcome was not recorded: it has one already (the replica that ran it was taken for lost, and the one that recovered it recorded the call as lost)",
+				"batch", ev.Batch, "index", ev.Index, "kind", string(ev.Kind), "instance", instance)
 			return nil
 		}
 		// Another writer appended first: the head it left came back.

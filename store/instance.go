@@ -87,7 +87,7 @@ var outcomes = []string{
 // recovered.
 func (s *Store) recoverLost(ctx context.Context) (int, error) {
 	rows, err := s.pool.Query(ctx, `SELECT id FROM toolwire.instances
-WHERE ended_at IS NULL AND recovered_at IS NULL AND id <> $1 AND seen_at < now() - $2::interval ORDER BY id`, s.instance, s.grace)
+WHERE ended_at IS NULL AND recovered_at IS NULL AND id <> $1 AND seen_at < now() - $2::interval ORDER BY id`, s.instance.Load(), s.grace)
 	if err != nil {
 		return 0, err
 	}
@@ -146,7 +146,7 @@ func (s *Store) recoverInstance(ctx context.Context, id int32) (bool, error) {
 	var skip bool
 	if err := conn.QueryRow(ctx, `SELECT i.ended_at IS NOT NULL OR i.recovered_at IS NOT NULL OR i.seen_at >= now() - $3::interval
 	OR NOT EXISTS (SELECT 1 FROM toolwire.instances me WHERE me.id = $2 AND me.claimed_at < now() - $3::interval AND me.recovered_at IS NULL)
-FROM toolwire.instances i WHERE i.id = $1`, id, s.instance, s.grace).Scan(&skip); err != nil || skip {
+FROM toolwire.instances i WHERE i.id = $1`, id, s.instance.Load(), s.grace).Scan(&skip); err != nil || skip {
 		return false, err
 	}
 	rows, err := conn.Query(ctx, `SELECT line FROM toolwire.audit_events r

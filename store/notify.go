@@ -30,10 +30,17 @@ const (
 
 var channels = []string{pinsChannel, sessionsChannel, fleetChannel}
 
-// errLostInstance says that this instance was taken for lost by another:
-// its lock was free (its listening connection was gone) and another
-// instance gave its open calls an outcome.
-var errLostInstance = errors.New("this toolwire was taken for lost by another replica while its connection to the database was down (its open calls were recorded as lost); restart it")
+// ErrTakenForLost is the cause (see [context.Cause]) of the contexts
+// [Store.Claimed] returns, once this instance learns that another took it
+// for lost while its claim was down: its lock was free, and another
+// replica gave its open calls their outcome (call.errored,
+// [ReasonInstanceLost]). What they still do would be recorded nowhere.
+var ErrTakenForLost = errors.New("this toolwire was taken for lost by another replica while its connection to the database was down: its open calls were recorded as lost")
+
+// errLockBusy says that this instance's lock, which its listener wants to
+// take again, is held by another connection: a replica looking at whether
+// it is lost, or recovering it. The listener tries again.
+var errLockBusy = errors.New("this toolwire's lock is held by another replica for now (looking at whether it is lost)")
 
 // listener holds one connection that LISTENs to the store's channels and
 // calls the watchers of each notification, and that holds the instance's
@@ -44,21 +51,38 @@ var errLostInstance = errors.New("this toolwire was taken for lost by another re
 // When the connection fails, the listener reconnects (backing off from
 // 100 ms to 5 s), takes the lock again, and then calls every watcher with
 // "": notifications sent while it was away are lost, so watchers check
-// everything again. If the lock cannot be taken again (another instance
-// found this one lost meanwhile), the listener stops and [listener.lost]
-// says so.
+// everything again. If another instance found this one lost meanwhile
+// (and gave its open calls their outcome), the listener registers the
+// process again as a new instance, under a new id: it cancels what runs
+// under the old claim (see [listener.claimedCtx]), tells the store (see
+// [listener.onNewClaim]), and holds the new claim from then on.
 type listener struct {
 	cfg      *pgx.ConnConfig
 	logger   *slog.Logger
-	instance int32 // 0: hold no lock
+	instance atomic.Int32 // 0: none yet; changes when the process takes a new claim
 	cancel   context.CancelFunc
 	done     chan struct{}
-	lostErr  atomic.Pointer[error]
 	claimed  atomic.Bool // the listening connection is up and holds the instance's lock
+	// term is the current claim's: cancelled, with ErrTakenForLost,
+	// when the listener learns another took it for lost.
+	term atomic.Pointer[claimTerm]
 
 	mu       sync.Mutex
 	next     int
 	watchers map[int]watcher
+	newClaim func(old, cur int32) // see onNewClaim
+}
+
+// claimTerm is one claim of the process, from its registration as an
+// instance until another instance takes it for lost.
+type claimTerm struct {
+	ctx    context.Context
+	cancel context.CancelCauseFunc
+}
+
+func newClaimTerm() *claimTerm {
+	ctx, cancel := context.WithCancelCause(context.Background())
+	return &claimTerm{ctx: ctx, cancel: cancel}
 }
 
 type watcher struct {
@@ -72,13 +96,14 @@ type watcher struct {
 // registered by then.
 func listen(ctx context.Context, cfg *pgx.ConnConfig, logger *slog.Logger) (*listener, error) {
 	l := &listener{cfg: cfg.Copy(), logger: logger, done: make(chan struct{}), watchers: map[int]watcher{}}
+	l.term.Store(newClaimTerm())
 	// The wait for notifications ends every heartbeat: by a deadline on
 	// the socket, not pgx's default cancel request (a connection to the
 	// server each time).
 	l.cfg.BuildContextWatcherHandler = func(pc *pgconn.PgConn) ctxwatch.Handler {
 		return &pgconn.DeadlineContextWatcherHandler{Conn: pc.Conn()}
 	}
-	conn, err := l.connect(ctx)
+	conn, _, err := l.connect(ctx)
 	if err != nil {
 		return nil, err
 	}
@@ -89,55 +114,83 @@ func listen(ctx context.Context, cfg *pgx.ConnConfig, logger *slog.Logger) (*lis
 	return l, nil
 }
 
-func (l *listener) connect(ctx context.Context) (*pgx.Conn, error) {
+// connect connects, takes the instance's lock (registering the process
+// as an instance the first time, and again under a new id when another
+// instance took it for lost), and LISTENs. It reports whether the process
+// was registered anew after it had been an instance already.
+func (l *listener) connect(ctx context.Context) (*pgx.Conn, bool, error) {
 	conn, err := pgx.ConnectConfig(ctx, l.cfg)
 	if err != nil {
-		return nil, err
+		return nil, false, err
 	}
-	if l.instance == 0 {
-		if l.instance, err = register(ctx, conn); err != nil {
-			_ = conn.Close(context.Background())
-			return nil, fmt.Errorf("register this toolwire: %w", err)
+	fail := func(err error) (*pgx.Conn, bool, error) {
+		_ = conn.Close(context.Background())
+		return nil, false, err
+	}
+	renewed := false
+	if id := l.instance.Load(); id == 0 {
+		if id, err = register(ctx, conn); err != nil {
+			return fail(fmt.Errorf("register this toolwire: %w", err))
 		}
+		l.instance.Store(id)
 	} else {
-		var got bool
-		err := conn.QueryRow(ctx, "SELECT pg_try_advisory_lock($1, $2)", instanceLockClass, l.instance).Scan(&got)
-		if err == nil && got {
-			// Taken, but found lost before it was: the others gave its
-			// open calls an outcome already.
-			var recovered bool
-			err = conn.QueryRow(ctx, "SELECT recovered_at IS NOT NULL FROM toolwire.instances WHERE id = $1", l.instance).Scan(&recovered)
-			got = err == nil && !recovered
+		var got, recovered bool
+		err := conn.QueryRow(ctx, "SELECT pg_try_advisory_lock($1, $2)", instanceLockClass, id).Scan(&got)
+		if err == nil {
+			// Recovered, or its row long deleted: taken for lost. The
+			// lock, held or not, says nothing more: a replica that found
+			// the instance lost marked it so while it held the lock.
+			err = conn.QueryRow(ctx, "SELECT coalesce((SELECT recovered_at IS NOT NULL FROM toolwire.instances WHERE id = $1), true)", id).Scan(&recovered)
 		}
-		if err != nil {
-			_ = conn.Close(context.Background())
-			return nil, err
-		}
-		if !got {
-			_ = conn.Close(context.Background())
-			return nil, errLostInstance
-		}
-		// The claim holds again, from now on.
-		if _, err := conn.Exec(ctx, "UPDATE toolwire.instances SET seen_at = now(), claimed_at = now() WHERE id = $1", l.instance); err != nil {
-			_ = conn.Close(context.Background())
-			return nil, err
+		switch {
+		case err != nil:
+			return fail(err)
+		case recovered:
+			if got {
+				if _, err := conn.Exec(ctx, "SELECT pg_advisory_unlock($1, $2)", instanceLockClass, id); err != nil {
+					return fail(err)
+				}
+			}
+			cur, err := register(ctx, conn)
+			if err != nil {
+				return fail(fmt.Errorf("register this toolwire again: %w", err))
+			}
+			l.instance.Store(cur)
+			renewed = true
+		case !got:
+			return fail(errLockBusy)
+		default:
+			// The claim holds again, from now on.
+			if _, err := conn.Exec(ctx, "UPDATE toolwire.instances SET seen_at = now(), claimed_at = now() WHERE id = $1", id); err != nil {
+				return fail(err)
+			}
 		}
 	}
 	for _, ch := range channels {
 		if _, err := conn.Exec(ctx, "LISTEN "+ch); err != nil {
-			_ = conn.Close(context.Background())
-			return nil, err
+			return fail(err)
 		}
 	}
-	return conn, nil
+	return conn, renewed, nil
 }
 
-// lost returns errLostInstance once this instance was found lost, else nil.
-func (l *listener) lost() error {
-	if p := l.lostErr.Load(); p != nil {
-		return *p
-	}
-	return nil
+// onNewClaim registers fn, called on the listener's goroutine when the
+// process takes a new claim under a new instance id (the old one was
+// taken for lost), before the listener says the claim holds again.
+func (l *listener) onNewClaim(fn func(old, cur int32)) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.newClaim = fn
+}
+
+// claimedCtx returns a context that is ctx, cancelled also, with cause
+// ErrTakenForLost, when the listener learns that the claim held now was
+// taken for lost; stop releases it.
+func (l *listener) claimedCtx(ctx context.Context) (context.Context, context.CancelFunc) {
+	term := l.term.Load()
+	cctx, cancel := context.WithCancelCause(ctx)
+	stop := context.AfterFunc(term.ctx, func() { cancel(context.Cause(term.ctx)) })
+	return cctx, func() { stop(); cancel(context.Canceled) }
 }
 
 func (l *listener) run(ctx context.Context, conn *pgx.Conn) {
@@ -167,12 +220,8 @@ func (l *listener) run(ctx context.Context, conn *pgx.Conn) {
 		case <-time.After(backoff):
 		}
 		backoff = min(2*backoff, 5*time.Second)
-		c, err := l.connect(ctx)
-		if errors.Is(err, errLostInstance) {
-			l.lostErr.Store(&err)
-			l.logger.Error("store: " + err.Error())
-			return
-		}
+		old := l.instance.Load()
+		c, renewed, err := l.connect(ctx)
 		if err != nil {
 			if ctx.Err() == nil {
 				l.logger.Warn("store: reconnect the listener", "err", err, "retry", backoff)
@@ -180,6 +229,20 @@ func (l *listener) run(ctx context.Context, conn *pgx.Conn) {
 			continue
 		}
 		conn = c
+		if renewed {
+			// What still runs under the old claim is recorded as lost
+			// already: it stops, and what it would record is dropped
+			// (the first outcome of a call is its outcome).
+			term := l.term.Swap(newClaimTerm())
+			term.cancel(ErrTakenForLost)
+			l.mu.Lock()
+			fn := l.newClaim
+			l.mu.Unlock()
+			if fn != nil {
+				fn(old, l.instance.Load())
+			}
+			l.logger.Warn("store: "+ErrTakenForLost.Error()+"; it holds a new claim as another instance", "was", old, "instance", l.instance.Load())
+		}
 		for _, ch := range channels { // whatever was sent meanwhile is lost
 			l.dispatch(ch, "")
 		}
@@ -206,16 +269,13 @@ func (l *listener) wait(ctx context.Context, conn *pgx.Conn) (*pgconn.Notificati
 	}
 	hctx, cancel := context.WithTimeout(ctx, heartbeat)
 	defer cancel()
-	_, err = conn.Exec(hctx, "UPDATE toolwire.instances SET seen_at = now() WHERE id = $1", l.instance)
+	_, err = conn.Exec(hctx, "UPDATE toolwire.instances SET seen_at = now() WHERE id = $1", l.instance.Load())
 	return nil, err
 }
 
 // claim returns nil while this instance holds its claim in the fleet (its
 // listening connection is up, holding the lock), else why not.
 func (l *listener) claim() error {
-	if err := l.lost(); err != nil {
-		return err
-	}
 	if !l.claimed.Load() {
 		return errClaimLost
 	}
@@ -224,7 +284,7 @@ func (l *listener) claim() error {
 
 // errClaimLost says that the listening connection, which holds this
 // instance's claim, is down: it is reconnecting.
-var errClaimLost = errors.New("this toolwire lost its claim in the fleet (the connection that holds its lock in the database is down) and takes no calls until it holds it again")
+var errClaimLost = errors.New("this toolwire lost its claim in the fleet (the connection that holds its lock in the database is down) and takes no calls until it holds one again")
 
 func (l *listener) dispatch(channel, payload string) {
 	l.mu.Lock()

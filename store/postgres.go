@@ -64,7 +64,7 @@ func openPostgres(ctx context.Context, rawURL, redacted string, opts *Options) (
 	if err != nil {
 		return nil, fmt.Errorf("store: %s: listen: %w", redacted, err)
 	}
-	instance := l.instance
+	instance := l.instance.Load()
 	tokens, err := oauth.NewStoreOn(&tokenTable{pool: pool, where: "PostgreSQL " + redacted}, opts.OAuth)
 	if err != nil {
 		l.close()
@@ -76,16 +76,17 @@ func openPostgres(ctx context.Context, rawURL, redacted string, opts *Options) (
 		pool:     pool,
 		listener: l,
 		applied:  applied,
-		instance: instance,
 		logger:   logger,
 		pins:     pins.NewStoreOn(&pinTable{pool: pool, listener: l}),
 		tokens:   tokens,
-		sink:     newAuditTable(pool, opts.AuditSigningKey, instance),
+		sink:     newAuditTable(pool, opts.AuditSigningKey, instance, logger),
 		limits:   &tableLimiter{pool: pool},
 		session:  &sessionTable{pool: pool, listener: l},
 		grace:    claimGrace,
 	}
+	s.instance.Store(instance)
 	s.relay = newRelay(s, cfg.ConnConfig)
+	l.onNewClaim(s.newClaim)
 	// The replica's sweeps (Replica) run in the background, stopped by
 	// Close; the mailbox's first prune too, through the relay, which then
 	// waits pruneEvery before its sends prune again.

@@ -11,6 +11,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -42,7 +43,7 @@ type Relay struct {
 	st     *Store
 	pool   *pgxpool.Pool
 	cfg    *pgx.ConnConfig
-	me     int32
+	me     atomic.Int32 // this instance; a new one after it was taken for lost
 	logger *slog.Logger
 
 	ctx    context.Context // ends with the store
@@ -100,9 +101,15 @@ type watch struct {
 }
 
 // lostError is the error of a call whose instance was lost.
-type lostError struct{ instance int32 }
+type lostError struct {
+	instance int32
+	self     bool // the instance lost is this one (see Relay.renew)
+}
 
 func (e *lostError) Error() string {
+	if e.self {
+		return fmt.Sprintf("this toolwire (instance %d) was taken for lost by another replica while the request was in flight", e.instance)
+	}
 	return fmt.Sprintf("the toolwire holding it (instance %d) is gone: it was lost while the request was in flight", e.instance)
 }
 
@@ -112,18 +119,36 @@ func (e *lostError) ReplicaLost() bool { return true }
 func newRelay(st *Store, cfg *pgx.ConnConfig) *Relay {
 	ctx, cancel := context.WithCancel(context.Background())
 	r := &Relay{
-		st: st, pool: st.pool, cfg: cfg.Copy(), me: st.instance, logger: st.logger,
+		st: st, pool: st.pool, cfg: cfg.Copy(), logger: st.logger,
 		ctx: ctx, cancel: cancel, wake: make(chan struct{}, 1),
 		pending: map[string]*pendingCall{}, serving: map[string]context.CancelFunc{},
 		handlers: map[string][]*handlerEntry{}, watches: map[int32]*watch{}, lost: map[int32]bool{},
 	}
+	r.me.Store(st.instance.Load())
 	st.listener.watch(fleetChannel, r.notified)
 	r.wg.Go(r.drain)
 	return r
 }
 
 // Instance returns this instance's id, as [Relay.Holder] names holders.
-func (r *Relay) Instance() string { return strconv.Itoa(int(r.me)) }
+func (r *Relay) Instance() string { return strconv.Itoa(int(r.me.Load())) }
+
+// renew moves the relay to instance cur, the process's new claim after
+// its old one was taken for lost: the replies to the calls it made as old
+// were addressed to old, whose messages the replica that recovered it
+// deleted, and those who asked old for something were told it is lost.
+// Those calls fail, and what it served for others stops.
+func (r *Relay) renew(old, cur int32) {
+	r.me.Store(cur)
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for _, p := range r.pending {
+		r.settleLocked(p, &lostError{instance: old, self: true})
+	}
+	for _, cancel := range r.serving {
+		cancel()
+	}
+}
 
 // notified runs on the listener's goroutine: it only signals.
 func (r *Relay) notified(payload string) {
@@ -134,7 +159,7 @@ func (r *Relay) notified(payload string) {
 		if id, err := strconv.Atoi(strings.TrimPrefix(payload, lostPrefix)); err == nil {
 			r.failTo(int32(id), &lostError{instance: int32(id)})
 		}
-	case payload == strconv.Itoa(int(r.me)):
+	case payload == strconv.Itoa(int(r.me.Load())):
 		r.poke()
 	}
 }
@@ -164,7 +189,7 @@ func (r *Relay) close() {
 // release (which is safe to call more than once).
 func (r *Relay) Hold(ctx context.Context, kind, key string, ttl time.Duration) (release func(), err error) {
 	_, err = r.pool.Exec(ctx, `INSERT INTO toolwire.held (kind, key, instance, expires_at) VALUES ($1, $2, $3, now() + $4::interval)
-ON CONFLICT (kind, key) DO UPDATE SET instance = $3, expires_at = now() + $4::interval`, kind, key, r.me, ttl)
+ON CONFLICT (kind, key) DO UPDATE SET instance = $3, expires_at = now() + $4::interval`, kind, key, r.me.Load(), ttl)
 	if err != nil {
 		return nil, fmt.Errorf("store: hold %s: %w", kind, err)
 	}
@@ -173,7 +198,7 @@ ON CONFLICT (kind, key) DO UPDATE SET instance = $3, expires_at = now() + $4::in
 		once.Do(func() {
 			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 			defer cancel()
-			if _, err := r.pool.Exec(ctx, "DELETE FROM toolwire.held WHERE kind = $1 AND key = $2 AND instance = $3", kind, key, r.me); err != nil {
+			if _, err := r.pool.Exec(ctx, "DELETE FROM toolwire.held WHERE kind = $1 AND key = $2 AND instance = $3", kind, key, r.me.Load()); err != nil {
 				r.logger.Warn("store: release a held "+kind, "err", err)
 			}
 		})
@@ -196,7 +221,7 @@ FROM toolwire.held h WHERE h.kind = $1 AND h.key = $2 AND h.expires_at > now()`,
 	if err != nil {
 		return "", fmt.Errorf("store: look up a held %s: %w", kind, err)
 	}
-	if !alive && id != r.me {
+	if !alive && id != r.me.Load() {
 		r.recoverSoon(id)
 		return "", &lostError{instance: id}
 	}
@@ -257,7 +282,7 @@ func (r *Relay) Call(ctx context.Context, instance, method string, body []byte, 
 		delete(r.pending, id)
 		r.mu.Unlock()
 	}()
-	if err := r.send(ctx, to, envelope{Kind: "req", ID: id, From: r.me, Method: method, Body: body}); err != nil {
+	if err := r.send(ctx, to, envelope{Kind: "req", ID: id, From: r.me.Load(), Method: method, Body: body}); err != nil {
 		if errors.Is(err, errNoRecipient) {
 			// Never running, or gone and recovered already: nothing to
 			// watch or recover, and nothing to remember.
@@ -303,7 +328,7 @@ func (r *Relay) Call(ctx context.Context, instance, method string, body []byte, 
 			// The handler goes on until told; tell it, without waiting
 			// for ctx, which has ended.
 			actx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
-			_ = r.send(actx, to, envelope{Kind: "abandon", ID: id, From: r.me})
+			_ = r.send(actx, to, envelope{Kind: "abandon", ID: id, From: r.me.Load()})
 			cancel()
 			return nil, ctx.Err()
 		}
@@ -416,7 +441,7 @@ const mailBatch = 256
 func (r *Relay) take() (int, error) {
 	rows, err := r.pool.Query(r.ctx, `DELETE FROM toolwire.mailbox WHERE seq IN (
 	SELECT seq FROM toolwire.mailbox WHERE recipient = $1 ORDER BY seq LIMIT $2 FOR UPDATE SKIP LOCKED
-) RETURNING seq, body`, r.me, mailBatch)
+) RETURNING seq, body`, r.me.Load(), mailBatch)
 	if err != nil {
 		return 0, err
 	}
@@ -477,19 +502,19 @@ func (r *Relay) deliver(env envelope) {
 				err   error
 			)
 			emit := func(ev []byte) {
-				if err := r.send(ctx, env.From, envelope{Kind: "evt", ID: env.ID, From: r.me, Body: ev}); err != nil && ctx.Err() == nil {
+				if err := r.send(ctx, env.From, envelope{Kind: "evt", ID: env.ID, From: r.me.Load(), Body: ev}); err != nil && ctx.Err() == nil {
 					r.logger.Warn("store: relay an event", "err", err)
 				}
 			}
 			if len(fns) == 0 {
-				err = fmt.Errorf("instance %d serves no %q", r.me, env.Method)
+				err = fmt.Errorf("instance %d serves no %q", r.me.Load(), env.Method)
 			}
 			for _, h := range fns {
 				if reply, err = h.fn(ctx, env.Body, emit); !notHandled(err) {
 					break
 				}
 			}
-			rep := envelope{Kind: "rep", ID: env.ID, From: r.me, Body: reply}
+			rep := envelope{Kind: "rep", ID: env.ID, From: r.me.Load(), Body: reply}
 			if err != nil {
 				rep.Err = err.Error()
 			}

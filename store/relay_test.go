@@ -281,12 +281,12 @@ func TestOnlyAReplicaRecoversAndNotWithinTheGrace(t *testing.T) {
 	}
 	recovered := func() bool {
 		t.Helper()
-		return sql(t, url, "SELECT 1 FROM toolwire.instances WHERE id = $1 AND recovered_at IS NOT NULL", b.instance) == 1
+		return sql(t, url, "SELECT 1 FROM toolwire.instances WHERE id = $1 AND recovered_at IS NOT NULL", b.instance.Load()) == 1
 	}
 	// An operator's command, run now: it opens the store, changes state,
 	// closes (waiting for whatever it started).
 	cmd := openPG(t, url, nil)
-	if ok, err := cmd.recoverInstance(ctx, b.instance); ok || err != nil {
+	if ok, err := cmd.recoverInstance(ctx, b.instance.Load()); ok || err != nil {
 		t.Errorf("a command's recovery of b: %v, %v; want none", ok, err)
 	}
 	cmd.Close()
@@ -294,18 +294,18 @@ func TestOnlyAReplicaRecoversAndNotWithinTheGrace(t *testing.T) {
 		t.Fatal("b was taken for lost by a command")
 	}
 	// A replica, within the grace.
-	if ok, err := a.recoverInstance(ctx, b.instance); ok || err != nil || recovered() {
+	if ok, err := a.recoverInstance(ctx, b.instance.Load()); ok || err != nil || recovered() {
 		t.Errorf("a replica's recovery of b seen within the grace: %v, %v; want none", ok, err)
 	}
 	// The grace has passed for b, but not for a's own claim (it came back
 	// a moment ago, as after an outage): still not.
-	sql(t, url, "UPDATE toolwire.instances SET seen_at = now() - interval '11 seconds' WHERE id = $1", b.instance)
-	sql(t, url, "UPDATE toolwire.instances SET claimed_at = now() WHERE id = $1", a.instance)
-	if ok, err := a.recoverInstance(ctx, b.instance); ok || err != nil || recovered() {
+	sql(t, url, "UPDATE toolwire.instances SET seen_at = now() - interval '11 seconds' WHERE id = $1", b.instance.Load())
+	sql(t, url, "UPDATE toolwire.instances SET claimed_at = now() WHERE id = $1", a.instance.Load())
+	if ok, err := a.recoverInstance(ctx, b.instance.Load()); ok || err != nil || recovered() {
 		t.Errorf("the recovery of b by a replica whose own claim is new: %v, %v; want none", ok, err)
 	}
-	sql(t, url, "UPDATE toolwire.instances SET claimed_at = now() - interval '11 seconds' WHERE id = $1", a.instance)
-	if ok, err := a.recoverInstance(ctx, b.instance); !ok || err != nil || !recovered() {
+	sql(t, url, "UPDATE toolwire.instances SET claimed_at = now() - interval '11 seconds' WHERE id = $1", a.instance.Load())
+	if ok, err := a.recoverInstance(ctx, b.instance.Load()); !ok || err != nil || !recovered() {
 		t.Errorf("the recovery of b unseen for longer than the grace: %v, %v; want it recovered", ok, err)
 	}
 }
@@ -320,10 +320,10 @@ func TestTheClaimFollowsTheListeningConnection(t *testing.T) {
 	if err := a.Claim(); err != nil {
 		t.Fatalf("a fresh store's claim: %v", err)
 	}
-	sql(t, url, "UPDATE toolwire.instances SET seen_at = now() - interval '1 hour', claimed_at = now() - interval '1 hour' WHERE id = $1", a.instance)
+	sql(t, url, "UPDATE toolwire.instances SET seen_at = now() - interval '1 hour', claimed_at = now() - interval '1 hour' WHERE id = $1", a.instance.Load())
 	// The heartbeat confirms the claim within a few seconds.
 	deadline := time.Now().Add(relayWait)
-	for sql(t, url, "SELECT 1 FROM toolwire.instances WHERE id = $1 AND seen_at > now() - interval '1 minute'", a.instance) != 1 {
+	for sql(t, url, "SELECT 1 FROM toolwire.instances WHERE id = $1 AND seen_at > now() - interval '1 minute'", a.instance.Load()) != 1 {
 		if time.Now().After(deadline) {
 			t.Fatal("the heartbeat did not confirm the claim")
 		}
@@ -332,10 +332,10 @@ func TestTheClaimFollowsTheListeningConnection(t *testing.T) {
 	if n := sql(t, url, `SELECT pg_terminate_backend(pid) FROM pg_locks WHERE locktype = 'advisory'
 	AND database = (SELECT oid FROM pg_database WHERE datname = current_database())
 	AND classid::bigint = $1 AND objid::bigint = $2 AND objsubid = 2 AND mode = 'ExclusiveLock' AND granted`,
-		int64(instanceLockClass), int64(a.instance)); n != 1 {
+		int64(instanceLockClass), int64(a.instance.Load())); n != 1 {
 		t.Fatalf("terminated %d connections holding the lock, want 1", n)
 	}
-	for sql(t, url, "SELECT 1 FROM toolwire.instances WHERE id = $1 AND claimed_at > now() - interval '1 minute'", a.instance) != 1 || a.Claim() != nil {
+	for sql(t, url, "SELECT 1 FROM toolwire.instances WHERE id = $1 AND claimed_at > now() - interval '1 minute'", a.instance.Load()) != 1 || a.Claim() != nil {
 		if time.Now().After(deadline) {
 			t.Fatalf("the claim did not come back after a reconnection: %v", a.Claim())
 		}

@@ -72,7 +72,7 @@ type Store struct {
 	pool      *pgxpool.Pool
 	listener  *listener
 	applied   []int
-	instance  int32 // this process in toolwire.instances
+	instance  atomic.Int32 // this process in toolwire.instances; a new id after it was taken for lost
 	logger    *slog.Logger
 	relay     *Relay
 	recovers  atomic.Bool   // a replica: recovers the instances that are lost (Replica)
@@ -243,16 +243,45 @@ func (s *Store) Ping(ctx context.Context) error {
 }
 
 // Claim returns nil while this process holds its claim in the fleet: its
-// listening connection is up and holds its instance's lock, and no other
-// instance took it for lost; else an error saying why. A replica without
-// its claim takes no calls (another may take it for lost once the grace
-// has passed, and give its open calls their outcome). Files always hold
-// it.
+// listening connection is up and holds its instance's lock; else an error
+// saying why. A replica without its claim takes no calls (another may
+// take it for lost once the grace has passed, and give its open calls
+// their outcome). When its listener is back it holds its claim again, or,
+// if it was taken for lost meanwhile, a new one as a new instance (see
+// [Store.Claimed]). Files always hold it.
 func (s *Store) Claim() error {
 	if s.kind != Postgres {
 		return nil
 	}
 	return s.listener.claim()
+}
+
+// Claimed returns a context that is ctx, cancelled also when this
+// process learns that another replica took it for lost while its claim
+// was down (its cause is then [ErrTakenForLost]): the calls it ran were
+// given their outcome (call.errored, [ReasonInstanceLost]) by the replica
+// that recovered it, so what they do from then on would be recorded
+// nowhere. The process goes on under a new claim, as a new instance; a
+// context from before is not renewed. stop releases the context's
+// resources. For files it is ctx with a cancel.
+func (s *Store) Claimed(ctx context.Context) (claimed context.Context, stop context.CancelFunc) {
+	if s.kind != Postgres || s.listener == nil {
+		return context.WithCancel(ctx)
+	}
+	return s.listener.claimedCtx(ctx)
+}
+
+// newClaim moves this store to the new instance id cur that its listener
+// registered after the old one was taken for lost: the audit rows it
+// writes from now on, the relay's messages and holds, and its end.
+func (s *Store) newClaim(old, cur int32) {
+	s.instance.Store(cur)
+	if t, ok := s.sink.(*auditTable); ok {
+		t.instance.Store(cur)
+	}
+	if s.relay != nil {
+		s.relay.renew(old, cur)
+	}
 }
 
 // Close stops the listener and closes the audit sink and the connections.
@@ -269,9 +298,9 @@ func (s *Store) Close() error {
 		s.relay.close()
 		s.relay = nil
 	}
-	if s.pool != nil && s.instance != 0 {
+	if s.pool != nil && s.instance.Load() != 0 {
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		if e := ended(ctx, s.pool, s.instance); e != nil {
+		if e := ended(ctx, s.pool, s.instance.Load()); e != nil {
 			s.logger.Warn("store: record that this toolwire ended", "err", e)
 		}
 		cancel()

@@ -182,17 +182,23 @@ const storeReady = 2 * time.Second
 // claimed refuses every tools/call while st holds no claim in the fleet
 // ([store.Store.Claim]): its connection that holds the instance's lock is
 // down (another replica may take it for lost once the claim's grace has
-// passed, and give its open calls their outcome), or it was taken for
-// lost. A call it ran then could get two outcomes; refused, the client
-// calls again, on another replica. Everything else is served as before.
+// passed, and give its open calls their outcome). Refused, the client
+// calls again, on another replica. A call it takes runs under its claim
+// ([store.Store.Claimed]): if the replica learns that another took it for
+// lost meanwhile (and recorded the call as lost), the call is cancelled;
+// the replica goes on under a new claim. Everything else is served as
+// before.
 func claimed(st *store.Store) mcp.Middleware {
 	return func(next mcp.MethodHandler) mcp.MethodHandler {
 		return func(ctx context.Context, method string, req mcp.Request) (mcp.Result, error) {
-			if method == "tools/call" {
-				if err := st.Claim(); err != nil {
-					return nil, &jsonrpc.Error{Code: jsonrpc.CodeInternalError, Message: "this gateway replica cannot take calls now: " + err.Error() + "; call again (another replica may take it)"}
-				}
+			if method != "tools/call" {
+				return next(ctx, method, req)
 			}
+			if err := st.Claim(); err != nil {
+				return nil, &jsonrpc.Error{Code: jsonrpc.CodeInternalError, Message: "this gateway replica cannot take calls now: " + err.Error() + "; call again (another replica may take it)"}
+			}
+			ctx, stop := st.Claimed(ctx)
+			defer stop()
 			return next(ctx, method, req)
 		}
 	}

@@ -43,6 +43,17 @@ type fleetReplica struct {
 // "bob" (static tokens, one role seeing every tool), and limits.
 func openFleet(t *testing.T, dbURL string, n int, limits gateway.Limits) []*fleetReplica {
 	t.Helper()
+	urls := make([]string, n)
+	for i := range urls {
+		urls[i] = dbURL
+	}
+	return openFleetAt(t, urls, limits)
+}
+
+// openFleetAt opens a replica on each of dbURLs (one database, reached
+// as the role each URL names), as openFleet does.
+func openFleetAt(t *testing.T, dbURLs []string, limits gateway.Limits) []*fleetReplica {
+	t.Helper()
 	f := newFixture(t)
 	file := f.load(t, demoServer+"security:\n  pins: off\n")
 	verify, err := gateway.StaticVerifier([]gateway.StaticToken{
@@ -53,7 +64,7 @@ func openFleet(t *testing.T, dbURL string, n int, limits gateway.Limits) []*flee
 		t.Fatal(err)
 	}
 	var out []*fleetReplica
-	for range n {
+	for _, dbURL := range dbURLs {
 		ctx, cancel := context.WithTimeout(context.Background(), fleetWait)
 		w, err := workspace.Open(ctx, file, &workspace.Options{
 			Confirmer: gateway.NewApprover(gateway.ApprovalPolicy{}), StoreURL: dbURL, LookupEnv: fleetEnv,

@@ -2,6 +2,7 @@ package gateway
 
 import (
 	"context"
+	"encoding/base64"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -10,6 +11,7 @@ import (
 	"net/http"
 	"slices"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -184,8 +186,10 @@ type tracker struct {
 	callers  map[string]*callerState
 	calls    map[*inflight]struct{}
 	listens  map[*inflight]struct{}
-	// stateless are the 2025 calls served statelessly, by statelessRef.
+	// stateless are the 2025 calls served statelessly, by statelessRef;
+	// early, the cancellations of such calls that came before them.
 	stateless map[string][]*session
+	early     recentSet[struct{}]
 	draining  bool
 	unready   bool          // readiness answers 503 while everything is still served (the drain's delay)
 	drained   chan struct{} // closed once draining and no call is in flight
@@ -206,6 +210,10 @@ type session struct {
 	counted         bool // holds a slot of MaxSessions: opened on this replica
 	stateful        bool // a 2025 session (opened here, or a copy of one opened elsewhere)
 
+	// client is who a 2025 client served statelessly said it was, at its
+	// initialize (see tracker.wrapRequests).
+	client tool.Client
+
 	// Guarded by tracker.mu.
 	id       string
 	ss       *mcp.ServerSession
@@ -214,6 +222,9 @@ type session struct {
 	timer    *time.Timer
 	ending   string // why the session is ending; "" while it is not
 	released bool
+	// cancelled, when set, cancels the session's calls as they start: a
+	// stateless request whose notifications/cancelled came first.
+	cancelled error
 }
 
 type inflight struct {
@@ -230,6 +241,7 @@ func newTracker(l Limits, observe func(Event), log *audit.Log) *tracker {
 		sessions: map[string]*session{}, callers: map[string]*callerState{},
 		calls: map[*inflight]struct{}{}, listens: map[*inflight]struct{}{},
 		stateless: map[string][]*session{},
+		early:     newRecentSet[struct{}](earlyCancelTTL, maxEarlyCancels, maxEarlyCancelsPerCaller, false),
 	}
 }
 
@@ -250,56 +262,148 @@ func trackedFrom(ctx context.Context) *session {
 // handler serves in a session of its own, where the call it names is
 // unknown. The tracker keeps such clients' calls in progress by caller,
 // address and request id, and cancels the one a notifications/cancelled
-// names (see cancelStateless). (A 2026-07-28 client cancels by closing
-// its request's stream.)
+// names (see cancelStateless). A cancellation that comes before its call
+// (the two requests raced) is kept for earlyCancelTTL, a bounded number
+// of them per caller and in all, and cancels the call as it starts. (A
+// 2026-07-28 client cancels by closing its request's stream.)
+//
+// Such a client names itself only in its initialize; its later requests
+// name nothing (a 2024-11-05 or 2025-03-26 client not even its
+// revision). The answer to its initialize gives it what it said as its
+// Mcp-Session-Id (see clientToken), which go-sdk's stateless handler
+// neither sets nor reads, and which the client sends back with every
+// later request: the audit of its calls names it (see withClient) with
+// nothing kept here. It is only what the client said of itself, as
+// clientInfo always is.
 func (t *tracker) wrapRequests(next http.Handler, maxBody int64) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		key, subject := callerKey(r)
 		s := &session{caller: key, subject: subject}
 		if r.Method == http.MethodPost && !modern(r.Header.Get(protocolHeader)) {
 			if body, complete := peek(r, maxBody); complete {
-				if id, cancels := legacyCall(body); id != "" {
+				id, kind, c := legacyMessage(body)
+				switch kind {
+				case legacyCancel:
+					t.cancelStateless(statelessRef(r, key, id), key)
+				case legacyCall:
 					ref := statelessRef(r, key, id)
-					if cancels {
-						t.cancelStateless(ref)
-					} else {
-						t.mu.Lock()
-						t.stateless[ref] = append(t.stateless[ref], s)
-						t.mu.Unlock()
-						defer t.forgetStateless(ref, s)
+					t.mu.Lock()
+					t.stateless[ref] = append(t.stateless[ref], s)
+					early := len(t.stateless[ref]) == 1 && t.early.take(ref, time.Now())
+					if early {
+						s.cancelled = errClientCancelled
 					}
+					t.mu.Unlock()
+					defer t.forgetStateless(ref, s)
+					if early {
+						t.observe(Event{Kind: CallsCancelled, Caller: key, End: EndClientCancelled, Calls: 1})
+					}
+				case legacyInitialize:
+					w.Header().Set(sessionHeader, clientToken(c))
 				}
 			}
+			s.client = clientFromToken(r.Header.Get(sessionHeader))
 		}
 		next.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), trackedKey{}, s)))
 	})
+}
+
+// Bounds of the cancellations of 2025 calls served statelessly that came
+// before their call, which the tracker keeps for them.
+const (
+	earlyCancelTTL           = 5 * time.Second
+	maxEarlyCancels          = 4096
+	maxEarlyCancelsPerCaller = 64
+)
+
+// clientTokenPrefix starts the Mcp-Session-Id a stateless gateway gives a
+// 2025 client (see wrapRequests): version 1 of clientToken.
+const clientTokenPrefix = "twc1."
+
+// clientToken is c as a header's value: clientTokenPrefix, then the
+// base64url of its JSON. Nothing in it is secret or trusted: the client
+// said it all.
+func clientToken(c tool.Client) string {
+	b, _ := json.Marshal(struct {
+		P string `json:"p,omitempty"`
+		N string `json:"n,omitempty"`
+	}{c.Protocol, c.Name})
+	return clientTokenPrefix + base64.RawURLEncoding.EncodeToString(b)
+}
+
+// clientFromToken reads what clientToken wrote, bounded as the audit
+// keeps a client: a revision the gateway serves, a name of at most
+// maxClientName runes. Anything else (another session id, a value too
+// long or malformed) is no client.
+func clientFromToken(v string) tool.Client {
+	enc, ok := strings.CutPrefix(v, clientTokenPrefix)
+	if !ok || len(enc) > 4*maxClientName*4/3+64 {
+		return tool.Client{}
+	}
+	b, err := base64.RawURLEncoding.DecodeString(enc)
+	var c struct {
+		P string `json:"p"`
+		N string `json:"n"`
+	}
+	if err != nil || json.Unmarshal(b, &c) != nil {
+		return tool.Client{}
+	}
+	if !slices.Contains(protocolVersions, c.P) || modern(c.P) {
+		c.P = ""
+	}
+	return tool.Client{Protocol: c.P, Name: clientName(c.N, "")}
 }
 
 // errClientCancelled is the cause of a call its client cancelled with
 // notifications/cancelled.
 var errClientCancelled = errors.New("the client cancelled the request")
 
-// legacyCall reads a 2025 message: the JSON-RPC id of a tools/call, or the
-// requestId a notifications/cancelled names (cancels true); "" for
-// anything else (a batch included).
-func legacyCall(body []byte) (id string, cancels bool) {
+// What legacyMessage found in a 2025 message.
+const (
+	legacyOther = iota
+	legacyCall
+	legacyCancel
+	legacyInitialize
+)
+
+// legacyMessage reads a 2025 message: a tools/call and its JSON-RPC id, a
+// notifications/cancelled and the requestId it names, or an initialize
+// and the client it names (its revision only if the gateway serves it,
+// else go-sdk answers another); legacyOther for anything else (a batch,
+// an id that is none, included).
+func legacyMessage(body []byte) (id string, kind int, c tool.Client) {
 	var msg struct {
 		ID     json.RawMessage `json:"id"`
 		Method string          `json:"method"`
 		Params struct {
-			RequestID json.RawMessage `json:"requestId"`
+			RequestID       json.RawMessage `json:"requestId"`
+			ProtocolVersion string          `json:"protocolVersion"`
+			ClientInfo      struct {
+				Name    string `json:"name"`
+				Version string `json:"version"`
+			} `json:"clientInfo"`
 		} `json:"params"`
 	}
 	if json.Unmarshal(body, &msg) != nil {
-		return "", false
+		return "", legacyOther, c
 	}
 	switch msg.Method {
 	case "tools/call":
-		return canonicalID(msg.ID), false
+		if id = canonicalID(msg.ID); id != "" {
+			kind = legacyCall
+		}
 	case "notifications/cancelled":
-		return canonicalID(msg.Params.RequestID), true
+		if id = canonicalID(msg.Params.RequestID); id != "" {
+			kind = legacyCancel
+		}
+	case "initialize":
+		if v := msg.Params.ProtocolVersion; slices.Contains(protocolVersions, v) && !modern(v) {
+			c.Protocol = v
+		}
+		c.Name = clientName(msg.Params.ClientInfo.Name, msg.Params.ClientInfo.Version)
+		kind = legacyInitialize
 	}
-	return "", false
+	return id, kind, c
 }
 
 // canonicalID is a JSON-RPC id as one spelling: 3, 3.0 and "3" differ as
@@ -331,12 +435,17 @@ func statelessRef(r *http.Request, caller, id string) string {
 // cancelStateless cancels the call ref names, when exactly one is in
 // progress: two clients of one caller at one address may use the same
 // ids, and then which one cancelled cannot be told (none is cancelled).
-func (t *tracker) cancelStateless(ref string) {
+// When none is, the cancellation is kept a moment for the call, which may
+// still come (see wrapRequests).
+func (t *tracker) cancelStateless(ref, caller string) {
 	t.mu.Lock()
 	var n int
-	var caller string
-	if ss := t.stateless[ref]; len(ss) == 1 {
-		n, caller = t.cancelLocked(ss[0].calls, errClientCancelled), ss[0].caller
+	switch ss := t.stateless[ref]; len(ss) {
+	case 0:
+		t.early.put(ref, caller, struct{}{}, time.Now())
+	case 1:
+		ss[0].cancelled = errClientCancelled
+		n = t.cancelLocked(ss[0].calls, errClientCancelled)
 	}
 	t.mu.Unlock()
 	if n > 0 {
@@ -628,6 +737,9 @@ func (t *tracker) startCall(ctx context.Context, s *session) (context.Context, f
 	s.calls[call] = struct{}{}
 	t.calls[call] = struct{}{}
 	c.calls++
+	if s.cancelled != nil {
+		cancel(s.cancelled) // its client cancelled it before it started
+	}
 	t.mu.Unlock()
 	done := func() {
 		cancel(nil)

@@ -76,7 +76,12 @@ func withClient(ctx context.Context, req mcp.Request) context.Context {
 	}
 	c := tool.Client{Protocol: ri.ProtocolVersion()}
 	if unknownRevision(ctx, req, c.Protocol) {
+		// What the client's initialize on this connection asked for, if
+		// the gateway kept it; else unknown, not go-sdk's guess.
 		c.Protocol = ""
+		if s := trackedFrom(ctx); s != nil {
+			c.Protocol = s.client.Protocol
+		}
 	}
 	name, version := "", ""
 	// The request's own _meta first, as it came: go-sdk's ClientInfo
@@ -92,17 +97,30 @@ func withClient(ctx context.Context, req mcp.Request) context.Context {
 			name, version = info.Name, info.Version
 		}
 	}
-	c.Name = name
-	if version != "" {
-		c.Name += "/" + version
-	}
-	if r := []rune(c.Name); len(r) > maxClientName {
-		c.Name = string(r[:maxClientName]) + "…"
+	c.Name = clientName(name, version)
+	if s := trackedFrom(ctx); c.Name == "" && s != nil && !s.stateful && s.client.Protocol == c.Protocol {
+		// A 2025 client served statelessly names itself only in its
+		// initialize (see tracker.wrapRequests), kept for its connection
+		// if it asked for the revision its requests speak.
+		c.Name = s.client.Name
 	}
 	if c == (tool.Client{}) {
 		return ctx
 	}
 	return tool.WithClient(ctx, c)
+}
+
+// clientName is a client's name and version as the audit keeps them,
+// bounded.
+func clientName(name, version string) string {
+	n := name
+	if version != "" {
+		n += "/" + version
+	}
+	if r := []rune(n); len(r) > maxClientName {
+		n = string(r[:maxClientName]) + "…"
+	}
+	return n
 }
 
 // unknownRevision reports whether the revision go-sdk gives req, rev, is

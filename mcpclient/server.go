@@ -8,6 +8,8 @@ import (
 	"log/slog"
 	"net/http"
 	"os"
+	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
@@ -156,6 +158,9 @@ type settings struct {
 	policy  ReconnectPolicy
 	// confined is how a stdio server is confined; nil for a remote one.
 	confined *Confinement
+	// midCallLogged: the log said once that the server asks its client
+	// during a 2026-07-28 call (see explainMidCall).
+	midCallLogged atomic.Bool
 }
 
 func newSettings(cfg config.Server, opts *Options) *settings {
@@ -338,7 +343,44 @@ func (s *Server) call(ctx context.Context, name string, args json.RawMessage) (*
 	if err != nil {
 		return nil, err
 	}
-	return convertResult(r), nil
+	res := convertResult(r)
+	if res.IsError && askedMidCall(c, res) {
+		s.set.explainMidCall(res)
+	}
+	return res, nil
+}
+
+// goSDKMidCallRefusal is what go-sdk's server writes in a tool's error
+// when the tool asks its client (sampling, elicitation, roots) during a
+// call served on 2026-07-28, which the revision does not allow: a server
+// asks in its answer instead (SEP-2322).
+const goSDKMidCallRefusal = "cannot be sent while serving a request on protocol version 2026-07-28"
+
+// askedMidCall reports whether res is a tool's error saying that the
+// tool asked its client during the call on a 2026-07-28 connection c,
+// and was refused: a server written for an earlier revision.
+func askedMidCall(c *conn, res *tool.Result) bool {
+	return stateless(c.protocol) && strings.Contains(res.Text(), goSDKMidCallRefusal)
+}
+
+// midCallHint names what makes a server that asks its client during a
+// call work through toolwire.
+func (set *settings) midCallHint(what string) string {
+	return fmt.Sprintf("toolwire: server %q %s during a call, which protocol 2026-07-28 (the revision toolwire speaks to it) does not allow: "+
+		"a server asks in its answer instead. If the server was written for an earlier revision, set \"protocol: 2025-11-25\" on server %q in the configuration",
+		set.cfg.Name, what, set.cfg.Name)
+}
+
+// explainMidCall adds to res, the error of a tool that asked its client
+// during a 2026-07-28 call, the setting that makes it work, and logs it
+// once per server.
+func (set *settings) explainMidCall(res *tool.Result) {
+	hint := set.midCallHint("asked its client (sampling, elicitation or roots)")
+	res.Content = append(res.Content, &tool.Text{Text: hint})
+	res.Message = hint
+	if set.midCallLogged.CompareAndSwap(false, true) {
+		set.logger.Warn(hint, "server", set.cfg.Name)
+	}
 }
 
 // callOnce sends one tools/call. Its error still wraps the SDK's.

@@ -207,7 +207,11 @@ func (d *dialer) dialAs(ctx, life context.Context, cfg config.Server, ep *endpoi
 	if len(roots) > 0 {
 		opts.Capabilities.RootsV2 = &mcp.RootCapabilities{}
 	}
+	// toolwire answers a 2026-07-28 server's input requests itself (see
+	// inputRounds): innermost, where go-sdk's own loop would be.
+	opts.MultiRoundTrip = &mcp.MultiRoundTripOptions{Disabled: true}
 	client := mcp.NewClient(&mcp.Implementation{Name: "toolwire", Version: version.String()}, &opts)
+	client.AddSendingMiddleware(d.inputRounds(c))
 	client.AddRoots(roots...)
 	if err := registerTaskMethods(client); err != nil {
 		end()

@@ -93,7 +93,9 @@ const relayReply = "session.reply"
 // ids of the server's requests made the fleet's.
 type fleetTransport struct {
 	*mcp.StreamableServerTransport
-	prefix string
+	// prefix returns the replica's [replyPrefix], asked for each request:
+	// a replica taken for lost goes on as a new instance.
+	prefix func() string
 	key    []byte // of the ids' macs
 }
 
@@ -109,7 +111,7 @@ func (t *fleetTransport) Connect(ctx context.Context) (mcp.Connection, error) {
 // the answers back.
 type fleetConn struct {
 	mcp.Connection
-	prefix  string
+	prefix  func() string
 	key     []byte
 	session string
 	next    atomic.Int64
@@ -123,7 +125,7 @@ func (c *fleetConn) Write(ctx context.Context, msg jsonrpc.Message) error {
 	switch m := msg.(type) {
 	case *jsonrpc.Request:
 		if m.IsCall() {
-			wire := replyID(c.key, c.session, c.prefix, c.next.Add(1))
+			wire := replyID(c.key, c.session, c.prefix(), c.next.Add(1))
 			id, err := jsonrpc.MakeID(wire)
 			if err != nil {
 				return err

@@ -124,7 +124,7 @@ func (h *stateful) transport(id string) (*mcp.StreamableServerTransport, mcp.Tra
 	if h.relay == nil {
 		return t, t
 	}
-	return t, &fleetTransport{StreamableServerTransport: t, prefix: replyPrefix(h.relay.Instance()), key: h.replyKey}
+	return t, &fleetTransport{StreamableServerTransport: t, prefix: func() string { return replyPrefix(h.relay.Instance()) }, key: h.replyKey}
 }
 
 // isSync reports whether req is one the layer serves its own copy.

@@ -102,7 +102,7 @@ func TestFleetReplicaTakenForLostClaimsAgain(t *testing.T) {
 	}
 
 	s := &steer{replicas: reps, token: "alice-token", pick: func(string) int { return 0 }}
-	cs, err := mcp.NewClient(&mcp.Implementation{Name: "fleet-2025", Version: "1"}, nil).Connect(ctx,
+	cs, err := mcp.NewClient(&mcp.Implementation{Name: "fleet-2025", Version: "1"}, &mcp.ClientOptions{ElicitationHandler: approve}).Connect(ctx,
 		&mcp.StreamableClientTransport{Endpoint: a.url + "/mcp", HTTPClient: &http.Client{Transport: s}, MaxRetries: -1},
 		&mcp.ClientSessionOptions{ProtocolVersion: "2025-11-25"})
 	if err != nil {
@@ -164,6 +164,12 @@ func TestFleetReplicaTakenForLostClaimsAgain(t *testing.T) {
 	if res, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: "demo__echo", Arguments: map[string]any{"text": "again"}}); err != nil || res.IsError {
 		t.Errorf("a call to a once it holds a new claim: %v %+v", err, res)
 	}
+	// The session opened before goes on: a question the replica asks it
+	// now (an approval) is named as the new instance's, and its answer
+	// comes back to it.
+	if res, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: "demo__write_note", Arguments: map[string]any{"title": "after", "body": "the new claim"}}); err != nil || res.IsError {
+		t.Errorf("an approved call on the session opened before the new claim: %v %+v", err, res)
+	}
 
 	// Every call requested has exactly one outcome; the long one's is the
 	// one b gave it.
@@ -191,6 +197,7 @@ WHERE r.event->>'kind' = 'call.requested' GROUP BY r.seq, r.event, r.instance OR
 	want := []string{
 		"demo__slow_count@" + old + ": call.errored " + store.ReasonInstanceLost,
 		"demo__echo@" + cur + ": call.executed ",
+		"demo__write_note@" + cur + ": call.executed ",
 	}
 	if strings.Join(got, "\n") != strings.Join(want, "\n") {
 		t.Errorf("calls and their outcomes:\n%s\nwant:\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))

@@ -103,7 +103,7 @@ func listen(ctx context.Context, cfg *pgx.ConnConfig, logger *slog.Logger) (*lis
 	l.cfg.BuildContextWatcherHandler = func(pc *pgconn.PgConn) ctxwatch.Handler {
 		return &pgconn.DeadlineContextWatcherHandler{Conn: pc.Conn()}
 	}
-	conn, _, err := l.connect(ctx)
+	conn, err := l.connect(ctx)
 	if err != nil {
 		return nil, err
 	}
@@ -116,18 +116,16 @@ func listen(ctx context.Context, cfg *pgx.ConnConfig, logger *slog.Logger) (*lis
 
 // connect connects, takes the instance's lock (registering the process
 // as an instance the first time, and again under a new id when another
-// instance took it for lost), and LISTENs. It reports whether the process
-// was registered anew after it had been an instance already.
-func (l *listener) connect(ctx context.Context) (*pgx.Conn, bool, error) {
+// instance took it for lost), and LISTENs.
+func (l *listener) connect(ctx context.Context) (*pgx.Conn, error) {
 	conn, err := pgx.ConnectConfig(ctx, l.cfg)
 	if err != nil {
-		return nil, false, err
+		return nil, err
 	}
-	fail := func(err error) (*pgx.Conn, bool, error) {
+	fail := func(err error) (*pgx.Conn, error) {
 		_ = conn.Close(context.Background())
-		return nil, false, err
+		return nil, err
 	}
-	renewed := false
 	if id := l.instance.Load(); id == 0 {
 		if id, err = register(ctx, conn); err != nil {
 			return fail(fmt.Errorf("register this toolwire: %w", err))
@@ -156,7 +154,6 @@ func (l *listener) connect(ctx context.Context) (*pgx.Conn, bool, error) {
 				return fail(fmt.Errorf("register this toolwire again: %w", err))
 			}
 			l.instance.Store(cur)
-			renewed = true
 		case !got:
 			return fail(errLockBusy)
 		default:
@@ -171,7 +168,7 @@ func (l *listener) connect(ctx context.Context) (*pgx.Conn, bool, error) {
 			return fail(err)
 		}
 	}
-	return conn, renewed, nil
+	return conn, nil
 }
 
 // onNewClaim registers fn, called on the listener's goroutine when the
@@ -196,6 +193,7 @@ func (l *listener) claimedCtx(ctx context.Context) (context.Context, context.Can
 func (l *listener) run(ctx context.Context, conn *pgx.Conn) {
 	defer close(l.done)
 	backoff := 100 * time.Millisecond
+	announced := l.instance.Load() // the id the store knows
 	for {
 		for conn != nil {
 			n, err := l.wait(ctx, conn)
@@ -220,8 +218,7 @@ func (l *listener) run(ctx context.Context, conn *pgx.Conn) {
 		case <-time.After(backoff):
 		}
 		backoff = min(2*backoff, 5*time.Second)
-		old := l.instance.Load()
-		c, renewed, err := l.connect(ctx)
+		c, err := l.connect(ctx)
 		if err != nil {
 			if ctx.Err() == nil {
 				l.logger.Warn("store: reconnect the listener", "err", err, "retry", backoff)
@@ -229,7 +226,12 @@ func (l *listener) run(ctx context.Context, conn *pgx.Conn) {
 			continue
 		}
 		conn = c
-		if renewed {
+		// A new instance id, registered now or by an attempt that failed
+		// after registering: the store and what ran under the old claim
+		// learn it once, before the claim holds.
+		if cur := l.instance.Load(); cur != announced {
+			old := announced
+			announced = cur
 			// What still runs under the old claim is recorded as lost
 			// already: it stops, and what it would record is dropped
 			// (the first outcome of a call is its outcome).
@@ -239,9 +241,9 @@ func (l *listener) run(ctx context.Context, conn *pgx.Conn) {
 			fn := l.newClaim
 			l.mu.Unlock()
 			if fn != nil {
-				fn(old, l.instance.Load())
+				fn(old, cur)
 			}
-			l.logger.Warn("store: "+ErrTakenForLost.Error()+"; it holds a new claim as another instance", "was", old, "instance", l.instance.Load())
+			l.logger.Warn("store: "+ErrTakenForLost.Error()+"; it holds a new claim as another instance", "was", old, "instance", cur)
 		}
 		for _, ch := range channels { // whatever was sent meanwhile is lost
 			l.dispatch(ch, "")

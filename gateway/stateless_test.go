@@ -61,6 +61,32 @@ func TestAStatelessCancelBeforeItsCallCancelsIt(t *testing.T) {
 	b.up.sig.wait(t, "again entered")
 }
 
+// Issue 22.19: over the wire, a caller's flood of notifications/cancelled
+// naming ids that never come keeps no more of them than the caller's
+// bound, and the gateway still serves the caller's calls.
+func TestAStatelessCancellationFloodIsBounded(t *testing.T) {
+	t.Parallel()
+	b := newBridge(t, bridgeOptions{stateless: true})
+	hdr := map[string]string{"Mcp-Protocol-Version": "2025-11-25"}
+	for i := range 4 * maxEarlyCancelsPerCaller {
+		body := fmt.Sprintf(`{"jsonrpc":"2.0","method":"notifications/cancelled","params":{"requestId":"never-%d"}}`, i)
+		if r := b.post26(ctxT(t), bobToken, hdr, body); r.status != http.StatusAccepted {
+			t.Fatalf("cancellation %d: %d %s", i, r.status, r.body)
+		}
+	}
+	b.h.tracker.mu.Lock()
+	n, order := b.h.tracker.early.len()
+	b.h.tracker.mu.Unlock()
+	// Some may have expired on a slow machine; none beyond the bound.
+	if n == 0 || n > maxEarlyCancelsPerCaller || order > 2*maxEarlyCancels {
+		t.Errorf("after %d cancellations of ids that never came: %d kept (order %d), want some, at most the caller's bound %d",
+			4*maxEarlyCancelsPerCaller, n, order, maxEarlyCancelsPerCaller)
+	}
+	if r := b.post26(ctxT(t), bobToken, hdr, `{"jsonrpc":"2.0","id":"after","method":"tools/call","params":{"name":"up__echo","arguments":{"n":1}}}`); r.msg["result"] == nil {
+		t.Errorf("a call after the flood: %d %s", r.status, r.body)
+	}
+}
+
 // Issue 22.19: a flood of notifications/cancelled naming ids that never
 // come keeps a bounded number of them: per caller, and in all; and one
 // kept is forgotten after earlyCancelTTL.

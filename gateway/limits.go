@@ -189,7 +189,7 @@ type tracker struct {
 	// stateless are the 2025 calls served statelessly, by statelessRef;
 	// early, the cancellations of such calls that came before them.
 	stateless map[string][]*session
-	early     recentSet[struct{}]
+	early     recentSet
 	draining  bool
 	unready   bool          // readiness answers 503 while everything is still served (the drain's delay)
 	drained   chan struct{} // closed once draining and no call is in flight
@@ -241,7 +241,7 @@ func newTracker(l Limits, observe func(Event), log *audit.Log) *tracker {
 		sessions: map[string]*session{}, callers: map[string]*callerState{},
 		calls: map[*inflight]struct{}{}, listens: map[*inflight]struct{}{},
 		stateless: map[string][]*session{},
-		early:     newRecentSet[struct{}](earlyCancelTTL, maxEarlyCancels, maxEarlyCancelsPerCaller, false),
+		early:     newRecentSet(earlyCancelTTL, maxEarlyCancels, maxEarlyCancelsPerCaller),
 	}
 }
 
@@ -442,7 +442,7 @@ func (t *tracker) cancelStateless(ref, caller string) {
 	var n int
 	switch ss := t.stateless[ref]; len(ss) {
 	case 0:
-		t.early.put(ref, caller, struct{}{}, time.Now())
+		t.early.put(ref, caller, time.Now())
 	case 1:
 		ss[0].cancelled = errClientCancelled
 		n = t.cancelLocked(ss[0].calls, errClientCancelled)

@@ -2,27 +2,25 @@ package gateway
 
 import "time"
 
-// recentSet keeps a value by key for a while (ttl), put by an owner (a
+// recentSet keeps keys for a while (ttl), each put by an owner (a
 // caller), bounded in count: in all (max), and per owner (perOwner).
 // What it holds is put there by remote parties, so neither a flood of
 // one caller nor of all of them grows it beyond its bounds. When the set
-// is full the oldest entry goes; when an owner has its perOwner entries,
-// its oldest goes (evictOwn) or the new one is not kept. Its zero value
-// is not usable (see newRecentSet); it is not safe for concurrent use
-// (the tracker's mutex guards it).
-type recentSet[V any] struct {
+// is full the oldest key goes; when an owner has its perOwner keys, the
+// new one is not kept (an owner's flood costs only that owner). Its zero
+// value is not usable (see newRecentSet); it is not safe for concurrent
+// use (the tracker's mutex guards it).
+type recentSet struct {
 	ttl           time.Duration
 	max, perOwner int
-	evictOwn      bool
 
-	by     map[string]recentEntry[V]
-	order  []recentKey // in the order put; entries taken or replaced stay until pruned
+	by     map[string]recentEntry
+	order  []recentKey // in the order put; keys taken or put again stay until pruned
 	owners map[string]int
 	seq    uint64
 }
 
-type recentEntry[V any] struct {
-	v     V
+type recentEntry struct {
 	owner string
 	at    time.Time
 	seq   uint64
@@ -33,46 +31,28 @@ type recentKey struct {
 	seq uint64
 }
 
-func newRecentSet[V any](ttl time.Duration, max, perOwner int, evictOwn bool) recentSet[V] {
-	return recentSet[V]{ttl: ttl, max: max, perOwner: perOwner, evictOwn: evictOwn, by: map[string]recentEntry[V]{}, owners: map[string]int{}}
+func newRecentSet(ttl time.Duration, max, perOwner int) recentSet {
+	return recentSet{ttl: ttl, max: max, perOwner: perOwner, by: map[string]recentEntry{}, owners: map[string]int{}}
 }
 
-// put keeps v under key for owner, from now, in place of what key held.
-func (s *recentSet[V]) put(key, owner string, v V, now time.Time) {
+// put keeps key for owner, from now.
+func (s *recentSet) put(key, owner string, now time.Time) {
 	s.prune(now)
 	if e, ok := s.by[key]; ok {
 		s.remove(key, e)
 	}
 	if s.owners[owner] >= s.perOwner {
-		if !s.evictOwn {
-			return
-		}
-		for _, k := range s.order {
-			if e, ok := s.by[k.key]; ok && e.seq == k.seq && e.owner == owner {
-				s.remove(k.key, e)
-				break
-			}
-		}
+		return
 	}
 	s.seq++
-	s.by[key] = recentEntry[V]{v: v, owner: owner, at: now, seq: s.seq}
+	s.by[key] = recentEntry{owner: owner, at: now, seq: s.seq}
 	s.order = append(s.order, recentKey{key, s.seq})
 	s.owners[owner]++
 	s.prune(now)
 }
 
-// get returns what key holds, if it was put less than ttl ago.
-func (s *recentSet[V]) get(key string, now time.Time) (V, bool) {
-	e, ok := s.by[key]
-	if !ok || now.Sub(e.at) >= s.ttl {
-		var zero V
-		return zero, false
-	}
-	return e.v, true
-}
-
 // take reports whether key was put less than ttl ago, and forgets it.
-func (s *recentSet[V]) take(key string, now time.Time) bool {
+func (s *recentSet) take(key string, now time.Time) bool {
 	e, ok := s.by[key]
 	if ok {
 		s.remove(key, e)
@@ -80,11 +60,11 @@ func (s *recentSet[V]) take(key string, now time.Time) bool {
 	return ok && now.Sub(e.at) < s.ttl
 }
 
-// len returns how many entries the set holds, and how many it keeps in
-// its order of arrival (at most twice as many).
-func (s *recentSet[V]) len() (entries, order int) { return len(s.by), len(s.order) }
+// len returns how many keys the set holds, and how many it keeps in its
+// order of arrival (at most twice as many as max).
+func (s *recentSet) len() (keys, order int) { return len(s.by), len(s.order) }
 
-func (s *recentSet[V]) remove(key string, e recentEntry[V]) {
+func (s *recentSet) remove(key string, e recentEntry) {
 	delete(s.by, key)
 	if s.owners[e.owner]--; s.owners[e.owner] <= 0 {
 		delete(s.owners, e.owner)
@@ -92,8 +72,8 @@ func (s *recentSet[V]) remove(key string, e recentEntry[V]) {
 }
 
 // prune drops, oldest first, what expired, and what is beyond the bounds:
-// more than max entries, or an order more than twice as long.
-func (s *recentSet[V]) prune(now time.Time) {
+// more than max keys, or an order more than twice as long.
+func (s *recentSet) prune(now time.Time) {
 	for len(s.order) > 0 {
 		k := s.order[0]
 		e, live := s.by[k.key]

@@ -86,7 +86,8 @@ func TestATakenForLostReplicaClaimsAgainAndGivesNoSecondOutcome(t *testing.T) {
 	aURL, allow := loginAs(t, url)
 	a, b := openPG(t, aURL, nil), openPG(t, url, nil)
 	b.grace = 200 * time.Millisecond
-	b.Replica()
+	// A replica, recovering only when the test asks (no sweeps racing it).
+	b.recovers.Store(true)
 	old := a.instance.Load()
 
 	write := func(s *Store, evs ...audit.Event) {

@@ -1,0 +1,485 @@
+package gateway
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/toolwire/toolwire/audit"
+	"github.com/toolwire/toolwire/task"
+	"github.com/toolwire/toolwire/tool"
+)
+
+// taskGateway is a gateway over HTTP with tasks kept in a directory: a
+// tool "slow" that returns when release is closed (or its context ends),
+// "fails", which returns an error result, and "quick". Callers: alice and
+// bob, static tokens.
+type taskGateway struct {
+	url     string
+	release chan struct{}
+	started chan struct{} // a value per slow call that started
+	ended   atomic.Int32  // slow calls whose context ended before release
+	st      *task.Store
+	mem     *audit.Memory
+}
+
+func newTaskGateway(t *testing.T) *taskGateway {
+	t.Helper()
+	tg := &taskGateway{release: make(chan struct{}), started: make(chan struct{}, 64), mem: &audit.Memory{}}
+	files, err := task.OpenFiles(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { files.Close() })
+	tg.st = task.NewStore(files, nil)
+	reg := tool.NewRegistry(&tool.RegistryOptions{Confirmer: NewApprover(ApprovalPolicy{Write: Allow, Destructive: Allow})})
+	schema := json.RawMessage(`{"type":"object","properties":{"n":{"type":"integer"}}}`)
+	for _, def := range []struct {
+		name string
+		run  func(ctx context.Context, args json.RawMessage) (*tool.Result, error)
+	}{
+		{"slow", func(ctx context.Context, args json.RawMessage) (*tool.Result, error) {
+			tg.started <- struct{}{}
+			select {
+			case <-tg.release:
+				return tool.TextResult("slow done with " + string(args)), nil
+			case <-ctx.Done():
+				tg.ended.Add(1)
+				return nil, ctx.Err()
+			}
+		}},
+		{"fails", func(ctx context.Context, args json.RawMessage) (*tool.Result, error) {
+			return tool.ErrorResult(tool.ReasonTool, "disk full"), nil
+		}},
+		{"quick", func(ctx context.Context, args json.RawMessage) (*tool.Result, error) {
+			var a struct{ N int }
+			_ = json.Unmarshal(args, &a)
+			time.Sleep(time.Duration(a.N) * time.Millisecond) // how long it runs, for the races
+			return tool.TextResult("quick " + string(args)), nil
+		}},
+	} {
+		if err := reg.Register(&tool.Tool{Name: def.name, Description: def.name, InputSchema: schema, Tier: tool.Read, Handler: def.run}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	ex := tool.NewExecutor(reg, &tool.ExecutorOptions{Audit: audit.NewLog(tg.mem, nil)})
+	gw := New(ex, &Options{Tasks: tg.st})
+	verify, err := StaticVerifier([]StaticToken{
+		{SHA256: HashToken("alice-token"), Subject: "alice", Role: "all"},
+		{SHA256: HashToken("bob-token"), Subject: "bob", Role: "all"},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ts := httptest.NewServer(nil)
+	h := gw.Handler(&HTTPOptions{Verifier: verify, Roles: Roles{"all": {"*"}}, ResourceURL: ts.URL + "/mcp"})
+	ts.Config.Handler = h
+	t.Cleanup(func() {
+		select {
+		case <-tg.release:
+		default:
+			close(tg.release)
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		h.Drain(ctx, 0) // the tasks' calls end before their directory goes
+		ts.CloseClientConnections()
+		ts.Close()
+		h.Close()
+	})
+	tg.url = ts.URL + "/mcp"
+	return tg
+}
+
+// taskSession is a 2025 session spoken in JSON-RPC by hand: go-sdk's
+// client cannot send a task.
+type taskSession struct {
+	t     *testing.T
+	url   string
+	token string
+	sid   string
+	rev   string
+	next  atomic.Int64
+	init  map[string]any // the initialize's result
+}
+
+func openRaw(t *testing.T, url, token, rev string) *taskSession {
+	t.Helper()
+	s := &taskSession{t: t, url: url, token: token, rev: rev}
+	res, rpcErr := s.call("initialize", map[string]any{
+		"protocolVersion": rev, "capabilities": map[string]any{}, "clientInfo": map[string]any{"name": "raw", "version": "1"},
+	})
+	if rpcErr != nil {
+		t.Fatalf("initialize: %v", rpcErr)
+	}
+	s.init = res
+	s.post(map[string]any{"jsonrpc": "2.0", "method": "notifications/initialized"})
+	return s
+}
+
+// close ends the session (DELETE), as a client that goes away does.
+func (s *taskSession) close() {
+	req, _ := http.NewRequest(http.MethodDelete, s.url, nil)
+	req.Header.Set("Authorization", "Bearer "+s.token)
+	req.Header.Set(sessionHeader, s.sid)
+	resp, err := http.DefaultClient.Do(req)
+	if err == nil {
+		resp.Body.Close()
+	}
+}
+
+func (s *taskSession) post(msg any) *http.Response {
+	s.t.Helper()
+	b, err := json.Marshal(msg)
+	if err != nil {
+		s.t.Fatal(err)
+	}
+	return s.postRaw(b)
+}
+
+func (s *taskSession) postRaw(b []byte) *http.Response {
+	s.t.Helper()
+	req, _ := http.NewRequest(http.MethodPost, s.url, bytes.NewReader(b))
+	req.Header.Set("Authorization", "Bearer "+s.token)
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Accept", "application/json, text/event-stream")
+	if s.sid != "" {
+		req.Header.Set(sessionHeader, s.sid)
+		req.Header.Set(protocolHeader, s.rev)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	s.t.Cleanup(cancel)
+	resp, err := http.DefaultClient.Do(req.WithContext(ctx))
+	if err != nil {
+		s.t.Fatal(err)
+	}
+	if id := resp.Header.Get(sessionHeader); id != "" && s.sid == "" {
+		s.sid = id
+	}
+	return resp
+}
+
+type taskRPCError struct {
+	Code    int    `json:"code"`
+	Message string `json:"message"`
+}
+
+func (e *taskRPCError) Error() string { return fmt.Sprintf("%d %s", e.Code, e.Message) }
+
+// call sends a request and returns its result or error.
+func (s *taskSession) call(method string, params any) (map[string]any, *taskRPCError) {
+	s.t.Helper()
+	id := s.next.Add(1)
+	b, err := json.Marshal(map[string]any{"jsonrpc": "2.0", "id": id, "method": method, "params": params})
+	if err != nil {
+		s.t.Fatal(err)
+	}
+	return s.callRaw(b)
+}
+
+func (s *taskSession) callRaw(body []byte) (map[string]any, *taskRPCError) {
+	s.t.Helper()
+	resp := s.postRaw(body)
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		b, _ := io.ReadAll(resp.Body)
+		s.t.Fatalf("HTTP %d: %s", resp.StatusCode, b)
+	}
+	var msg struct {
+		ID     any             `json:"id"`
+		Result json.RawMessage `json:"result"`
+		Error  *taskRPCError       `json:"error"`
+	}
+	found := false
+	if strings.HasPrefix(resp.Header.Get("Content-Type"), "text/event-stream") {
+		sc := bufio.NewScanner(resp.Body)
+		sc.Buffer(make([]byte, 1<<20), 1<<22)
+		for sc.Scan() {
+			data, ok := strings.CutPrefix(sc.Text(), "data: ")
+			if !ok {
+				continue
+			}
+			msg.ID, msg.Result, msg.Error = nil, nil, nil
+			if json.Unmarshal([]byte(data), &msg) == nil && msg.ID != nil {
+				found = true
+				break
+			}
+		}
+	} else {
+		found = json.NewDecoder(resp.Body).Decode(&msg) == nil
+	}
+	if !found {
+		s.t.Fatal("no response")
+	}
+	if msg.Error != nil {
+		return nil, msg.Error
+	}
+	var out map[string]any
+	if err := json.Unmarshal(msg.Result, &out); err != nil {
+		s.t.Fatal(err)
+	}
+	return out, nil
+}
+
+// startTask calls tool as a task and returns its id.
+func (s *taskSession) startTask(name string, args map[string]any) string {
+	s.t.Helper()
+	res, err := s.call("tools/call", map[string]any{"name": name, "arguments": args, "task": map[string]any{"ttl": 120000}})
+	if err != nil {
+		s.t.Fatalf("tools/call %s as a task: %v", name, err)
+	}
+	tk, _ := res["task"].(map[string]any)
+	id, _ := tk["taskId"].(string)
+	if id == "" || tk["status"] != "working" || tk["createdAt"] == nil || tk["ttl"] != float64(120000) {
+		s.t.Fatalf("tools/call %s as a task answered %v; want a task, working, its ttl 120000", name, res)
+	}
+	return id
+}
+
+func resultText(res map[string]any) string {
+	content, _ := res["content"].([]any)
+	var b strings.Builder
+	for _, c := range content {
+		if m, ok := c.(map[string]any); ok {
+			t, _ := m["text"].(string)
+			b.WriteString(t)
+		}
+	}
+	return b.String()
+}
+
+// TestATaskOutlivesItsClient: a client asks for a task, is answered at
+// once (the call still running), goes away (its session deleted); the
+// call finishes; the client comes back on a new session and fetches the
+// result. The session declares the tasks capability and lists its tools
+// as task-capable.
+func TestATaskOutlivesItsClient(t *testing.T) {
+	t.Parallel()
+	tg := newTaskGateway(t)
+	s1 := openRaw(t, tg.url, "alice-token", "2025-11-25")
+	caps, _ := s1.init["capabilities"].(map[string]any)
+	tasks, _ := caps["tasks"].(map[string]any)
+	requests, _ := tasks["requests"].(map[string]any)
+	if tasks["list"] == nil || tasks["cancel"] == nil || requests["tools"] == nil {
+		t.Errorf("the initialize's capabilities: %v; want tasks with list, cancel and requests.tools.call", caps)
+	}
+	list, rerr := s1.call("tools/list", map[string]any{})
+	if rerr != nil {
+		t.Fatal(rerr)
+	}
+	for _, x := range list["tools"].([]any) {
+		tl := x.(map[string]any)
+		if ex, _ := tl["execution"].(map[string]any); ex["taskSupport"] != "optional" {
+			t.Errorf("tool %v: execution %v; want taskSupport optional", tl["name"], tl["execution"])
+		}
+	}
+	id := s1.startTask("slow", map[string]any{"n": 7})
+	<-tg.started // the call runs in the background
+	got, rerr := s1.call("tasks/get", map[string]any{"taskId": id})
+	if rerr != nil || got["status"] != "working" || got["taskId"] != id {
+		t.Fatalf("tasks/get while it runs: %v, %v; want working", got, rerr)
+	}
+	s1.close()
+	close(tg.release)
+
+	s2 := openRaw(t, tg.url, "alice-token", "2025-11-25")
+	res, rerr := s2.call("tasks/result", map[string]any{"taskId": id})
+	if rerr != nil {
+		t.Fatalf("tasks/result on a new session: %v", rerr)
+	}
+	if txt := resultText(res); txt != `slow done with {"n":7}` {
+		t.Errorf("the result: %q; want the call's", txt)
+	}
+	meta, _ := res["_meta"].(map[string]any)
+	if rel, _ := meta[relatedTaskKey].(map[string]any); rel["taskId"] != id {
+		t.Errorf("the result's _meta: %v; want the related task", meta)
+	}
+	got, rerr = s2.call("tasks/get", map[string]any{"taskId": id})
+	if rerr != nil || got["status"] != "completed" {
+		t.Errorf("tasks/get after: %v, %v; want completed", got, rerr)
+	}
+	listed, rerr := s2.call("tasks/list", map[string]any{})
+	if rerr != nil || len(listed["tasks"].([]any)) != 1 {
+		t.Errorf("tasks/list: %v, %v; want the one task", listed, rerr)
+	}
+	if tg.ended.Load() != 0 {
+		t.Error("the call was cancelled when its client went away")
+	}
+	// The call went through the executor: audited as any call, once.
+	executed := 0
+	for _, ev := range tg.mem.Events() {
+		if ev.Kind == audit.CallExecuted && ev.Tool == "slow" {
+			executed++
+			if ev.Caller != "alice" {
+				t.Errorf("audited caller %q; want alice", ev.Caller)
+			}
+		}
+	}
+	if executed != 1 {
+		t.Errorf("%d call.executed events for the task's call; want 1", executed)
+	}
+}
+
+// TestTaskFailureAndOlderRevisions: an error result ends the task failed
+// (its result still the tool's); a session of 2025-06-18, which has no
+// tasks, is served the call itself, and no task method.
+func TestTaskFailureAndOlderRevisions(t *testing.T) {
+	t.Parallel()
+	tg := newTaskGateway(t)
+	s := openRaw(t, tg.url, "alice-token", "2025-11-25")
+	id := s.startTask("fails", nil)
+	res, rerr := s.call("tasks/result", map[string]any{"taskId": id})
+	if rerr != nil || res["isError"] != true || resultText(res) != "disk full" {
+		t.Errorf("tasks/result of a failing call: %v, %v; want its error result", res, rerr)
+	}
+	got, _ := s.call("tasks/get", map[string]any{"taskId": id})
+	if got["status"] != "failed" || got["statusMessage"] != "disk full" {
+		t.Errorf("tasks/get: %v; want failed, saying why", got)
+	}
+
+	old := openRaw(t, tg.url, "alice-token", "2025-06-18")
+	if caps, _ := old.init["capabilities"].(map[string]any); caps["tasks"] != nil {
+		t.Errorf("a 2025-06-18 session was offered tasks: %v", caps)
+	}
+	res, rerr = old.call("tools/call", map[string]any{"name": "quick", "arguments": map[string]any{"n": 1}, "task": map[string]any{"ttl": 1000}})
+	if rerr != nil || res["task"] != nil || resultText(res) != `quick {"n":1}` {
+		t.Errorf("a 2025-06-18 call asking for a task: %v, %v; want the call's result", res, rerr)
+	}
+	if _, rerr := old.call("tasks/get", map[string]any{"taskId": id}); rerr == nil || rerr.Code != -32601 {
+		t.Errorf("tasks/get on a 2025-06-18 session: %v; want method not found", rerr)
+	}
+}
+
+// TestTasksAreTheirOwnersOnly: another caller, a forged id, an id of the
+// wrong form, a cursor tampered with, and garbage task parameters: each
+// refused, and the owner's task untouched. Another's task is not found in
+// exactly the words an unknown one is (no oracle).
+func TestTasksAreTheirOwnersOnly(t *testing.T) {
+	t.Parallel()
+	tg := newTaskGateway(t)
+	alice := openRaw(t, tg.url, "alice-token", "2025-11-25")
+	bob := openRaw(t, tg.url, "bob-token", "2025-11-25")
+	id := alice.startTask("slow", nil)
+	<-tg.started
+
+	var unknown *taskRPCError
+	for _, method := range []string{"tasks/get", "tasks/result", "tasks/cancel"} {
+		_, forged := bob.call(method, map[string]any{"taskId": task.NewID()})
+		_, theirs := bob.call(method, map[string]any{"taskId": id})
+		if theirs == nil || forged == nil || theirs.Code != -32602 || *theirs != *forged {
+			t.Errorf("%s of alice's task by bob: %v; of a forged id: %v; want the same -32602", method, theirs, forged)
+		}
+		unknown = forged
+	}
+	for _, bad := range []any{"../../etc/passwd", strings.Repeat("A", 100000), 42, nil, map[string]any{"x": 1}} {
+		_, rerr := bob.call("tasks/get", map[string]any{"taskId": bad})
+		if rerr == nil || rerr.Code != -32602 || len(rerr.Message) > 200 {
+			t.Errorf("tasks/get of %.20v: %v; want a short -32602", bad, rerr)
+		}
+	}
+	if listed, rerr := bob.call("tasks/list", map[string]any{}); rerr != nil || len(listed["tasks"].([]any)) != 0 {
+		t.Errorf("bob's tasks/list: %v, %v; want none", listed, rerr)
+	}
+	for _, cursor := range []string{"garbage", strings.Repeat("x", 5000), task.Cursor{ID: id}.String() + "AA"} {
+		if _, rerr := bob.call("tasks/list", map[string]any{"cursor": cursor}); rerr == nil || rerr.Code != -32602 {
+			t.Errorf("tasks/list with cursor %.20q: %v; want -32602", cursor, rerr)
+		}
+	}
+	// A cursor is no key: one made at alice's task lists bob's after it.
+	forged := task.Cursor{Created: time.Unix(0, 0), ID: id}.String()
+	if listed, rerr := bob.call("tasks/list", map[string]any{"cursor": forged}); rerr != nil || len(listed["tasks"].([]any)) != 0 {
+		t.Errorf("bob's tasks/list from a cursor naming alice's task: %v, %v; want none of hers", listed, rerr)
+	}
+	for _, bad := range []any{"now", 12, []any{1}, map[string]any{"ttl": "long"}, map[string]any{"ttl": -5}, map[string]any{"ttl": 1e300}} {
+		_, rerr := bob.call("tools/call", map[string]any{"name": "quick", "task": bad})
+		if rerr == nil || rerr.Code != -32602 || !strings.Contains(rerr.Message, "task") {
+			t.Errorf("a tools/call with task %v: %v; want -32602 naming the task", bad, rerr)
+		}
+	}
+	// A huge task parameter within the body limit: refused, not stored.
+	huge := fmt.Sprintf(`{"jsonrpc":"2.0","id":99,"method":"tools/call","params":{"name":"quick","task":{"ttl":1000,"pad":%q}}}`, strings.Repeat("p", 1<<20))
+	if res, rerr := bob.callRaw([]byte(huge)); rerr != nil || res["task"] == nil {
+		t.Errorf("a task with 1 MiB of unknown members: %v, %v; want a task (unknown members ignored)", res, rerr)
+	}
+	got, rerr := alice.call("tasks/get", map[string]any{"taskId": id})
+	if rerr != nil || got["status"] != "working" {
+		t.Errorf("alice's task after all that: %v, %v; want working", got, rerr)
+	}
+	if unknown.Message != "tasks/cancel: task not found" {
+		t.Errorf("not found says %q", unknown.Message)
+	}
+}
+
+// TestATaskCancelRacingItsEndHasOneOutcome: tasks/cancel sent as the
+// call returns: either the cancellation wins (cancelled, and tasks/result
+// says so) or the call does (completed, and the cancel is refused as too
+// late); never both, never neither.
+func TestATaskCancelRacingItsEndHasOneOutcome(t *testing.T) {
+	t.Parallel()
+	tg := newTaskGateway(t)
+	s := openRaw(t, tg.url, "alice-token", "2025-11-25")
+	outcomes := map[string]int{}
+	for i := range 12 {
+		// The call runs 0 to 22 ms: some end before the cancel, some after.
+		id := s.startTask("quick", map[string]any{"n": 2 * i})
+		var cancelled map[string]any
+		var cerr *taskRPCError
+		var wg sync.WaitGroup
+		wg.Go(func() { cancelled, cerr = s.call("tasks/cancel", map[string]any{"taskId": id}) })
+		wg.Wait()
+		res, rerr := s.call("tasks/result", map[string]any{"taskId": id})
+		got, _ := s.call("tasks/get", map[string]any{"taskId": id})
+		switch {
+		case cerr == nil:
+			if cancelled["status"] != "cancelled" || got["status"] != "cancelled" || rerr != nil || res["isError"] != true {
+				t.Fatalf("round %d: cancel won (%v) but the task is %v, its result %v, %v", i, cancelled, got["status"], res, rerr)
+			}
+		case cerr.Code == -32602 && strings.Contains(cerr.Message, "already ended (completed)"):
+			if got["status"] != "completed" || rerr != nil || res["isError"] == true {
+				t.Fatalf("round %d: the call won, but the task is %v, its result %v, %v", i, got["status"], res, rerr)
+			}
+		default:
+			t.Fatalf("round %d: tasks/cancel: %v", i, cerr)
+		}
+		outcomes[got["status"].(string)]++
+	}
+	t.Logf("outcomes: %v", outcomes)
+}
+
+// TestCancellingATaskCancelsItsCall: a running task's cancel reaches its
+// call, which stops; the task stays cancelled.
+func TestCancellingATaskCancelsItsCall(t *testing.T) {
+	t.Parallel()
+	tg := newTaskGateway(t)
+	s := openRaw(t, tg.url, "alice-token", "2025-11-25")
+	id := s.startTask("slow", nil)
+	<-tg.started
+	got, rerr := s.call("tasks/cancel", map[string]any{"taskId": id})
+	if rerr != nil || got["status"] != "cancelled" {
+		t.Fatalf("tasks/cancel: %v, %v", got, rerr)
+	}
+	res, rerr := s.call("tasks/result", map[string]any{"taskId": id})
+	if rerr != nil || res["isError"] != true {
+		t.Errorf("tasks/result of a cancelled task: %v, %v; want an error result", res, rerr)
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for tg.ended.Load() == 0 && time.Now().Before(deadline) {
+		time.Sleep(10 * time.Millisecond)
+	}
+	if tg.ended.Load() != 1 {
+		t.Error("the call of the cancelled task was not cancelled")
+	}
+	if _, rerr := s.call("tasks/cancel", map[string]any{"taskId": id}); rerr == nil || rerr.Code != -32602 {
+		t.Errorf("a second tasks/cancel: %v; want -32602", rerr)
+	}
+}

@@ -89,7 +89,7 @@ type Gateway struct {
 	pages       *approvalPages // the approval pages of URL-mode elicitation
 	sealer      *sealer
 	parkTimeout time.Duration
-	unanswered  error // the cause of a parked call whose question waited past parkTimeout
+	unanswered  error       // the cause of a parked call whose question waited past parkTimeout
 	tasks       *taskRunner // nil: no tasks offered
 }
 

@@ -198,7 +198,7 @@ func (s *taskSession) callRaw(body []byte) (map[string]any, *taskRPCError) {
 	var msg struct {
 		ID     any             `json:"id"`
 		Result json.RawMessage `json:"result"`
-		Error  *taskRPCError       `json:"error"`
+		Error  *taskRPCError   `json:"error"`
 	}
 	found := false
 	if strings.HasPrefix(resp.Header.Get("Content-Type"), "text/event-stream") {

@@ -133,6 +133,9 @@ func New(ex *tool.Executor, opts *Options) *Gateway {
 	g.upstreams = newUpstreams(g.opts.Upstreams, g.ex.Mask, g.logger)
 	g.subs = newSubscriptions(g.logger)
 	g.tasks = newTaskRunner(g.opts.Tasks)
+	if g.tasks != nil {
+		g.tasks.resume = g.resumeTask
+	}
 	return g
 }
 
@@ -205,7 +208,7 @@ func (g *Gateway) serve(visible func(name string) bool, perCaller func() bool, e
 	// revision an initialize asked for.
 	if g.tasks != nil {
 		g.tasks.register(srv)
-		srv.AddReceivingMiddleware(g.tasks.taskCalls) // innermost: a task's call passes all the rest
+		srv.AddReceivingMiddleware(g.tasks.taskCalls(s)) // innermost: a task's call passes all the rest
 	}
 	srv.AddReceivingMiddleware(s.guard, g.forwardLogLevel, capInitialize)
 	srv.AddReceivingMiddleware(extra...)

@@ -65,6 +65,9 @@ const relatedTaskKey = "io.modelcontextprotocol/related-task"
 type taskRunner struct {
 	st  *task.Store
 	key string // the _meta key taskBodies moves "task" to
+	// resume follows the upstream task of a task adopted from a lost
+	// replica to its result (Gateway.resumeTask).
+	resume func(ctx context.Context, r *task.Record) (mcp.Result, error)
 
 	mu      sync.Mutex
 	running map[string]context.CancelCauseFunc // by task id
@@ -224,9 +227,16 @@ func parseTaskAsk(v any) (time.Duration, error) {
 // taskOwnerKey carries, for the task methods, the caller asking.
 type taskOwnerKey struct{}
 
-// taskCalls is receiving middleware (inside the gateway's own): it starts
-// the task a tools/call asks for, and gives the task methods their caller.
-func (tr *taskRunner) taskCalls(next mcp.MethodHandler) mcp.MethodHandler {
+// taskCalls returns receiving middleware (inside the gateway's own) for
+// the served server s: it starts the task a tools/call asks for, and gives
+// the task methods their caller.
+func (tr *taskRunner) taskCalls(s *served) mcp.Middleware {
+	return func(next mcp.MethodHandler) mcp.MethodHandler {
+		return tr.callsOf(s, next)
+	}
+}
+
+func (tr *taskRunner) callsOf(s *served, next mcp.MethodHandler) mcp.MethodHandler {
 	return func(ctx context.Context, method string, req mcp.Request) (mcp.Result, error) {
 		switch method {
 		case "tools/call":
@@ -249,7 +259,13 @@ func (tr *taskRunner) taskCalls(next mcp.MethodHandler) mcp.MethodHandler {
 			if err != nil {
 				return nil, &jsonrpc.Error{Code: jsonrpc.CodeInvalidParams, Message: "tools/call: " + err.Error()}
 			}
-			return tr.start(ctx, method, req, p.Name, ttl, next)
+			s.mu.Lock()
+			t := s.offered[p.Name] // the guard outside let only an offered tool through
+			s.mu.Unlock()
+			if t == nil {
+				return next(ctx, method, req)
+			}
+			return tr.start(ctx, method, req, t, ttl, next)
 		case "ping":
 			p, ok := req.GetParams().(*mcp.PingParams)
 			if !ok || p == nil || p.Meta == nil || p.Meta[tr.key] == nil {
@@ -298,7 +314,7 @@ func ownerOf(req mcp.Request) string {
 
 // start creates the task of a tools/call and runs the call in the
 // background; it answers once the record is durable.
-func (tr *taskRunner) start(ctx context.Context, method string, req mcp.Request, name string, ttl time.Duration, next mcp.MethodHandler) (mcp.Result, error) {
+func (tr *taskRunner) start(ctx context.Context, method string, req mcp.Request, t *tool.Tool, ttl time.Duration, next mcp.MethodHandler) (mcp.Result, error) {
 	owner := ownerOf(req)
 	tr.mu.Lock()
 	full := tr.byOwner[owner] >= maxTasksRunning
@@ -316,13 +332,21 @@ func (tr *taskRunner) start(ctx context.Context, method string, req mcp.Request,
 		}
 		tr.mu.Unlock()
 	}
-	rec, err := tr.st.Create(ctx, &task.Record{Owner: owner, Tool: name}, ttl)
+	rec, err := tr.st.Create(ctx, &task.Record{Owner: owner, Tool: t.Name, Server: t.Origin.Source}, ttl)
 	if err != nil {
 		release()
 		return nil, &jsonrpc.Error{Code: jsonrpc.CodeInternalError, Message: "tools/call: the task could not be stored; retry"}
 	}
 	callCtx, cancel := context.WithCancelCause(context.WithoutCancel(ctx))
 	callCtx = context.WithValue(callCtx, runningTaskKey{}, &runningTask{st: tr.st, id: rec.ID})
+	// An upstream that runs the call as a task of its own names it: kept
+	// in the record, so that another replica can follow it if this one is
+	// lost.
+	callCtx = tool.WithUpstreamTask(callCtx, &tool.UpstreamTask{Started: func(server, id string) {
+		sctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		_ = tr.st.SetUpstream(sctx, rec.ID, server, id) // without it, the task fails if this replica is lost
+	}})
 	tr.mu.Lock()
 	tr.running[rec.ID] = cancel
 	tr.mu.Unlock()
@@ -444,6 +468,42 @@ func firstText(r *mcp.CallToolResult) string {
 		}
 	}
 	return "the tool returned an error"
+}
+
+// adopt takes over r, a task whose upstream runs it, if the replica that
+// followed it is lost: this replica then follows it to its result. Of
+// several replicas reading it at once, one adopts it.
+func (tr *taskRunner) adopt(ctx context.Context, r *task.Record) {
+	if r.Status.Terminal() || r.UpstreamTask == "" || tr.resume == nil {
+		return
+	}
+	lost, err := tr.st.HolderLost(ctx, r)
+	if err != nil || !lost {
+		return
+	}
+	won, err := tr.st.Adopt(ctx, r.ID, r.Instance)
+	if err != nil || !won {
+		return
+	}
+	callCtx, cancel := context.WithCancelCause(context.Background())
+	tr.mu.Lock()
+	tr.running[r.ID] = cancel
+	tr.mu.Unlock()
+	tr.wg.Go(func() {
+		defer func() {
+			tr.mu.Lock()
+			delete(tr.running, r.ID)
+			tr.mu.Unlock()
+			cancel(nil)
+		}()
+		stop := tr.watch(callCtx, r.ID, cancel)
+		res, err := tr.resume(callCtx, r)
+		stop()
+		if errors.Is(context.Cause(callCtx), errTasksDraining) {
+			res, err = nil, &jsonrpc.Error{Code: jsonrpc.CodeInternalError, Message: "the gateway replica shut down before the call ended; its outcome is not known"}
+		}
+		tr.finish(r.ID, res, err)
+	})
 }
 
 // cancelLocal cancels the call of task id if this process runs it.
@@ -651,6 +711,7 @@ func (tr *taskRunner) get(ctx context.Context, _ *mcp.ServerSession, p *taskIDPa
 	if err != nil {
 		return nil, lookupError("tasks/get", err)
 	}
+	tr.adopt(ctx, r)
 	return &taskResult{wiredTask: wireTask(r)}, nil
 }
 
@@ -661,7 +722,10 @@ func (tr *taskRunner) result(ctx context.Context, _ *mcp.ServerSession, p *taskI
 	if err != nil {
 		return nil, err
 	}
-	r, err := tr.st.Wait(ctx, owner, p.TaskID, taskPollInterval)
+	if r, err := tr.st.Get(ctx, owner, p.TaskID); err == nil {
+		tr.adopt(ctx, r)
+	}
+	r, err := tr.waitAdopting(ctx, owner, p.TaskID)
 	if err != nil {
 		if ctx.Err() != nil {
 			return nil, ctx.Err()
@@ -683,6 +747,23 @@ func (tr *taskRunner) result(ctx context.Context, _ *mcp.ServerSession, p *taskI
 	return res, nil
 }
 
+// waitAdopting is Store.Wait that adopts the task meanwhile if the
+// replica following its upstream task is lost (it may be found lost only
+// after the wait began: the fleet's grace).
+func (tr *taskRunner) waitAdopting(ctx context.Context, owner, id string) (*task.Record, error) {
+	for {
+		wctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+		r, err := tr.st.Wait(wctx, owner, id, taskPollInterval)
+		cancel()
+		if err == nil || ctx.Err() != nil || !errors.Is(err, context.DeadlineExceeded) {
+			return r, err
+		}
+		if r, err := tr.st.Get(ctx, owner, id); err == nil {
+			tr.adopt(ctx, r)
+		}
+	}
+}
+
 func (tr *taskRunner) list(ctx context.Context, _ *mcp.ServerSession, p *taskListParams) (*taskListResult, error) {
 	owner, err := ownerFrom(ctx)
 	if err != nil {
@@ -702,6 +783,7 @@ func (tr *taskRunner) list(ctx context.Context, _ *mcp.ServerSession, p *taskLis
 	}
 	out := &taskListResult{Tasks: []wiredTask{}, NextCursor: next}
 	for _, r := range recs {
+		tr.adopt(ctx, r)
 		out.Tasks = append(out.Tasks, wireTask(r))
 	}
 	return out, nil
@@ -812,4 +894,21 @@ func patchJSON(v any, patch func(map[string]json.RawMessage) error) ([]byte, err
 		return nil, err
 	}
 	return json.Marshal(m)
+}
+
+// resumeTask follows r's upstream task to its result, through its tool's
+// source, for a task adopted from a lost replica. The call was validated,
+// approved and audited as requested where it started; the result is
+// masked and bounded as any call's.
+func (g *Gateway) resumeTask(ctx context.Context, r *task.Record) (mcp.Result, error) {
+	t, ok := g.ex.Registry().Lookup(r.Tool)
+	if !ok {
+		return nil, &jsonrpc.Error{Code: jsonrpc.CodeInternalError, Message: fmt.Sprintf("the tool %q is not registered on this replica: its upstream task cannot be followed", r.Tool)}
+	}
+	res, err := t.Handler(tool.WithUpstreamTask(ctx, &tool.UpstreamTask{Resume: r.UpstreamTask}), nil)
+	if err != nil {
+		return nil, &jsonrpc.Error{Code: jsonrpc.CodeInternalError, Message: g.ex.Mask().String(err.Error())}
+	}
+	res = res.Masked(g.ex.Mask())
+	return toMCP(res.Truncated(g.opts.MaxResultBytes), g.rewriteFor(t.Origin.Source)), nil
 }

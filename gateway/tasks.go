@@ -110,6 +110,12 @@ func (tr *taskRunner) taskBodies(next http.Handler, limit int64) http.Handler {
 			next.ServeHTTP(w, r)
 			return
 		}
+		if modern(r.Header.Get(protocolHeader)) && bytes.Contains(body, []byte(`"tasks/`)) {
+			if id, method, problem := routedTask(r, body); problem != "" {
+				writeRPCError(w, http.StatusBadRequest, id, mcp.CodeHeaderMismatch, problem+" ("+method+" is routed by its task's id: SEP-2663)")
+				return
+			}
+		}
 		var moved []byte
 		ok := false
 		switch {
@@ -125,6 +131,45 @@ func (tr *taskRunner) taskBodies(next http.Handler, limit int64) http.Handler {
 		}
 		next.ServeHTTP(w, r)
 	})
+}
+
+// routedTask checks that a 2026-07-28 request of a task method names its
+// task in the Mcp-Name header, as the tasks extension requires, so that a
+// load balancer routing by the header routes what the body is about. It
+// returns the problem ("" when there is none, or body is no such request).
+func routedTask(r *http.Request, body []byte) (id json.RawMessage, method, problem string) {
+	var msg struct {
+		ID     json.RawMessage `json:"id"`
+		Method string          `json:"method"`
+		Params struct {
+			TaskID any `json:"taskId"`
+		} `json:"params"`
+	}
+	if json.Unmarshal(body, &msg) != nil || !taskMethods2026[msg.Method] {
+		return nil, "", ""
+	}
+	taskID, _ := msg.Params.TaskID.(string)
+	switch got := r.Header.Get("Mcp-Name"); {
+	case got == "":
+		return msg.ID, msg.Method, "missing required Mcp-Name header"
+	case got != taskID:
+		return msg.ID, msg.Method, "header mismatch: the Mcp-Name header is not the body's taskId"
+	}
+	return nil, "", ""
+}
+
+// taskMethods2026 are the methods of 2026-07-28's tasks extension.
+var taskMethods2026 = map[string]bool{"tasks/get": true, "tasks/update": true, "tasks/cancel": true}
+
+// writeRPCError answers an HTTP request with a JSON-RPC error.
+func writeRPCError(w http.ResponseWriter, status int, id json.RawMessage, code int64, msg string) {
+	if len(id) == 0 {
+		id = json.RawMessage("null")
+	}
+	b, _ := json.Marshal(map[string]any{"jsonrpc": "2.0", "id": id, "error": map[string]any{"code": code, "message": msg}})
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(status)
+	_, _ = w.Write(b)
 }
 
 // asPing returns body, a request of a task method, as a ping carrying it
@@ -241,7 +286,23 @@ func (tr *taskRunner) callsOf(s *served, next mcp.MethodHandler) mcp.MethodHandl
 		switch method {
 		case "tools/call":
 			p, ok := req.GetParams().(*mcp.CallToolParamsRaw)
-			if !ok || p.Meta == nil {
+			if !ok {
+				return next(ctx, method, req)
+			}
+			if modern(revisionOf(req)) {
+				delete(p.Meta, tr.key) // a 2026 client asks by declaring the extension
+				if !declaresTasks(req) || p.RequestState != "" {
+					return next(ctx, method, req) // a retry continues its parked call
+				}
+				s.mu.Lock()
+				t := s.offered[p.Name]
+				s.mu.Unlock()
+				if t == nil {
+					return next(ctx, method, req)
+				}
+				return tr.start(ctx, method, req, t, 0, next)
+			}
+			if p.Meta == nil {
 				return next(ctx, method, req)
 			}
 			asked, has := p.Meta[tr.key]
@@ -286,8 +347,11 @@ func (tr *taskRunner) callsOf(s *served, next mcp.MethodHandler) mcp.MethodHandl
 				return nil, &jsonrpc.Error{Code: jsonrpc.CodeMethodNotFound, Message: "method not found: " + c.Method + " is not in this session's revision"}
 			}
 			return tr.serveMethod(ctx, ownerOf(req), c.Method, c.Params)
-		case "tasks/get", "tasks/result", "tasks/list", "tasks/cancel":
-			if !tasksServed(req) {
+		case "tasks/get", "tasks/result", "tasks/list", "tasks/cancel", "tasks/update":
+			if modern(revisionOf(req)) {
+				return tr.serve2026(ctx, method, req)
+			}
+			if !tasksServed(req) || method == "tasks/update" {
 				return nil, &jsonrpc.Error{Code: jsonrpc.CodeMethodNotFound, Message: "method not found: " + method + " is not in this session's revision"}
 			}
 			return next(context.WithValue(ctx, taskOwnerKey{}, ownerOf(req)), method, req)
@@ -366,6 +430,9 @@ func (tr *taskRunner) start(ctx context.Context, method string, req mcp.Request,
 		}
 		tr.finish(rec.ID, res, err)
 	})
+	if modern(revisionOf(req)) {
+		return wireTask2026(rec, "task"), nil
+	}
 	return &createTaskResult{Task: wireTask(rec)}, nil
 }
 
@@ -451,7 +518,16 @@ func (tr *taskRunner) finish(id string, res mcp.Result, callErr error) {
 			out.Error, _ = json.Marshal(&jsonrpc.Error{Code: jsonrpc.CodeInternalError, Message: out.Message})
 		} else {
 			out.Result = raw
-			if r, ok := res.(*mcp.CallToolResult); ok && r.IsError {
+			r, _ := res.(*mcp.CallToolResult)
+			switch {
+			case r != nil && len(r.InputRequests) > 0:
+				// A 2026-07-28 call asking its client (an approval) through a
+				// multi round-trip result, which a task's record cannot
+				// carry back to the client.
+				out.Status, out.Result = task.Failed, nil
+				out.Message = "the call needs its client's answer (an approval), which a task cannot ask for yet: call the tool without a task"
+				out.Error, _ = json.Marshal(&jsonrpc.Error{Code: jsonrpc.CodeInvalidRequest, Message: out.Message})
+			case r != nil && r.IsError:
 				out.Status, out.Message = task.Failed, firstText(r)
 			}
 		}
@@ -654,6 +730,10 @@ func (tr *taskRunner) register(srv *mcp.Server) {
 		mcp.AddReceivingCustomMethod(srv, "tasks/result", tr.result),
 		mcp.AddReceivingCustomMethod(srv, "tasks/list", tr.list),
 		mcp.AddReceivingCustomMethod(srv, "tasks/cancel", tr.cancel),
+		// The 2026 extension's, answered by taskCalls (serve2026).
+		mcp.AddReceivingCustomMethod(srv, "tasks/update", func(context.Context, *mcp.ServerSession, *taskIDParams) (*taskResult, error) {
+			return nil, &jsonrpc.Error{Code: jsonrpc.CodeMethodNotFound, Message: "method not found: tasks/update is 2026-07-28's"}
+		}),
 	)
 	if err != nil {
 		panic("gateway: the task methods: " + err.Error()) // go-sdk knows them as standard: a programming error
@@ -732,7 +812,7 @@ func (tr *taskRunner) result(ctx context.Context, _ *mcp.ServerSession, p *taskI
 		}
 		return nil, lookupError("tasks/result", err)
 	}
-	if len(r.Error) > 0 {
+	if len(r.Error) > 0 && len(r.Result) == 0 {
 		var je jsonrpc.Error
 		if json.Unmarshal(r.Error, &je) == nil && je.Code != 0 {
 			return nil, &je
@@ -829,6 +909,8 @@ func (tr *taskRunner) taskAdvert(next mcp.MethodHandler) mcp.MethodHandler {
 			if ir, ok := res.(*mcp.InitializeResult); ok && ir.ProtocolVersion == latestLegacy {
 				return &initializeWithTasks{InitializeResult: ir}, nil
 			}
+		case "server/discover":
+			return &withTasksExtension{Result: res}, nil
 		case "tools/list":
 			if lr, ok := res.(*mcp.ListToolsResult); ok && revisionOf(req) == latestLegacy {
 				return &toolsWithTasks{ListToolsResult: lr}, nil
@@ -911,4 +993,151 @@ func (g *Gateway) resumeTask(ctx context.Context, r *task.Record) (mcp.Result, e
 	}
 	res = res.Masked(g.ex.Mask())
 	return toMCP(res.Truncated(g.opts.MaxResultBytes), g.rewriteFor(t.Origin.Source)), nil
+}
+
+// The 2026-07-28 tasks extension (SEP-2663): the gateway declares it in
+// server/discover; a client that declares it on a tools/call gets a task
+// (the server decides; the gateway always does, since it holds every
+// call), which it follows with tasks/get (the result or error inline once
+// it ends), tasks/update (nothing to answer yet: the gateway's tasks ask
+// nothing) and tasks/cancel, each routed by the task's id in Mcp-Name.
+
+// tasksExtension is the 2026-07-28 tasks extension's identifier.
+const tasksExtension = "io.modelcontextprotocol/tasks"
+
+// codeMissingCapability is 2026-07-28's error for a request that needs a
+// capability its client did not declare.
+const codeMissingCapability = -32021
+
+// declaresTasks reports whether the 2026 client of req declared the tasks
+// extension in the request's capabilities.
+func declaresTasks(req mcp.Request) bool {
+	caps := capabilitiesOf(req)
+	if caps == nil || caps.Extensions == nil {
+		return false
+	}
+	_, ok := caps.Extensions[tasksExtension]
+	return ok
+}
+
+// wiredTask2026 is a task as the extension carries it: a CreateTaskResult
+// (resultType "task") or a tasks/get result ("complete", with the result
+// or error of a task that ended).
+type wiredTask2026 struct {
+	mcp.ResultBase
+	ResultType     string          `json:"resultType"`
+	TaskID         string          `json:"taskId"`
+	Status         string          `json:"status"`
+	StatusMessage  string          `json:"statusMessage,omitempty"`
+	CreatedAt      string          `json:"createdAt"`
+	LastUpdatedAt  string          `json:"lastUpdatedAt"`
+	TTLMs          *int64          `json:"ttlMs"`
+	PollIntervalMs int64           `json:"pollIntervalMs,omitempty"`
+	Result         json.RawMessage `json:"result,omitempty"`
+	Error          json.RawMessage `json:"error,omitempty"`
+}
+
+// wireTask2026 is r for a 2026 client. The extension keeps "failed" for a
+// JSON-RPC error: a tool's own error result is a completed task whose
+// result says isError.
+func wireTask2026(r *task.Record, resultType string) *wiredTask2026 {
+	ttl := r.TTL.Milliseconds()
+	w := &wiredTask2026{
+		ResultType: resultType, TaskID: r.ID, Status: string(r.Status), StatusMessage: r.Message,
+		CreatedAt: r.Created.UTC().Format(time.RFC3339Nano), LastUpdatedAt: r.Updated.UTC().Format(time.RFC3339Nano),
+		TTLMs: &ttl,
+	}
+	switch r.Status {
+	case task.Completed:
+		w.Result = r.Result
+	case task.Failed:
+		if len(r.Error) > 0 {
+			w.Error = r.Error
+		} else {
+			w.Status, w.Result = string(task.Completed), r.Result
+		}
+	case task.Cancelled:
+	default:
+		w.PollIntervalMs = taskPollInterval.Milliseconds()
+	}
+	return w
+}
+
+// serve2026 answers a 2026-07-28 client's task method.
+func (tr *taskRunner) serve2026(ctx context.Context, method string, req mcp.Request) (mcp.Result, error) {
+	if method == "tasks/result" || method == "tasks/list" {
+		return nil, &jsonrpc.Error{Code: jsonrpc.CodeMethodNotFound, Message: "method not found: " + method + " is not in 2026-07-28's tasks extension"}
+	}
+	if !declaresTasks(req) {
+		data, _ := json.Marshal(map[string]any{"requiredCapabilities": map[string]any{"extensions": map[string]any{tasksExtension: map[string]any{}}}})
+		return nil, &jsonrpc.Error{Code: codeMissingCapability, Message: method + ": declare the tasks extension (" + tasksExtension + ") in the request's capabilities", Data: data}
+	}
+	p, ok := req.GetParams().(*taskIDParams)
+	if !ok || p == nil {
+		return nil, &jsonrpc.Error{Code: jsonrpc.CodeInvalidParams, Message: method + ": want {\"taskId\": string}"}
+	}
+	owner := ownerOf(req)
+	switch method {
+	case "tasks/get":
+		r, err := tr.st.Get(ctx, owner, p.TaskID)
+		if err != nil {
+			return nil, lookupError(method, err)
+		}
+		tr.adopt(ctx, r)
+		return wireTask2026(r, "complete"), nil
+	case "tasks/update":
+		// Nothing the gateway's tasks ask is outstanding: the responses
+		// are ignored (SEP-2663), once the task is known to be theirs.
+		if _, err := tr.st.Get(ctx, owner, p.TaskID); err != nil {
+			return nil, lookupError(method, err)
+		}
+		return &ackResult{ResultType: "complete"}, nil
+	default: // tasks/cancel
+		r, err := tr.st.Cancel(ctx, owner, false, p.TaskID, "The task was cancelled by its client.")
+		if err != nil && !errors.Is(err, task.ErrTerminal) {
+			return nil, lookupError(method, err)
+		}
+		if err == nil {
+			tr.cancelLocal(r.ID)
+		}
+		// Cancellation is cooperative: a task that ended keeps its end,
+		// and the request is acknowledged all the same.
+		return &ackResult{ResultType: "complete"}, nil
+	}
+}
+
+// ackResult is the extension's empty acknowledgement.
+type ackResult struct {
+	mcp.ResultBase
+	ResultType string `json:"resultType"`
+}
+
+// withTasksExtension is a server/discover result that declares the tasks
+// extension among the server's capabilities.
+type withTasksExtension struct {
+	mcp.Result
+}
+
+func (r *withTasksExtension) MarshalJSON() ([]byte, error) {
+	return patchJSON(r.Result, func(m map[string]json.RawMessage) error {
+		caps := map[string]json.RawMessage{}
+		if c, ok := m["capabilities"]; ok {
+			if err := json.Unmarshal(c, &caps); err != nil {
+				return err
+			}
+		}
+		ext := map[string]json.RawMessage{}
+		if e, ok := caps["extensions"]; ok {
+			if err := json.Unmarshal(e, &ext); err != nil {
+				return err
+			}
+		}
+		ext[tasksExtension] = json.RawMessage(`{}`)
+		var err error
+		if caps["extensions"], err = json.Marshal(ext); err != nil {
+			return err
+		}
+		m["capabilities"], err = json.Marshal(caps)
+		return err
+	})
 }

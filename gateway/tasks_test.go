@@ -483,3 +483,137 @@ func TestCancellingATaskCancelsItsCall(t *testing.T) {
 		t.Errorf("a second tasks/cancel: %v; want -32602", rerr)
 	}
 }
+
+// call26 sends a 2026-07-28 request as token's caller, with the routing
+// headers (name: Mcp-Name, "" for none) and, when ext, the tasks
+// extension declared; it returns the HTTP status and the JSON-RPC
+// message.
+func call26(t *testing.T, url, token, method, name string, params map[string]any, ext bool) (int, map[string]any) {
+	t.Helper()
+	caps := map[string]any{}
+	if ext {
+		caps["extensions"] = map[string]any{"io.modelcontextprotocol/tasks": map[string]any{}}
+	}
+	params["_meta"] = map[string]any{
+		"io.modelcontextprotocol/protocolVersion":    Revision2026,
+		"io.modelcontextprotocol/clientInfo":         map[string]any{"name": "raw26", "version": "1"},
+		"io.modelcontextprotocol/clientCapabilities": caps,
+	}
+	body, _ := json.Marshal(map[string]any{"jsonrpc": "2.0", "id": 1, "method": method, "params": params})
+	req, _ := http.NewRequest(http.MethodPost, url, bytes.NewReader(body))
+	req.Header.Set("Authorization", "Bearer "+token)
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Accept", "application/json, text/event-stream")
+	req.Header.Set("Mcp-Protocol-Version", Revision2026)
+	req.Header.Set("Mcp-Method", method)
+	if name != "" {
+		req.Header.Set("Mcp-Name", name)
+	}
+	resp, err := http.DefaultClient.Do(req.WithContext(ctxT(t)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	raw, _ := io.ReadAll(resp.Body)
+	var msg map[string]any
+	if strings.HasPrefix(resp.Header.Get("Content-Type"), "text/event-stream") {
+		for _, line := range strings.Split(string(raw), "\n") {
+			if data, ok := strings.CutPrefix(line, "data: "); ok && json.Unmarshal([]byte(data), &msg) == nil && msg["id"] != nil {
+				break
+			}
+		}
+	} else {
+		_ = json.Unmarshal(raw, &msg)
+	}
+	return resp.StatusCode, msg
+}
+
+// TestTasksOfThe2026Extension: a 2026-07-28 client that declares the
+// tasks extension gets a task for its call (resultType "task"), follows
+// it with tasks/get (routed by its id in Mcp-Name) to its inline result,
+// and may cancel one; a client that does not declare it gets the call's
+// result and may not use the methods; server/discover declares the
+// extension; another caller's task is not found; a missing or wrong
+// Mcp-Name is refused before anything is read.
+func TestTasksOfThe2026Extension(t *testing.T) {
+	t.Parallel()
+	tg := newTaskGateway(t)
+	_, disc := call26(t, tg.url, "alice-token", "server/discover", "", map[string]any{}, false)
+	caps, _ := disc["result"].(map[string]any)["capabilities"].(map[string]any)
+	if ext, _ := caps["extensions"].(map[string]any); ext["io.modelcontextprotocol/tasks"] == nil {
+		t.Errorf("server/discover's capabilities: %v; want the tasks extension", caps)
+	}
+	// Without the extension: the result itself.
+	_, plain := call26(t, tg.url, "alice-token", "tools/call", "quick", map[string]any{"name": "quick", "arguments": map[string]any{"n": 1}}, false)
+	if res, _ := plain["result"].(map[string]any); res["resultType"] == "task" || resultText(res) != `quick {"n":1}` {
+		t.Errorf("a call without the extension: %v; want its result", plain)
+	}
+	// With it: a task.
+	_, created := call26(t, tg.url, "alice-token", "tools/call", "slow", map[string]any{"name": "slow", "arguments": map[string]any{"n": 2}}, true)
+	res, _ := created["result"].(map[string]any)
+	id, _ := res["taskId"].(string)
+	if res["resultType"] != "task" || id == "" || res["status"] != "working" || res["ttlMs"] == nil {
+		t.Fatalf("a call declaring the extension: %v; want a task", created)
+	}
+	<-tg.started
+	status, got := call26(t, tg.url, "alice-token", "tasks/get", id, map[string]any{"taskId": id}, true)
+	if r, _ := got["result"].(map[string]any); status != 200 || r["status"] != "working" || r["resultType"] != "complete" || r["pollIntervalMs"] == nil {
+		t.Errorf("tasks/get while it runs: %d %v", status, got)
+	}
+	for _, tc := range []struct {
+		name, header string
+		params       map[string]any
+	}{
+		{"no Mcp-Name", "", map[string]any{"taskId": id}},
+		{"another task's id in Mcp-Name", task.NewID(), map[string]any{"taskId": id}},
+		{"a taskId that is not a string", id, map[string]any{"taskId": 7}},
+	} {
+		status, msg := call26(t, tg.url, "alice-token", "tasks/get", tc.header, tc.params, true)
+		if e, _ := msg["error"].(map[string]any); status != http.StatusBadRequest || e["code"] != float64(-32020) {
+			t.Errorf("%s: %d %v; want 400 and -32020", tc.name, status, msg)
+		}
+	}
+	if _, msg := call26(t, tg.url, "alice-token", "tasks/get", id, map[string]any{"taskId": id}, false); msg["error"] == nil ||
+		msg["error"].(map[string]any)["code"] != float64(-32021) {
+		t.Errorf("tasks/get without the extension declared: %v; want -32021", msg)
+	}
+	_, theirs := call26(t, tg.url, "bob-token", "tasks/get", id, map[string]any{"taskId": id}, true)
+	forgedID := task.NewID()
+	_, forged := call26(t, tg.url, "bob-token", "tasks/get", forgedID, map[string]any{"taskId": forgedID}, true)
+	if fmt.Sprint(theirs["error"]) != fmt.Sprint(forged["error"]) || theirs["error"] == nil {
+		t.Errorf("bob's tasks/get of alice's task: %v; of a forged id: %v; want the same error", theirs, forged)
+	}
+	if _, msg := call26(t, tg.url, "alice-token", "tasks/update", id, map[string]any{"taskId": id, "inputResponses": map[string]any{"x": map[string]any{}}}, true); msg["result"] == nil {
+		t.Errorf("tasks/update: %v; want an acknowledgement", msg)
+	}
+	close(tg.release)
+	var final map[string]any
+	for range 200 { // at the poll interval the task gives, bounded
+		_, got = call26(t, tg.url, "alice-token", "tasks/get", id, map[string]any{"taskId": id}, true)
+		final, _ = got["result"].(map[string]any)
+		if final["status"] != "working" {
+			break
+		}
+		time.Sleep(time.Duration(final["pollIntervalMs"].(float64)) * time.Millisecond)
+	}
+	if final["status"] != "completed" || resultText(final["result"].(map[string]any)) != `slow done with {"n":2}` {
+		t.Errorf("the task at its end: %v; want completed with the call's result inline", final)
+	}
+	// A tool's error result is a completed task (SEP-2663), and a cancel
+	// is acknowledged, even after the end.
+	_, created = call26(t, tg.url, "alice-token", "tools/call", "fails", map[string]any{"name": "fails"}, true)
+	fid := created["result"].(map[string]any)["taskId"].(string)
+	for range 200 {
+		_, got = call26(t, tg.url, "alice-token", "tasks/get", fid, map[string]any{"taskId": fid}, true)
+		if final, _ = got["result"].(map[string]any); final["status"] != "working" {
+			break
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	if final["status"] != "completed" || final["result"].(map[string]any)["isError"] != true || final["error"] != nil {
+		t.Errorf("a task whose tool returned an error: %v; want completed, its result isError", final)
+	}
+	if _, msg := call26(t, tg.url, "alice-token", "tasks/cancel", fid, map[string]any{"taskId": fid}, true); msg["result"] == nil {
+		t.Errorf("tasks/cancel of an ended task: %v; want an acknowledgement", msg)
+	}
+}

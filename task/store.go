@@ -222,7 +222,10 @@ func (s *Store) settle(ctx context.Context, r *Record) (*Record, error) {
 			return errUnchanged
 		}
 		cur.Status, cur.Message = Failed, msg
+		// Both: an isError result for a 2025-11-25 client's tasks/result,
+		// the JSON-RPC error a 2026 client's failed task carries.
 		cur.Result = errorResult(msg)
+		cur.Error = internalError(msg)
 		return nil
 	})
 	if errors.Is(err, errUnchanged) {
@@ -233,6 +236,12 @@ func (s *Store) settle(ctx context.Context, r *Record) (*Record, error) {
 
 // errUnchanged aborts an update that finds nothing to change.
 var errUnchanged = errors.New("unchanged")
+
+// internalError is a JSON-RPC internal error (-32603) saying msg.
+func internalError(msg string) json.RawMessage {
+	b, _ := json.Marshal(map[string]any{"code": -32603, "message": msg})
+	return b
+}
 
 // errorResult is a CallToolResult with isError, saying msg.
 func errorResult(msg string) json.RawMessage {

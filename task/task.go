@@ -80,7 +80,9 @@ type Record struct {
 	Total    float64 `json:"total,omitempty"`
 	// Result is the call's result as served (a CallToolResult), once the
 	// call returned one; Error a JSON-RPC error object, when the call
-	// ended in one instead.
+	// ended in one instead. A task that ended without its call's outcome
+	// (its instance lost) has both: an isError result saying so, and the
+	// internal error (-32603) saying the same.
 	Result json.RawMessage `json:"result,omitempty"`
 	Error  json.RawMessage `json:"error,omitempty"`
 	// Created and Updated are set by the store.

@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"math"
 	"net/http"
+	"reflect"
 	"strconv"
 	"sync"
 	"time"
@@ -401,7 +402,7 @@ func (tr *taskRunner) start(ctx context.Context, method string, req mcp.Request,
 		release()
 		return nil, &jsonrpc.Error{Code: jsonrpc.CodeInternalError, Message: "tools/call: the task could not be stored; retry"}
 	}
-	callCtx, cancel := context.WithCancelCause(context.WithoutCancel(ctx))
+	callCtx, cancel := context.WithCancelCause(unrelated{context.WithoutCancel(ctx)})
 	callCtx = context.WithValue(callCtx, runningTaskKey{}, &runningTask{st: tr.st, id: rec.ID})
 	// An upstream that runs the call as a task of its own names it: kept
 	// in the record, so that another replica can follow it if this one is
@@ -620,17 +621,66 @@ func (rt *runningTask) report(ctx context.Context, p tool.Progress) {
 }
 
 // taskCaller wraps the caller of a task's call so that its progress goes
-// into the task's record as well as to the client.
+// into the task's record as well as to the client, and its client so that
+// a question it is asked (an approval) is tied to the task and sets the
+// task input_required while it waits.
 func taskCaller(ctx context.Context) context.Context {
 	rt, _ := ctx.Value(runningTaskKey{}).(*runningTask)
 	if rt == nil {
 		return ctx
+	}
+	if d := downstreamFrom(ctx); d != nil {
+		ctx = withDownstream(ctx, taskDownstream{downstream: d, rt: rt})
 	}
 	r, ok := tool.CallerFrom(ctx).(relay)
 	if !ok {
 		return ctx
 	}
 	return tool.WithCaller(ctx, taskRelay{relay: r, rt: rt})
+}
+
+// taskDownstream is the client of a task's call.
+type taskDownstream struct {
+	downstream
+	rt *runningTask
+}
+
+// ask asks the client with the task named in the request's _meta
+// (2025-11-25: a request a task depends on carries related-task), the
+// task input_required meanwhile (the client is told to call tasks/result,
+// on whose stream, or the session's own, the question comes).
+func (d taskDownstream) ask(ctx context.Context, kind tool.RequestKind, params json.RawMessage) (json.RawMessage, error) {
+	var p map[string]any
+	if json.Unmarshal(params, &p) == nil && p != nil {
+		meta, _ := p["_meta"].(map[string]any)
+		if meta == nil {
+			meta = map[string]any{}
+		}
+		meta[relatedTaskKey] = map[string]any{"taskId": d.rt.id}
+		p["_meta"] = meta
+		if b, err := json.Marshal(p); err == nil {
+			params = b
+		}
+	}
+	bg := context.WithoutCancel(ctx)
+	_ = d.rt.st.Report(bg, d.rt.id, "waiting for the client's answer", -1, 0, true)
+	defer func() { _ = d.rt.st.Report(bg, d.rt.id, "working", -1, 0, false) }()
+	return d.downstream.ask(ctx, kind, params)
+}
+
+// unrelated hides from go-sdk the request that started a task: what the
+// task's call sends its client (a question, progress) then goes on the
+// session's own stream, since the request's stream ended with its
+// answer, the task. go-sdk keys the relation by a type of its own, found
+// by name: should it change, messages are refused as on a closed stream,
+// and an approval is refused (fail closed).
+type unrelated struct{ context.Context }
+
+func (u unrelated) Value(key any) any {
+	if t := reflect.TypeOf(key); t != nil && t.PkgPath() == "github.com/modelcontextprotocol/go-sdk/mcp" && t.Name() == "idContextKey" {
+		return nil
+	}
+	return u.Context.Value(key)
 }
 
 type taskRelay struct {

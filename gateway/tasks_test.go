@@ -15,6 +15,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
 	"github.com/toolwire/toolwire/audit"
 	"github.com/toolwire/toolwire/task"
 	"github.com/toolwire/toolwire/tool"
@@ -42,8 +44,14 @@ func newTaskGateway(t *testing.T) *taskGateway {
 	}
 	t.Cleanup(func() { files.Close() })
 	tg.st = task.NewStore(files, nil)
-	reg := tool.NewRegistry(&tool.RegistryOptions{Confirmer: NewApprover(ApprovalPolicy{Write: Allow, Destructive: Allow})})
+	reg := tool.NewRegistry(&tool.RegistryOptions{Confirmer: NewApprover(ApprovalPolicy{Write: Allow, Destructive: Allow, Tools: map[string]Approval{"publish": Elicit}})})
 	schema := json.RawMessage(`{"type":"object","properties":{"n":{"type":"integer"}}}`)
+	if err := reg.Register(&tool.Tool{Name: "publish", Description: "publish", InputSchema: schema, Tier: tool.Write,
+		Handler: func(ctx context.Context, args json.RawMessage) (*tool.Result, error) {
+			return tool.TextResult("published"), nil
+		}}); err != nil {
+		t.Fatal(err)
+	}
 	for _, def := range []struct {
 		name string
 		run  func(ctx context.Context, args json.RawMessage) (*tool.Result, error)
@@ -615,5 +623,55 @@ func TestTasksOfThe2026Extension(t *testing.T) {
 	}
 	if _, msg := call26(t, tg.url, "alice-token", "tasks/cancel", fid, map[string]any{"taskId": fid}, true); msg["result"] == nil {
 		t.Errorf("tasks/cancel of an ended task: %v; want an acknowledgement", msg)
+	}
+}
+
+// TestATaskWaitsForItsApproval: a task's call that needs its client's
+// approval asks on the session (elicitation/create naming the task in
+// related-task), the task input_required while it waits; approved, the
+// call runs and the task completes.
+func TestATaskWaitsForItsApproval(t *testing.T) {
+	t.Parallel()
+	tg := newTaskGateway(t)
+	asked := make(chan *mcp.ElicitRequest, 1)
+	decide := make(chan struct{})
+	cs, err := mcp.NewClient(&mcp.Implementation{Name: "approver", Version: "1"}, &mcp.ClientOptions{
+		ElicitationHandler: func(ctx context.Context, req *mcp.ElicitRequest) (*mcp.ElicitResult, error) {
+			asked <- req
+			select {
+			case <-decide:
+			case <-ctx.Done():
+				return nil, ctx.Err()
+			}
+			return &mcp.ElicitResult{Action: "accept", Content: map[string]any{"approve": true}}, nil
+		},
+	}).Connect(ctxT(t), &mcp.StreamableClientTransport{Endpoint: tg.url, HTTPClient: &http.Client{Transport: bearer{"alice-token"}}, MaxRetries: -1}, legacySession)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cs.Close()
+	s := &taskSession{t: t, url: tg.url, token: "alice-token", sid: cs.ID(), rev: "2025-11-25"}
+	id := s.startTask("publish", nil)
+	var req *mcp.ElicitRequest
+	select {
+	case req = <-asked:
+	case <-ctxT(t).Done():
+		t.Fatal("the client was not asked to approve the task's call")
+	}
+	rel, _ := req.Params.Meta[relatedTaskKey].(map[string]any)
+	if rel["taskId"] != id {
+		t.Errorf("the approval's _meta: %v; want related-task %s", req.Params.Meta, id)
+	}
+	got, rerr := s.call("tasks/get", map[string]any{"taskId": id})
+	if rerr != nil || got["status"] != "input_required" {
+		t.Errorf("tasks/get while the approval waits: %v, %v; want input_required", got, rerr)
+	}
+	close(decide)
+	res, rerr := s.call("tasks/result", map[string]any{"taskId": id})
+	if rerr != nil || resultText(res) != "published" {
+		t.Errorf("tasks/result once approved: %v, %v", res, rerr)
+	}
+	if got, _ := s.call("tasks/get", map[string]any{"taskId": id}); got["status"] != "completed" {
+		t.Errorf("tasks/get at the end: %v; want completed", got)
 	}
 }

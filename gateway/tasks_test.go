@@ -33,6 +33,7 @@ type taskGateway struct {
 	ended   atomic.Int32  // slow calls whose context ended before release
 	st      *task.Store
 	mem     *audit.Memory
+	h       *Handler
 }
 
 func newTaskGateway(t *testing.T) *taskGateway {
@@ -92,6 +93,7 @@ func newTaskGateway(t *testing.T) *taskGateway {
 	ts := httptest.NewServer(nil)
 	h := gw.Handler(&HTTPOptions{Verifier: verify, Roles: Roles{"all": {"*"}}, ResourceURL: ts.URL + "/mcp"})
 	ts.Config.Handler = h
+	tg.h = h
 	t.Cleanup(func() {
 		select {
 		case <-tg.release:
@@ -673,5 +675,59 @@ func TestATaskWaitsForItsApproval(t *testing.T) {
 	}
 	if got, _ := s.call("tasks/get", map[string]any{"taskId": id}); got["status"] != "completed" {
 		t.Errorf("tasks/get at the end: %v; want completed", got)
+	}
+}
+
+// TestTasksEndFailedWhenTheGatewayDrains: a replica that shuts down gives
+// its tasks' calls the drain's grace, then cancels them; each task ends
+// failed, saying the replica shut down (not working forever, not
+// cancelled as if its client had asked).
+func TestTasksEndFailedWhenTheGatewayDrains(t *testing.T) {
+	t.Parallel()
+	tg := newTaskGateway(t)
+	s := openRaw(t, tg.url, "alice-token", "2025-11-25")
+	id := s.startTask("slow", nil)
+	<-tg.started
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	if n := tg.h.Drain(ctx, 0); n < 1 {
+		t.Errorf("Drain cancelled %d calls; want the task's", n)
+	}
+	r, err := tg.st.Get(ctx, "subject:alice", id)
+	if err != nil || r.Status != task.Failed || !strings.Contains(r.Message, "shut down") {
+		t.Errorf("the task after the drain: %+v, %v; want failed, saying the replica shut down", r, err)
+	}
+}
+
+// TestACallersRunningTasksAreBounded: a caller runs at most 32 tasks at
+// once on a replica; the next is refused, another caller's is not, and
+// one ending makes room.
+func TestACallersRunningTasksAreBounded(t *testing.T) {
+	t.Parallel()
+	tg := newTaskGateway(t)
+	s := openRaw(t, tg.url, "alice-token", "2025-11-25")
+	for range maxTasksRunning {
+		s.startTask("slow", nil)
+	}
+	_, rerr := s.call("tools/call", map[string]any{"name": "slow", "task": map[string]any{}})
+	if rerr == nil || rerr.Code != -32600 {
+		t.Errorf("task %d of one caller: %v; want refused (-32600)", maxTasksRunning+1, rerr)
+	}
+	bob := openRaw(t, tg.url, "bob-token", "2025-11-25")
+	bob.startTask("quick", nil)
+	for range maxTasksRunning {
+		<-tg.started
+	}
+	close(tg.release)
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		_, rerr = s.call("tools/call", map[string]any{"name": "quick", "task": map[string]any{}})
+		if rerr == nil || time.Now().After(deadline) {
+			break
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	if rerr != nil {
+		t.Errorf("a task once the others ended: %v", rerr)
 	}
 }

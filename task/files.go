@@ -195,13 +195,26 @@ func (f *Files) List(_ context.Context, q Query, now time.Time) ([]*Record, erro
 	return out, nil
 }
 
-// Prune implements [Backend].
+// Prune implements [Backend]. It also removes the lock files of the
+// instances that are gone (a killed process leaves its own): one that is
+// missing is as lost as one that can be locked.
 func (f *Files) Prune(ctx context.Context, now time.Time) (int, error) {
 	unlock, err := f.lock(ctx)
 	if err != nil {
 		return 0, err
 	}
 	defer unlock()
+	if entries, err := os.ReadDir(filepath.Join(f.dir, "instances")); err == nil {
+		for _, e := range entries {
+			id, ok := strings.CutSuffix(e.Name(), ".lock")
+			if !ok || id == f.instance || CheckID(id) != nil {
+				continue
+			}
+			if lost, err := f.Lost(ctx, id); err == nil && lost {
+				_ = os.Remove(f.instanceLock(id))
+			}
+		}
+	}
 	recs, err := f.List(ctx, Query{All: true}, time.Time{}) // every record, expired or not
 	if err != nil {
 		return 0, err

@@ -70,6 +70,14 @@ func TestFilesKilledInstance(t *testing.T) {
 	if err != nil || r.Status != task.Failed || !strings.Contains(r.Message, "was lost") {
 		t.Fatalf("after the helper was killed: %+v, %v; want failed, saying its instance was lost", r, err)
 	}
+	// The killed process's lock file goes at the next prune; this one's stays.
+	if _, err := s.Prune(ctx); err != nil {
+		t.Fatal(err)
+	}
+	left, _ := os.ReadDir(dir + "/instances")
+	if len(left) != 1 || left[0].Name() != f.Instance()+".lock" {
+		t.Errorf("instance lock files after a prune: %v; want this process's only", left)
+	}
 }
 
 // TestFilesHelperProcess is the process TestFilesKilledInstance kills: it

@@ -292,13 +292,17 @@ func (tr *taskRunner) callsOf(s *served, next mcp.MethodHandler) mcp.MethodHandl
 			}
 			if modern(revisionOf(req)) {
 				delete(p.Meta, tr.key) // a 2026 client asks by declaring the extension
-				if !declaresTasks(req) || p.RequestState != "" {
+				extra := req.GetExtra()
+				if !declaresTasks(req) || p.RequestState != "" || extra == nil || extra.Header == nil {
 					return next(ctx, method, req) // a retry continues its parked call
 				}
 				s.mu.Lock()
 				t := s.offered[p.Name]
 				s.mu.Unlock()
-				if t == nil {
+				// The server decides (SEP-2663): a read call becomes a task;
+				// one that may need its client's approval stays a call, whose
+				// question the multi round-trip request carries.
+				if t == nil || t.Tier != tool.Read {
 					return next(ctx, method, req)
 				}
 				return tr.start(ctx, method, req, t, 0, next)

@@ -500,7 +500,7 @@ func TestCancellingATaskCancelsItsCall(t *testing.T) {
 // message.
 func call26(t *testing.T, url, token, method, name string, params map[string]any, ext bool) (int, map[string]any) {
 	t.Helper()
-	caps := map[string]any{}
+	caps := map[string]any{"elicitation": map[string]any{"form": map[string]any{}}}
 	if ext {
 		caps["extensions"] = map[string]any{"io.modelcontextprotocol/tasks": map[string]any{}}
 	}
@@ -558,7 +558,12 @@ func TestTasksOfThe2026Extension(t *testing.T) {
 	if res, _ := plain["result"].(map[string]any); res["resultType"] == "task" || resultText(res) != `quick {"n":1}` {
 		t.Errorf("a call without the extension: %v; want its result", plain)
 	}
-	// With it: a task.
+	// With it, a call that may need an approval stays a call (its
+	// question a multi round-trip result); a read call is a task.
+	_, asking := call26(t, tg.url, "alice-token", "tools/call", "publish", map[string]any{"name": "publish"}, true)
+	if res, _ := asking["result"].(map[string]any); res["resultType"] != "input_required" || res["inputRequests"] == nil {
+		t.Errorf("a write call declaring the extension: %v; want its approval asked, not a task", asking)
+	}
 	_, created := call26(t, tg.url, "alice-token", "tools/call", "slow", map[string]any{"name": "slow", "arguments": map[string]any{"n": 2}}, true)
 	res, _ := created["result"].(map[string]any)
 	id, _ := res["taskId"].(string)

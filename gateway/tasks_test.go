@@ -38,6 +38,13 @@ type taskGateway struct {
 
 func newTaskGateway(t *testing.T) *taskGateway {
 	t.Helper()
+	return newTaskGatewayWith(t, false)
+}
+
+// newTaskGatewayWith is newTaskGateway, with no sessions at all when
+// stateless (--stateless).
+func newTaskGatewayWith(t *testing.T, stateless bool) *taskGateway {
+	t.Helper()
 	tg := &taskGateway{release: make(chan struct{}), started: make(chan struct{}, 64), mem: &audit.Memory{}}
 	files, err := task.OpenFiles(t.TempDir())
 	if err != nil {
@@ -91,7 +98,7 @@ func newTaskGateway(t *testing.T) *taskGateway {
 		t.Fatal(err)
 	}
 	ts := httptest.NewServer(nil)
-	h := gw.Handler(&HTTPOptions{Verifier: verify, Roles: Roles{"all": {"*"}}, ResourceURL: ts.URL + "/mcp"})
+	h := gw.Handler(&HTTPOptions{Verifier: verify, Roles: Roles{"all": {"*"}}, ResourceURL: ts.URL + "/mcp", Stateless: stateless})
 	ts.Config.Handler = h
 	tg.h = h
 	t.Cleanup(func() {
@@ -165,7 +172,9 @@ func (s *taskSession) postRaw(b []byte) *http.Response {
 	req.Header.Set("Accept", "application/json, text/event-stream")
 	if s.sid != "" {
 		req.Header.Set(sessionHeader, s.sid)
-		req.Header.Set(protocolHeader, s.rev)
+	}
+	if s.sid != "" || s.init != nil {
+		req.Header.Set(protocolHeader, s.rev) // after the initialize, as a client does
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	s.t.Cleanup(cancel)
@@ -734,5 +743,30 @@ func TestACallersRunningTasksAreBounded(t *testing.T) {
 	}
 	if rerr != nil {
 		t.Errorf("a task once the others ended: %v", rerr)
+	}
+}
+
+// TestTasksWithoutSessions: a gateway serving --stateless offers 2025 tasks
+// all the same (its task methods are custom methods there), each request
+// on its own.
+func TestTasksWithoutSessions(t *testing.T) {
+	t.Parallel()
+	tg := newTaskGatewayWith(t, true)
+	s := openRaw(t, tg.url, "alice-token", "2025-11-25")
+	if s.sid != "" {
+		t.Fatalf("a stateless gateway gave a session: %s", s.sid)
+	}
+	id := s.startTask("slow", map[string]any{"n": 3})
+	<-tg.started
+	if got, rerr := s.call("tasks/get", map[string]any{"taskId": id}); rerr != nil || got["status"] != "working" {
+		t.Errorf("tasks/get: %v, %v; want working", got, rerr)
+	}
+	if _, rerr := openRaw(t, tg.url, "bob-token", "2025-11-25").call("tasks/get", map[string]any{"taskId": id}); rerr == nil || rerr.Code != -32602 {
+		t.Errorf("bob's tasks/get of alice's task: %v; want not found", rerr)
+	}
+	close(tg.release)
+	res, rerr := s.call("tasks/result", map[string]any{"taskId": id})
+	if rerr != nil || resultText(res) != `slow done with {"n":3}` {
+		t.Errorf("tasks/result: %v, %v", res, rerr)
 	}
 }

@@ -12,6 +12,7 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"github.com/toolwire/toolwire/internal/version"
+	"github.com/toolwire/toolwire/task"
 	"github.com/toolwire/toolwire/tool"
 )
 
@@ -69,6 +70,10 @@ type Options struct {
 	// for a read by the upstream's own hint. 0 means none: every result is
 	// stale at once, and a client asks again.
 	CacheTTL time.Duration
+	// Tasks keeps the tasks the gateway runs for its clients (2025-11-25's
+	// task-augmented tools/call; see gateway/tasks.go). Nil offers none.
+	// A fleet shares one, so that any replica answers for any task.
+	Tasks *task.Store
 }
 
 // Gateway serves an executor's registry over MCP.
@@ -84,7 +89,8 @@ type Gateway struct {
 	pages       *approvalPages // the approval pages of URL-mode elicitation
 	sealer      *sealer
 	parkTimeout time.Duration
-	unanswered  error // the cause of a parked call whose question waited past parkTimeout
+	unanswered  error       // the cause of a parked call whose question waited past parkTimeout
+	tasks       *taskRunner // nil: no tasks offered
 }
 
 func (g *Gateway) logger() *slog.Logger {
@@ -126,6 +132,10 @@ func New(ex *tool.Executor, opts *Options) *Gateway {
 	g.pages = newApprovalPages(g.opts.Relay, 2*g.parkTimeout)
 	g.upstreams = newUpstreams(g.opts.Upstreams, g.ex.Mask, g.logger)
 	g.subs = newSubscriptions(g.logger)
+	g.tasks = newTaskRunner(g.opts.Tasks)
+	if g.tasks != nil {
+		g.tasks.resume = g.resumeTask
+	}
 	return g
 }
 
@@ -196,9 +206,16 @@ func (g *Gateway) serve(visible func(name string) bool, perCaller func() bool, e
 	// capInitialize changes the initialize request in place before
 	// go-sdk's own handler keeps it; nothing of the gateway's reads the
 	// revision an initialize asked for.
+	if g.tasks != nil {
+		g.tasks.register(srv)
+		srv.AddReceivingMiddleware(g.tasks.taskCalls(s)) // innermost: a task's call passes all the rest
+	}
 	srv.AddReceivingMiddleware(s.guard, g.forwardLogLevel, capInitialize)
 	srv.AddReceivingMiddleware(extra...)
 	srv.AddReceivingMiddleware(g.opts.Middleware...) // telemetry: outermost, added last
+	if g.tasks != nil {
+		srv.AddReceivingMiddleware(g.tasks.taskAdvert) // outside all that reads the results it rewrites
+	}
 	s.srv = srv
 	unwatch := []func(){g.ex.Registry().Watch(func() { s.poke(&s.toolsDirty) })}
 	s.sync()
@@ -318,7 +335,7 @@ func (g *Gateway) handler(t *tool.Tool) mcp.ToolHandler {
 		}
 		if req.Session != nil {
 			d := &sessionDownstream{ss: req.Session, token: req.Params.GetProgressToken()}
-			ctx = tool.WithCaller(withDownstream(ctx, d), relay{d})
+			ctx = taskCaller(tool.WithCaller(withDownstream(ctx, d), relay{d}))
 		}
 		res := g.run(ctx, name, req.Params.Arguments)
 		return toMCP(res.Truncated(g.opts.MaxResultBytes), rewrite), nil

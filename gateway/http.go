@@ -179,6 +179,7 @@ func (g *Gateway) Handler(options *HTTPOptions) *Handler {
 		sessions.getServer = getServer
 		h = &dispatcher{stateful: sessions, stateless: stateless, maxBody: limit}
 	}
+	h = g.tasks.taskBodies(h, limit)
 	// Approvals by URL-mode elicitation link to a page of this handler's,
 	// at the address the client reached it by (or the configured one).
 	origin := originOnly(opts.ResourceURL)
@@ -236,8 +237,14 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 // audited as cancelled); Drain waits for them to return, at most until
 // ctx ends, then closes every session. It returns how many calls it
 // cancelled. The HTTP server's Shutdown can then finish at once.
+//
+// The tasks this replica runs are given the same grace, then cancelled,
+// each ending failed with a status that says the replica shut down.
 func (h *Handler) Drain(ctx context.Context, grace time.Duration) int {
-	return h.tracker.drain(ctx, grace)
+	tasks := make(chan int, 1)
+	go func() { tasks <- h.servers.g.tasks.drain(ctx, grace) }()
+	n := h.tracker.drain(ctx, grace)
+	return n + <-tasks
 }
 
 // Close stops the per-role servers from following the registry. Requests

@@ -327,6 +327,9 @@ func (s *Server) call(ctx context.Context, name string, args json.RawMessage) (*
 		return nil, err
 	}
 	defer release()
+	if ut := tool.UpstreamTaskFrom(ctx); ut != nil && ut.Resume != "" {
+		return s.resumeTask(ctx, c, name, ut.Resume)
+	}
 	if era := c.tasks.needs(name); era != noTask {
 		return s.callTask(ctx, c, name, args, era)
 	}

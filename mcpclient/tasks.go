@@ -288,6 +288,9 @@ func (s *Server) callTask(ctx context.Context, c *conn, name string, args json.R
 	if done != nil {
 		return convertResult(done), nil // the server chose to answer at once
 	}
+	if ut := tool.UpstreamTaskFrom(ctx); ut != nil && ut.Started != nil {
+		ut.Started(s.set.cfg.Name, task.TaskID)
+	}
 	defer c.relay.followTask(task.TaskID, callCtx)()
 	r, err := s.driveTask(cctx, c, task, era)
 	if err != nil && cctx.Err() != nil {
@@ -296,6 +299,33 @@ func (s *Server) callTask(ctx context.Context, c *conn, name string, args json.R
 	c.relay.catchUp(cctx)
 	if err != nil {
 		return nil, s.set.requestError(ctx, cctx, what, authorizationOf(err))
+	}
+	return convertResult(r), nil
+}
+
+// resumeTask follows the task id that the server already runs for a call
+// of the tool name (started through another connection, by a process
+// that is gone) to its result, in the design of the connection's
+// revision, as callTask does after starting one.
+func (s *Server) resumeTask(ctx context.Context, c *conn, name, id string) (*tool.Result, error) {
+	era := tasks2025
+	if stateless(c.protocol) {
+		era = tasks2026
+	}
+	pt := &mcp.CallToolParams{Name: name}
+	callCtx, end := c.relay.beginCall(ctx, pt)
+	defer end()
+	cctx, cancel := context.WithTimeout(callCtx, s.set.timeout)
+	defer cancel()
+	task := &taskState{TaskID: id, Status: "working"}
+	defer c.relay.followTask(task.TaskID, callCtx)()
+	r, err := s.driveTask(cctx, c, task, era)
+	if err != nil && cctx.Err() != nil {
+		s.cancelTask(c, task, era)
+	}
+	c.relay.catchUp(cctx)
+	if err != nil {
+		return nil, s.set.requestError(ctx, cctx, fmt.Sprintf("follow the task %q of a call of %q", id, name), authorizationOf(err))
 	}
 	return convertResult(r), nil
 }

@@ -18,6 +18,7 @@ import (
 	"github.com/toolwire/toolwire/audit"
 	"github.com/toolwire/toolwire/oauth"
 	"github.com/toolwire/toolwire/pins"
+	"github.com/toolwire/toolwire/task"
 )
 
 // Kind is where a [Store] keeps its state.
@@ -49,6 +50,9 @@ type Options struct {
 	AuditFile string
 	// AuditSigningKey, if set, signs every audit line (both kinds).
 	AuditSigningKey ed25519.PrivateKey
+	// TasksDir is where tasks are kept (files only); "" means
+	// task.DefaultDir.
+	TasksDir string
 	// Logger reports what the store does in the background (the
 	// notification listener reconnecting); nil means slog.Default().
 	Logger *slog.Logger
@@ -64,6 +68,11 @@ type Store struct {
 	sink    audit.Sink
 	limits  Limiter
 	session Sessions
+
+	tasksMu   sync.Mutex
+	tasks     *task.Store // made on first use (Tasks)
+	taskFiles *task.Files // files only, once opened
+	tasksDir  string
 
 	// files only
 	auditFile *audit.FileSink
@@ -139,7 +148,7 @@ func redact(u *url.URL) string {
 }
 
 func openFiles(opts *Options) (*Store, error) {
-	s := &Store{kind: Files, where: "files", limits: newMemoryLimiter(), session: newMemorySessions()}
+	s := &Store{kind: Files, where: "files", limits: newMemoryLimiter(), session: newMemorySessions(), tasksDir: opts.TasksDir}
 	var err error
 	if s.pins, err = pins.NewStore(opts.PinsFile); err != nil {
 		return nil, fmt.Errorf("store: %w", err)
@@ -309,8 +318,12 @@ func (s *Store) Close() error {
 		s.listener.close()
 		s.listener = nil
 	}
+	if s.taskFiles != nil {
+		err = s.taskFiles.Close()
+		s.taskFiles = nil
+	}
 	if s.auditFile != nil {
-		err = s.auditFile.Close()
+		err = errors.Join(err, s.auditFile.Close())
 		s.auditFile = nil
 	}
 	if s.pool != nil {

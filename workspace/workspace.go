@@ -467,7 +467,8 @@ func (w *Workspace) Ready() bool {
 // Gateway returns a gateway serving the workspace's registry through its
 // executor ([gateway.New]), with the workspace's servers as its upstreams
 // (after any opts lists) and, when opts sets no MaxResultBytes, the
-// configuration's security.maxResultBytes. The registry's confirmer
+// configuration's security.maxResultBytes, and the store's tasks
+// ([store.Store.Tasks]) unless opts gives some. The registry's confirmer
 // should be a [gateway.Approver]. On a PostgreSQL store, where opts leaves
 // them unset, the gateway is one replica of a fleet: its Relay is the
 // store's and its StateKey the fleet's.
@@ -487,6 +488,14 @@ func (w *Workspace) Gateway(opts *gateway.Options) *gateway.Gateway {
 	}
 	if o.StateKey == nil {
 		o.StateKey = w.stateKey()
+	}
+	if o.Tasks == nil {
+		// The store's tasks: any replica of a fleet answers for any.
+		if ts, err := w.store.Tasks(); err != nil {
+			w.logger.Error("tasks: the gateway offers none", "err", err)
+		} else {
+			o.Tasks = ts
+		}
 	}
 	extra := o.Upstreams[:len(o.Upstreams):len(o.Upstreams)]
 	o.Upstreams = upstreams(extra, w.manager)

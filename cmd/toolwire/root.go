@@ -98,6 +98,7 @@ func newRootCommand(e *env) *cobra.Command {
 	root.AddCommand(newAuditCommand(e, &g))
 	root.AddCommand(newLoginCommand(e, &g), newLogoutCommand(e, &g), newAuthCommand(e, &g), newOAuthCommand(e, &g))
 	root.AddCommand(newPinsCommand(e, &g), newApprovalsCommand(e, &g))
+	root.AddCommand(newTasksCommand(e, &g))
 	root.AddCommand(newVersionCommand(e))
 	strictCommands(root)
 	addExamples(root)

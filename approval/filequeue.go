@@ -1,6 +1,7 @@
 package approval
 
 import (
+	"bytes"
 	"context"
 	"crypto/sha256"
 	"encoding/json"
@@ -280,7 +281,7 @@ func (q *FileQueue) update(ctx context.Context, change func(*queueFile, time.Tim
 		}
 		return now.Sub(end) > q.keep
 	})
-	raw, err := json.Marshal(all) // not indented: that would change the arguments' bytes
+	raw, err := marshal(all)
 	if err != nil {
 		return err
 	}
@@ -295,3 +296,16 @@ func (q *FileQueue) update(ctx context.Context, change func(*queueFile, time.Tim
 }
 
 var _ Queue = (*FileQueue)(nil)
+
+// marshal encodes v as JSON without indenting or escaping HTML: either
+// would change the bytes of the arguments a request holds, which are kept
+// as validated.
+func marshal(v any) ([]byte, error) {
+	var b bytes.Buffer
+	enc := json.NewEncoder(&b)
+	enc.SetEscapeHTML(false)
+	if err := enc.Encode(v); err != nil {
+		return nil, err
+	}
+	return bytes.TrimSuffix(b.Bytes(), []byte("\n")), nil
+}

@@ -30,7 +30,7 @@ func request(deadline time.Duration) Request {
 	return Request{
 		Key:  tool.ApprovalKey{Caller: "agent-7", Tool: "files__delete", Definition: "d1", Args: "a1"},
 		Tool: "files__delete", Server: "files", Tier: "destructive", Caller: "Agent 7",
-		Args: json.RawMessage(`{"path":"/srv/shared/x"}`), Reason: "the client cannot be asked",
+		Args: json.RawMessage(`{"z":1,"path":"/srv/shared/x\u001b[2J<b>&"}`), Reason: "the client cannot be asked",
 		Deadline: time.Now().Add(deadline),
 	}
 }
@@ -47,7 +47,7 @@ func TestFileQueueDecisionInOtherQueueReachesTheWaiter(t *testing.T) {
 		t.Fatalf("submitted %+v", r)
 	}
 	pending, err := operator.Pending(ctx)
-	if err != nil || len(pending) != 1 || pending[0].ID != r.ID || string(pending[0].Args) != `{"path":"/srv/shared/x"}` {
+	if err != nil || len(pending) != 1 || pending[0].ID != r.ID || string(pending[0].Args) != string(request(0).Args) {
 		t.Fatalf("Pending = %+v, %v", pending, err)
 	}
 	got := make(chan error, 1)

@@ -111,9 +111,12 @@ const (
 )
 
 // ApprovalsOf returns the lasting approvals st keeps, as a workspace on it
-// consults them: on files, the file beside its pins file; nil when st
-// keeps none.
+// consults them: on files, the file beside its pins file; on PostgreSQL,
+// the fleet's table; nil when st keeps none.
 func ApprovalsOf(st *store.Store) approval.Grants {
+	if st.Kind() == store.Postgres {
+		return st.Approvals()
+	}
 	if st.Kind() != store.Files || st.Pins() == nil || st.Pins().Path() == "" {
 		return nil
 	}
@@ -123,8 +126,13 @@ func ApprovalsOf(st *store.Store) approval.Grants {
 // PendingOf returns the queue of calls waiting for an operator that st
 // keeps, whose lasting decisions are granted in grants (ApprovalsOf(st)):
 // on files, the file beside the approvals file, shared by the processes
-// of the machine; nil when st keeps none.
+// of the machine; on PostgreSQL, the fleet's table, which the replica
+// holding a call hears a decision in at once (NOTIFY); nil when st keeps
+// none.
 func PendingOf(st *store.Store, grants approval.Grants) approval.Queue {
+	if st.Kind() == store.Postgres {
+		return st.Pending() // grants are st's own, in the same transaction
+	}
 	if st.Kind() != store.Files || st.Pins() == nil || st.Pins().Path() == "" {
 		return nil
 	}

@@ -359,6 +359,13 @@ func TestFormAnswerWithAScopeNotOfferedApprovesOnce(t *testing.T) {
 	if ok {
 		t.Fatal(`"approve": "true" (a string) approved`)
 	}
+	// An approver that keeps no lasting approvals offers none, and takes
+	// none a client names.
+	bare := NewApprover(ApprovalPolicy{})
+	ok, err := bare.Confirm(withDownstream(ctxT(t), rawAnswer{json.RawMessage(`{"action":"accept","content":{"approve":true,"scope":"args"}}`)}), call)
+	if !ok || err != nil {
+		t.Fatalf("scope args from an approver without approvals: %v, %v; want approved once", ok, err)
+	}
 }
 
 func cs2Options(schemas *[]map[string]any, mu *sync.Mutex) *mcp.ClientOptions {

@@ -678,3 +678,37 @@ func TestURLModeClientIsSentThePendingCallsPage(t *testing.T) {
 		t.Fatalf("audit: %+v", got)
 	}
 }
+
+// A 2026-07-28 client is offered the scopes in its input request's form
+// too (not the session's: the revision has none), and the one chosen is
+// granted.
+func TestInputRequestFormOffersScopes(t *testing.T) {
+	t.Parallel()
+	f := newOpFixture(t, Operators{})
+	var asked atomic.Int32
+	var offered atomic.Value
+	cs, err := mcp.NewClient(&mcp.Implementation{Name: "agent", Version: "1"}, &mcp.ClientOptions{
+		ElicitationHandler: func(_ context.Context, req *mcp.ElicitRequest) (*mcp.ElicitResult, error) {
+			asked.Add(1)
+			raw, _ := json.Marshal(req.Params.RequestedSchema)
+			offered.Store(string(raw))
+			return &mcp.ElicitResult{Action: "accept", Content: map[string]any{"approve": true, "scope": "tool"}}, nil
+		},
+	}).Connect(ctxT(t), &mcp.StreamableClientTransport{Endpoint: f.url + "/mcp", HTTPClient: bearerFor(aliceToken), MaxRetries: -1}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cs.Close()
+	if got := cs.InitializeResult().ProtocolVersion; got != Revision2026 {
+		t.Fatalf("the client speaks %s", got)
+	}
+	for _, p := range []string{"/a", "/b"} {
+		if res := <-startCall(t, cs, "write_file", map[string]any{"path": p}); res.IsError {
+			t.Fatalf("call %s: %s", p, text(res))
+		}
+	}
+	schema, _ := offered.Load().(string)
+	if asked.Load() != 1 || !strings.Contains(schema, `"const":"tool"`) || strings.Contains(schema, `"const":"session"`) {
+		t.Fatalf("asked %d times; offered %s", asked.Load(), schema)
+	}
+}

@@ -511,7 +511,7 @@ func mustInt(t *testing.T, s string) int64 {
 func TestWebhookThatFailsOrHangsDoesNotHoldTheCall(t *testing.T) {
 	t.Parallel()
 	release := make(chan struct{})
-	defer close(release)
+	t.Cleanup(func() { close(release) }) // after the parallel subtests, unlike a defer
 	for _, tc := range []struct {
 		name   string
 		answer func(n int, w http.ResponseWriter, r *http.Request)
@@ -528,7 +528,9 @@ func TestWebhookThatFailsOrHangsDoesNotHoldTheCall(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
 			sink, hook := newWebhookSink(t, tc.answer)
-			f := newOpFixture(t, Operators{Wait: time.Minute, Webhook: &Webhook{URL: hook, Secret: []byte("k"), Attempts: tc.posts}})
+			// No client timeout: a webhook that held the call would hold it
+			// until the test ends, and the call would never complete.
+			f := newOpFixture(t, Operators{Wait: time.Minute, Webhook: &Webhook{URL: hook, Secret: []byte("k"), Attempts: tc.posts, Client: &http.Client{}}})
 			cs := f.dial(t, nil)
 			done := startCall(t, cs, "delete_file", map[string]any{"path": "/x"})
 			req := f.pendingOne(t)

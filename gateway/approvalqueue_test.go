@@ -386,6 +386,16 @@ type webhookSink struct {
 	answer func(n int, w http.ResponseWriter, r *http.Request)
 }
 
+// next waits for the next post.
+func (s *webhookSink) next(t *testing.T) {
+	t.Helper()
+	select {
+	case <-s.got:
+	case <-ctxT(t).Done():
+		t.Fatal("the webhook was not posted to (again)")
+	}
+}
+
 type webhookPost struct {
 	header http.Header
 	body   []byte
@@ -419,7 +429,7 @@ func TestWebhookPostIsSignedAndItsLinkDecides(t *testing.T) {
 	hostile := "/srv/x\x1b[2J<script>alert(1)</script>&<!here>"
 	done := startCall(t, cs, "delete_file", map[string]any{"path": hostile})
 	req := f.pendingOne(t)
-	<-sink.got
+	sink.next(t)
 	sink.mu.Lock()
 	p := sink.posts[0]
 	sink.mu.Unlock()
@@ -535,7 +545,7 @@ func TestWebhookThatFailsOrHangsDoesNotHoldTheCall(t *testing.T) {
 			done := startCall(t, cs, "delete_file", map[string]any{"path": "/x"})
 			req := f.pendingOne(t)
 			for range tc.posts {
-				<-sink.got
+				sink.next(t)
 			}
 			if _, err := f.operator.Decide(ctxT(t), req.ID, approval.Decision{Approve: true, By: "ann"}); err != nil {
 				t.Fatal(err)

@@ -38,7 +38,7 @@ func request(deadline time.Duration) Request {
 func TestFileQueueDecisionInOtherQueueReachesTheWaiter(t *testing.T) {
 	t.Parallel()
 	holder, operator, grants := newQueues(t)
-	ctx := t.Context()
+	ctx := boundedCtx(t)
 	r, err := holder.Submit(ctx, request(time.Minute))
 	if err != nil {
 		t.Fatal(err)
@@ -92,7 +92,7 @@ func TestFileQueueDecisionInOtherQueueReachesTheWaiter(t *testing.T) {
 func TestFileQueueDenialWithScopeLastsAndOnceDoesNot(t *testing.T) {
 	t.Parallel()
 	holder, operator, grants := newQueues(t)
-	ctx := t.Context()
+	ctx := boundedCtx(t)
 	r, _ := holder.Submit(ctx, request(time.Minute))
 	d, err := operator.Decide(ctx, r.ID, Decision{Approve: false, Scope: Tool, For: time.Hour, By: "ann", Reason: "not today"})
 	if err != nil || d.Grant == "" {
@@ -124,7 +124,7 @@ func TestFileQueueDenialWithScopeLastsAndOnceDoesNot(t *testing.T) {
 func TestFileQueueSessionScopeNeedsTheSession(t *testing.T) {
 	t.Parallel()
 	holder, operator, grants := newQueues(t)
-	ctx := t.Context()
+	ctx := boundedCtx(t)
 	r, _ := holder.Submit(ctx, request(time.Minute))
 	if _, err := operator.Decide(ctx, r.ID, Decision{Approve: true, Scope: Session, By: "ann"}); err == nil {
 		t.Fatal("a session scope for a call in no session was taken")
@@ -161,7 +161,7 @@ func TestFileQueueSessionScopeNeedsTheSession(t *testing.T) {
 func TestFileQueueDeadlineAndWithdrawal(t *testing.T) {
 	t.Parallel()
 	holder, operator, _ := newQueues(t)
-	ctx := t.Context()
+	ctx := boundedCtx(t)
 	r, _ := holder.Submit(ctx, request(30*time.Millisecond))
 	if _, err := holder.Wait(ctx, r.ID); !errors.Is(err, ErrExpired) {
 		t.Fatalf("Wait = %v; want ErrExpired", err)
@@ -205,7 +205,7 @@ func TestFileQueueDeadlineAndWithdrawal(t *testing.T) {
 func TestFileQueueDecisionRacingTheDeadlineHasOneOutcome(t *testing.T) {
 	t.Parallel()
 	holder, operator, _ := newQueues(t)
-	ctx := t.Context()
+	ctx := boundedCtx(t)
 	var decided, expired int
 	for i := range 30 {
 		r, err := holder.Submit(ctx, request(time.Duration(5+i%10)*time.Millisecond))
@@ -251,4 +251,12 @@ func TestFileQueueWatchSeesOtherProcessesChanges(t *testing.T) {
 	cancel()
 	for range ch { // closed once ctx ended
 	}
+}
+
+// boundedCtx is the test's context, ended after a minute: a wait that
+// never ends fails the test instead of hanging it.
+func boundedCtx(t *testing.T) context.Context {
+	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
+	t.Cleanup(cancel)
+	return ctx
 }

@@ -32,7 +32,7 @@ func TestPostgresDecisionOnAnotherReplicaWakesTheHolder(t *testing.T) {
 	url := pgtest.DB(t)
 	a, b := openPG(t, url, nil), openPG(t, url, nil)
 	a.requests.poll = time.Hour
-	ctx := t.Context()
+	ctx := boundedCtx(t)
 	r, err := a.Pending().Submit(ctx, pgRequest(time.Hour))
 	if err != nil {
 		t.Fatal(err)
@@ -101,7 +101,7 @@ func TestPostgresLastingDenialAndSessionScope(t *testing.T) {
 	t.Parallel()
 	url := pgtest.DB(t)
 	a, b := openPG(t, url, nil), openPG(t, url, nil)
-	ctx := t.Context()
+	ctx := boundedCtx(t)
 	r, _ := a.Pending().Submit(ctx, pgRequest(time.Hour))
 	if _, err := b.Pending().Decide(ctx, r.ID, approval.Decision{Approve: true, Scope: approval.Session, By: "ann"}); err == nil {
 		t.Fatal("a session scope for a call in no session was taken")
@@ -153,7 +153,7 @@ func TestPostgresDeadlineWithdrawalAndWatch(t *testing.T) {
 	t.Parallel()
 	url := pgtest.DB(t)
 	a, b := openPG(t, url, nil), openPG(t, url, nil)
-	ctx := t.Context()
+	ctx := boundedCtx(t)
 	wctx, stop := context.WithCancel(ctx)
 	changes := b.Pending().Watch(wctx)
 
@@ -201,7 +201,7 @@ func TestPostgresDecisionRacingTheDeadlineHasOneOutcome(t *testing.T) {
 	t.Parallel()
 	url := pgtest.DB(t)
 	a, b := openPG(t, url, nil), openPG(t, url, nil)
-	ctx := t.Context()
+	ctx := boundedCtx(t)
 	var decided, expired int
 	for i := range 20 {
 		r, err := a.Pending().Submit(ctx, pgRequest(time.Duration(10+i%10)*time.Millisecond))
@@ -229,4 +229,12 @@ func TestPostgresDecisionRacingTheDeadlineHasOneOutcome(t *testing.T) {
 		}
 	}
 	t.Logf("%d decided, %d expired", decided, expired)
+}
+
+// boundedCtx is the test's context, ended after a minute: a wait that
+// never ends fails the test instead of hanging it.
+func boundedCtx(t *testing.T) context.Context {
+	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
+	t.Cleanup(cancel)
+	return ctx
 }

@@ -141,7 +141,10 @@ func (a *Approver) Operators() Operators { return *a.ops.Load() }
 // SessionApprovals returns grants as an executor serving the gateway
 // consults them: with the session of each call (its 2025 MCP session) in
 // the context, so that an approval of scope session covers the calls of
-// that session alone.
+// that session alone; and, when grants also keeps lasting denials
+// ([approval.Grants]), a call a denial covers is covered by no approval
+// (the approver then refuses it): a later denial wins over an earlier
+// approval.
 func SessionApprovals(grants tool.Approvals) tool.Approvals {
 	return sessionApprovals{grants}
 }
@@ -149,7 +152,13 @@ func SessionApprovals(grants tool.Approvals) tool.Approvals {
 type sessionApprovals struct{ tool.Approvals }
 
 func (s sessionApprovals) Approved(ctx context.Context, key tool.ApprovalKey) (string, error) {
-	return s.Approvals.Approved(approval.WithSession(ctx, sessionOf(ctx)), key)
+	ctx = approval.WithSession(ctx, sessionOf(ctx))
+	if g, ok := s.Approvals.(approval.Grants); ok {
+		if _, denied, err := g.Denied(ctx, key); err != nil || denied {
+			return "", err
+		}
+	}
+	return s.Approvals.Approved(ctx, key)
 }
 
 // sessionOf is the session of the call ctx carries, to which an approval

@@ -269,6 +269,40 @@ func TestLastingDenialRefusesWithoutAsking(t *testing.T) {
 	}
 }
 
+// A lasting denial given after a lasting approval of the same calls wins:
+// the approval no longer runs them.
+func TestLaterDenialWinsOverAnEarlierApproval(t *testing.T) {
+	t.Parallel()
+	f := newOpFixture(t, Operators{Wait: time.Minute})
+	cs := f.dial(t, nil)
+	decide := func(d approval.Decision) {
+		t.Helper()
+		done := startCall(t, cs, "delete_file", map[string]any{"path": "/keep"})
+		req := f.pendingOne(t)
+		if _, err := f.operator.Decide(ctxT(t), req.ID, d); err != nil {
+			t.Fatal(err)
+		}
+		<-done
+	}
+	decide(approval.Decision{Approve: true, Scope: approval.Args, By: "ann"})
+	if res := <-startCall(t, cs, "delete_file", map[string]any{"path": "/keep"}); res.IsError {
+		t.Fatalf("within the approval: %s", text(res))
+	}
+	done := startCall(t, cs, "delete_file", map[string]any{"path": "/other"})
+	req := f.pendingOne(t)
+	if _, err := f.operator.Decide(ctxT(t), req.ID, approval.Decision{Approve: false, Scope: approval.Tool, By: "bob", Reason: "freeze"}); err != nil {
+		t.Fatal(err)
+	}
+	<-done
+	res := <-startCall(t, cs, "delete_file", map[string]any{"path": "/keep"})
+	if !res.IsError || !strings.Contains(text(res), "lasting denial") {
+		t.Fatalf("the approved arguments after a denial of the tool: %s", text(res))
+	}
+	if n := f.runs["delete_file"].Load(); n != 2 {
+		t.Fatalf("ran %d times, want 2", n)
+	}
+}
+
 // The form offers the scopes; the one chosen is granted. A scope the
 // form did not offer approves this call only.
 func TestElicitationFormOffersScopes(t *testing.T) {

@@ -85,7 +85,7 @@ var funcs = template.FuncMap{
 	},
 	// text shows others' words on one line: control characters escaped,
 	// cut to n runes (html/template then escapes it for HTML).
-	"text": func(n int, s string) string { return safetext.Line(s, n) },
+	"text":  func(n int, s string) string { return safetext.Line(s, n) },
 	"lower": strings.ToLower,
 }
 
@@ -380,8 +380,8 @@ func (c *Console) audit(ctx context.Context) auditPage {
 // limitRow is one limit: its value and how often it refused.
 type limitRow struct {
 	Name, Value, Key, Setting string
-	Hits             int
-	Last             time.Time
+	Hits                      int
+	Last                      time.Time
 }
 
 type limitsPage struct {
@@ -436,9 +436,9 @@ func count(n int) string {
 
 type overviewPage struct {
 	Servers, Ready, Tools, Sessions, Pending, Refusals int
-	Queue, Gateway                                      bool
-	Audit                                               auditPage
-	Down                                                []serverRow
+	Queue, Gateway                                     bool
+	Audit                                              auditPage
+	Down                                               []serverRow
 }
 
 func overviewView(ctx context.Context, c *Console) any {

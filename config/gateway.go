@@ -47,6 +47,9 @@ type Gateway struct {
 	// TLS has the certificate and key "serve --http" terminates TLS with;
 	// nil when absent.
 	TLS *GatewayTLS
+	// Console is the operator console's listener and token (nil when
+	// absent).
+	Console *GatewayConsole
 }
 
 // GatewayJWT configures JWT caller authentication: tokens signed by a key
@@ -76,7 +79,7 @@ type GatewayToken struct {
 }
 
 var (
-	gatewayFields   = []string{"approvals", "tokens", "roles", "resourceURL", "authorizationServers", "jwt", "limits", "allowedOrigins", "tls"}
+	gatewayFields   = []string{"approvals", "tokens", "roles", "resourceURL", "authorizationServers", "jwt", "limits", "allowedOrigins", "tls", "console"}
 	jwtFields       = []string{"jwksURL", "issuer", "audience", "roleClaim"}
 	jwtRequired     = []string{"jwksURL", "issuer", "audience"}
 	approvalsFields = []string{"write", "destructive", "tools"}
@@ -135,6 +138,8 @@ func (d *decoder) gateway(p pair) *Gateway {
 			}
 		case "tls":
 			g.TLS = d.gatewayTLS(f.value, fpath)
+		case "console":
+			g.Console = d.gatewayConsole(f.value, fpath)
 		default:
 			d.unknownField(f, gpath, gatewayFields)
 		}
@@ -450,6 +455,9 @@ func gatewayNode(g *Gateway) *yaml.Node {
 	}
 	if g.TLS != nil {
 		addPair(m, "tls", tlsNode(g.TLS))
+	}
+	if g.Console != nil {
+		addPair(m, "console", consoleNode(g.Console))
 	}
 	if len(m.Content) == 0 {
 		return &yaml.Node{Kind: yaml.MappingNode, Style: yaml.FlowStyle}

@@ -26,9 +26,12 @@ const (
 	// message in toolwire.mailbox, or "lost:" and the id of an instance
 	// found lost.
 	fleetChannel = "toolwire_fleet"
+	// approvalsChannel: a request waiting for an operator changed
+	// (submitted, decided, expired, withdrawn); the payload is its id.
+	approvalsChannel = "toolwire_approvals"
 )
 
-var channels = []string{pinsChannel, sessionsChannel, fleetChannel}
+var channels = []string{pinsChannel, sessionsChannel, fleetChannel, approvalsChannel}
 
 // errLostInstance says that this instance was taken for lost by another:
 // its lock was free (its listening connection was gone) and another

@@ -11,6 +11,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
@@ -84,6 +85,8 @@ func openPostgres(ctx context.Context, rawURL, redacted string, opts *Options) (
 		limits:   &tableLimiter{pool: pool},
 		session:  &sessionTable{pool: pool, listener: l},
 		grace:    claimGrace,
+		grants:   &approvalTable{db: pool},
+		requests: &requestTable{pool: pool, listener: l, instance: strconv.Itoa(int(instance)), poll: 5 * time.Second},
 	}
 	s.relay = newRelay(s, cfg.ConnConfig)
 	// The replica's sweeps (Replica) run in the background, stopped by

@@ -15,6 +15,7 @@ import (
 
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/toolwire/toolwire/approval"
 	"github.com/toolwire/toolwire/audit"
 	"github.com/toolwire/toolwire/oauth"
 	"github.com/toolwire/toolwire/pins"
@@ -69,6 +70,8 @@ type Store struct {
 	auditFile *audit.FileSink
 	auditPath string
 	// postgres only
+	grants    *approvalTable
+	requests  *requestTable
 	pool      *pgxpool.Pool
 	listener  *listener
 	applied   []int
@@ -181,6 +184,25 @@ func (s *Store) Limits() Limiter { return s.limits }
 // Sessions returns the session records: in memory for files, in the
 // database for PostgreSQL.
 func (s *Store) Sessions() Sessions { return s.session }
+
+// Approvals returns the lasting approvals kept in the database, and
+// Pending the calls waiting there for an operator, shared by the fleet;
+// both nil on files, where package workspace keeps them in files beside
+// the pins file.
+func (s *Store) Approvals() approval.Grants {
+	if s.grants == nil {
+		return nil
+	}
+	return s.grants
+}
+
+// Pending: see [Store.Approvals].
+func (s *Store) Pending() approval.Queue {
+	if s.requests == nil {
+		return nil
+	}
+	return s.requests
+}
 
 // Applied returns the versions of the schema migrations this Open applied
 // (none for files, and none when another replica had applied them).

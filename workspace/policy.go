@@ -3,10 +3,10 @@ package workspace
 import (
 	"errors"
 	"fmt"
+	"os"
 	"path/filepath"
 
 	"github.com/toolwire/toolwire/approval"
-
 	"github.com/toolwire/toolwire/config"
 	"github.com/toolwire/toolwire/policy"
 	"github.com/toolwire/toolwire/store"
@@ -103,20 +103,50 @@ func (w *Workspace) watchPolicy() (stop func()) {
 }
 
 // ApprovalsFile is the name of the file of lasting approvals, beside the
-// pins file of a files store.
-const ApprovalsFile = "approvals.json"
+// pins file of a files store; PendingFile the name of the file of the
+// calls waiting for an operator, beside it.
+const (
+	ApprovalsFile = "approvals.json"
+	PendingFile   = "approvals-pending.json"
+)
 
 // ApprovalsOf returns the lasting approvals st keeps, as a workspace on it
-// consults them: on files, the file beside its pins file; nil on
-// PostgreSQL, where they are not kept yet.
-func ApprovalsOf(st *store.Store) *approval.Files {
+// consults them: on files, the file beside its pins file; on PostgreSQL,
+// the fleet's table; nil when st keeps none.
+func ApprovalsOf(st *store.Store) approval.Grants {
+	if st.Kind() == store.Postgres {
+		return st.Approvals()
+	}
 	if st.Kind() != store.Files || st.Pins() == nil || st.Pins().Path() == "" {
 		return nil
 	}
 	return approval.NewFiles(filepath.Join(filepath.Dir(st.Pins().Path()), ApprovalsFile))
 }
 
+// PendingOf returns the queue of calls waiting for an operator that st
+// keeps, whose lasting decisions are granted in grants (ApprovalsOf(st)):
+// on files, the file beside the approvals file, shared by the processes
+// of the machine; on PostgreSQL, the fleet's table, which the replica
+// holding a call hears a decision in at once (NOTIFY); nil when st keeps
+// none.
+func PendingOf(st *store.Store, grants approval.Grants) approval.Queue {
+	if st.Kind() == store.Postgres {
+		return st.Pending() // grants are st's own, in the same transaction
+	}
+	if st.Kind() != store.Files || st.Pins() == nil || st.Pins().Path() == "" {
+		return nil
+	}
+	host, _ := os.Hostname()
+	return approval.NewFileQueue(filepath.Join(filepath.Dir(st.Pins().Path()), PendingFile), grants, fmt.Sprintf("%s:%d", host, os.Getpid()))
+}
+
 // Approvals returns the lasting approvals the executor consults before it
 // asks its confirmer, for a confirmer that grants them and the commands
-// that list and revoke them; nil when the store keeps none (PostgreSQL).
-func (w *Workspace) Approvals() *approval.Files { return w.approvals }
+// that list and revoke them; nil when the store keeps none.
+func (w *Workspace) Approvals() approval.Grants { return w.approvals }
+
+// Pending returns the calls waiting for an operator's decision, for the
+// gateway that submits them and the operator's tools (the console,
+// toolwire approvals pending) that decide them; nil when the store keeps
+// none.
+func (w *Workspace) Pending() approval.Queue { return w.pending }

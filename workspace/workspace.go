@@ -153,9 +153,10 @@ type Workspace struct {
 	secrets  *audit.Secrets
 	logger   *slog.Logger      // masks the secrets
 	approver *gateway.Approver // Options.Confirmer when it is one, for a reload's approvals
-	// approvals are the lasting approvals people gave, on a files store;
-	// nil on PostgreSQL (not kept there yet).
-	approvals *approval.Files
+	// approvals are the lasting approvals people gave, pending the calls
+	// waiting for an operator; nil when the store keeps none.
+	approvals approval.Grants
+	pending   approval.Queue
 
 	// reloading serializes Reload; mu guards what it changes and the
 	// gateways and handlers made.
@@ -256,6 +257,7 @@ func Open(ctx context.Context, file *config.File, opts *Options) (*Workspace, er
 	// Every result goes to a terminal, a model or a gateway's client: all
 	// are masked, by the executor, in one place.
 	w.approvals = ApprovalsOf(w.store)
+	w.pending = PendingOf(w.store, w.approvals)
 	var grants tool.Approvals
 	if w.approvals != nil {
 		grants = w.approvals

@@ -28,7 +28,7 @@ func newApprovalsCommand(e *env, g *globalFlags) *cobra.Command {
 }
 
 // approvalsOf opens the store the flags name and returns its approvals.
-func approvalsOf(cmd *cobra.Command, e *env, g *globalFlags) (*approval.Files, func(), error) {
+func approvalsOf(cmd *cobra.Command, e *env, g *globalFlags) (approval.Grants, func(), error) {
 	st, err := tokenStore(cmd.Context(), e, g)
 	if err != nil {
 		return nil, nil, err

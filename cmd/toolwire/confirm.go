@@ -29,7 +29,7 @@ type terminalConfirmer struct {
 
 	// grants, when set, keeps the lasting approvals the person may give
 	// instead of a plain yes (see approvalScopes).
-	grants *approval.Files
+	grants approval.Grants
 }
 
 // The lasting approvals the terminal offers: these arguments for a day,

@@ -48,16 +48,14 @@ type Options struct {
 }
 
 // Sources are what the console shows: the workspace (servers, tools,
-// policy, audit, lasting approvals) and what the HTTP gateway alone knows.
+// policy, audit, the calls waiting for an operator and the lasting
+// approvals) and what the HTTP gateway alone knows.
 type Sources struct {
 	// Workspace is required.
 	Workspace *workspace.Workspace
 	// Limits returns the gateway's limits now ([gateway.Handler.Limits]);
 	// nil when there is no HTTP gateway (serve --stdio).
 	Limits func() gateway.Limits
-	// Approvals are the calls waiting for an operator; nil when nothing
-	// waits for one.
-	Approvals Queue
 }
 
 // Console is the operator console: its sessions, what it has seen of the

@@ -15,9 +15,13 @@ func (c *Console) follow(ctx context.Context) {
 	src := c.sources()
 	stopTools := src.Workspace.Registry().Watch(func() { c.hub.notify(topicTools) })
 	defer stopTools()
-	if src.Approvals != nil {
-		stopQueue := src.Approvals.Watch(func() { c.hub.notify(topicApprovals) })
-		defer stopQueue()
+	if q := src.Workspace.Pending(); q != nil {
+		changed := q.Watch(ctx)
+		go func() {
+			for range changed { // closed when ctx ends
+				c.hub.notify(topicApprovals)
+			}
+		}()
 	}
 	var servers, policy, grants uint64
 	tick := time.NewTicker(c.opts.Poll)

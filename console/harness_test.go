@@ -86,7 +86,6 @@ type fixture struct {
 type fixtureOptions struct {
 	servers string // the servers section's entries; default: the demo server
 	extra   string // more of the configuration
-	queue   func(w *workspace.Workspace) console.Queue
 }
 
 func quote(s string) string {
@@ -144,9 +143,6 @@ func newFixture(t *testing.T, o *fixtureOptions) *fixture {
 	gts := httptest.NewServer(h)
 	t.Cleanup(gts.Close)
 	src := &console.Sources{Workspace: w, Limits: h.Limits}
-	if o.queue != nil {
-		src.Approvals = o.queue(w)
-	}
 	ch, err := con.Handler(src)
 	if err != nil {
 		t.Fatal(err)

@@ -1,6 +1,7 @@
 package console
 
 import (
+	"cmp"
 	"context"
 	"embed"
 	"errors"
@@ -10,6 +11,8 @@ import (
 	"net/http"
 	"strings"
 	"time"
+
+	"github.com/toolwire/toolwire/approval"
 )
 
 //go:embed assets
@@ -152,7 +155,9 @@ func flash(done string) string {
 	case "denied":
 		return "The call is denied."
 	case "gone":
-		return "That call is no longer waiting: it was answered, or it ended."
+		return "That call is no longer waiting: its time ran out, or it ended."
+	case "decided":
+		return "That call was decided already, by someone else."
 	case "revoked":
 		return "The approval is revoked."
 	case "unknown":
@@ -211,49 +216,63 @@ func (c *Console) logout(w http.ResponseWriter, r *http.Request, op operator) {
 	http.Redirect(w, r, "/login", http.StatusSeeOther)
 }
 
-// decide answers a waiting call with the operator's decision and scope.
+// decide answers a waiting call with the operator's decision, its scope
+// and, for a refusal, the reason the caller is given.
 func (c *Console) decide(w http.ResponseWriter, r *http.Request, _ operator) {
-	q := c.sources().Approvals
+	q := c.sources().Workspace.Pending()
 	if q == nil {
-		http.Error(w, "Not Found: nothing waits for an operator here", http.StatusNotFound)
+		http.Error(w, "Not Found: this store keeps no calls waiting for an operator", http.StatusNotFound)
 		return
 	}
-	var v Verdict
+	var d approval.Decision
 	switch r.PostFormValue("decision") {
 	case "allow":
-		v.Allow = true
+		d.Approve = true
 	case "deny":
 	default:
 		http.Error(w, `Bad Request: decision must be "allow" or "deny"`, http.StatusBadRequest)
 		return
 	}
-	v.Scope = r.PostFormValue("scope")
-	if v.Scope == "" {
-		v.Scope = "call"
+	scope, err := approval.ParseScope(cmp.Or(r.PostFormValue("scope"), string(approval.Once)))
+	if err != nil {
+		http.Error(w, "Bad Request: scope: "+err.Error(), http.StatusBadRequest)
+		return
 	}
-	if d := r.PostFormValue("for"); d != "" && v.Scope != "call" {
-		dur, err := time.ParseDuration(d)
+	d.Scope = scope
+	if v := r.PostFormValue("for"); v != "" && scope != approval.Once {
+		dur, err := time.ParseDuration(v)
 		if err != nil || dur <= 0 || dur > 7*24*time.Hour {
-			http.Error(w, fmt.Sprintf("Bad Request: for %q: want a duration such as 15m or 8h, at most a week", d), http.StatusBadRequest)
+			http.Error(w, fmt.Sprintf("Bad Request: for %q: want a duration such as 15m or 8h, at most a week", v), http.StatusBadRequest)
 			return
 		}
-		v.For = dur
+		d.For = dur
 	}
-	v.By = "console"
+	if reason := strings.TrimSpace(r.PostFormValue("reason")); reason != "" && !d.Approve {
+		if len(reason) > 500 {
+			http.Error(w, "Bad Request: reason: at most 500 bytes", http.StatusBadRequest)
+			return
+		}
+		d.Reason = reason
+	}
+	d.By = "console"
 	id := r.PathValue("id")
-	err := q.Decide(r.Context(), id, v)
+	_, err = q.Decide(r.Context(), id, d)
 	switch {
-	case errors.Is(err, ErrNotWaiting):
+	case errors.Is(err, approval.ErrNotFound), errors.Is(err, approval.ErrExpired), errors.Is(err, approval.ErrWithdrawn):
 		http.Redirect(w, r, "/approvals?done=gone", http.StatusSeeOther)
 		return
+	case errors.Is(err, approval.ErrDecided):
+		http.Redirect(w, r, "/approvals?done=decided", http.StatusSeeOther)
+		return
 	case err != nil:
-		http.Error(w, "Bad Request: "+err.Error(), http.StatusBadRequest)
+		c.log.Warn("console: a decision was not taken", "id", id, "error", err.Error())
+		http.Error(w, "Bad Request: the decision was not taken: "+err.Error(), http.StatusBadRequest)
 		return
 	}
-	c.log.Info("console: an operator answered a waiting call", "id", id, "allow", v.Allow, "scope", v.Scope)
+	c.log.Info("console: an operator answered a waiting call", "id", id, "approve", d.Approve, "scope", string(d.Scope))
 	c.hub.notify(topicApprovals)
 	done := "denied"
-	if v.Allow {
+	if d.Approve {
 		done = "allowed"
 	}
 	http.Redirect(w, r, "/approvals?done="+done, http.StatusSeeOther)

@@ -13,6 +13,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/toolwire/toolwire/approval"
 	"github.com/toolwire/toolwire/audit"
 	"github.com/toolwire/toolwire/gateway"
 	"github.com/toolwire/toolwire/internal/safetext"
@@ -205,28 +206,35 @@ func sessionsView(_ context.Context, c *Console) any {
 
 // waitingRow is a call waiting for an operator, as its form shows it.
 type waitingRow struct {
-	Waiting
-	ArgsText string
-	Scopes   []scopeChoice
+	approval.Request
+	Description string // the tool's, the server's words
+	ArgsText    string
+	Scopes      []scopeChoice
 }
 
 type scopeChoice struct{ Value, Label string }
 
-// scopeLabels say what each scope of an approval covers.
-var scopeLabels = map[string]string{
-	"call":    "this call only",
-	"args":    "this tool with exactly these arguments",
-	"session": "this tool for this session",
-	"tool":    "this tool, any arguments",
+// scopes are the scopes an operator may give a decision, and what each
+// covers; session only for a call made in a session.
+func scopes(r approval.Request) []scopeChoice {
+	out := []scopeChoice{
+		{string(approval.Once), "this call only"},
+		{string(approval.Args), "this tool with exactly these arguments"},
+	}
+	if r.Session != "" {
+		out = append(out, scopeChoice{string(approval.Session), "this tool for this session"})
+	}
+	return append(out, scopeChoice{string(approval.Tool), "this tool, any arguments"})
 }
 
 type grantRow struct {
-	ID, Scope, Caller, Tool, Args string
-	Created, Expires              time.Time
+	ID, Scope, Caller, Tool, Args, Reason string
+	Deny                                  bool
+	Created, Expires                      time.Time
 }
 
 type approvalsPage struct {
-	Queue   bool // a queue is configured
+	Queue   bool // the store keeps a queue of calls waiting for an operator
 	Pending []waitingRow
 	Error   string
 	Grants  []grantRow
@@ -234,30 +242,23 @@ type approvalsPage struct {
 }
 
 func approvalsView(ctx context.Context, c *Console) any {
-	src := c.sources()
-	page := approvalsPage{Queue: src.Approvals != nil}
-	if src.Approvals != nil {
-		pending, err := src.Approvals.Pending(ctx)
+	w := c.sources().Workspace
+	q := w.Pending()
+	page := approvalsPage{Queue: q != nil}
+	if q != nil {
+		pending, err := q.Pending(ctx)
 		if err != nil {
 			page.Error = "The waiting calls could not be read: " + err.Error()
 		}
 		for _, p := range pending {
-			row := waitingRow{Waiting: p, ArgsText: argsText(p.Args)}
-			row.Scopes = append(row.Scopes, scopeChoice{"call", scopeLabels["call"]})
-			for _, s := range p.Scopes {
-				if s == "call" {
-					continue
-				}
-				label := scopeLabels[s]
-				if label == "" {
-					label = s
-				}
-				row.Scopes = append(row.Scopes, scopeChoice{s, label})
+			row := waitingRow{Request: p, ArgsText: argsText(p.Args), Scopes: scopes(p)}
+			if t, ok := w.Registry().Lookup(p.Tool); ok {
+				row.Description = t.Description
 			}
 			page.Pending = append(page.Pending, row)
 		}
 	}
-	if g := src.Workspace.Approvals(); g != nil {
+	if g := w.Approvals(); g != nil {
 		page.Lasting = true
 		grants, err := g.List(ctx)
 		if err != nil && page.Error == "" {
@@ -268,8 +269,11 @@ func approvalsView(ctx context.Context, c *Console) any {
 			if gr.Key.Args != "" {
 				args = "sha256 " + short(gr.Key.Args)
 			}
+			if gr.Scope == approval.Session {
+				args = "any, in session " + short(gr.Session)
+			}
 			page.Grants = append(page.Grants, grantRow{ID: gr.ID, Scope: string(gr.Scope), Caller: cmp.Or(gr.Key.Caller, "(terminal)"),
-				Tool: gr.Key.Tool, Args: args, Created: gr.Created, Expires: gr.Expires})
+				Tool: gr.Key.Tool, Args: args, Deny: gr.Deny, Reason: gr.Reason, Created: gr.Created, Expires: gr.Expires})
 		}
 	}
 	return page
@@ -455,9 +459,9 @@ func overviewView(ctx context.Context, c *Console) any {
 	_, o.Sessions = c.events.sessions()
 	src := c.sources()
 	o.Gateway = src.Limits != nil
-	if src.Approvals != nil {
+	if q := src.Workspace.Pending(); q != nil {
 		o.Queue = true
-		if p, err := src.Approvals.Pending(ctx); err == nil {
+		if p, err := q.Pending(ctx); err == nil {
 			o.Pending = len(p)
 		}
 	}

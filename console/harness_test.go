@@ -225,13 +225,31 @@ func (f *fixture) csrfOf(c *http.Client, path string) string {
 	return rest[:strings.IndexByte(rest, '"')]
 }
 
+// rev2025 is the revision of a client that opens a session; a client of
+// 2026-07-28 (go-sdk's default) opens none.
+const rev2025 = "2025-11-25"
+
+// connect connects to the gateway as a headless client (one that declares
+// no elicitation) speaking rev ("" for go-sdk's latest).
+func (f *fixture) connect(ctx context.Context, rev string) (*mcp.ClientSession, error) {
+	var so *mcp.ClientSessionOptions
+	if rev != "" {
+		so = &mcp.ClientSessionOptions{ProtocolVersion: rev}
+	}
+	cs, err := mcp.NewClient(&mcp.Implementation{Name: "headless-agent", Version: "1"}, nil).
+		Connect(ctx, &mcp.StreamableClientTransport{Endpoint: f.mcpURL, MaxRetries: -1}, so)
+	if err != nil {
+		return nil, fmt.Errorf("connect: %w", err)
+	}
+	return cs, nil
+}
+
 // callTool calls name with args through the gateway as a headless client
 // (one that declares no elicitation), and returns its result.
 func (f *fixture) callTool(ctx context.Context, name string, args map[string]any) (*mcp.CallToolResult, error) {
-	cs, err := mcp.NewClient(&mcp.Implementation{Name: "headless-agent", Version: "1"}, nil).
-		Connect(ctx, &mcp.StreamableClientTransport{Endpoint: f.mcpURL, MaxRetries: -1}, nil)
+	cs, err := f.connect(ctx, "")
 	if err != nil {
-		return nil, fmt.Errorf("connect: %w", err)
+		return nil, err
 	}
 	defer cs.Close()
 	return cs.CallTool(ctx, &mcp.CallToolParams{Name: name, Arguments: args})

@@ -139,6 +139,7 @@ func newFixture(t *testing.T, o *fixtureOptions) *fixture {
 		t.Fatal(err)
 	}
 	httpOpts.Observe = con.Observe
+	httpOpts.Limits = workspace.ServingOf(file.Gateway).Limits
 	h := w.Handler(gw, &httpOpts)
 	gts := httptest.NewServer(h)
 	t.Cleanup(gts.Close)

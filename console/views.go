@@ -84,6 +84,14 @@ var funcs = template.FuncMap{
 		}
 		return t.UTC().Format("2006-01-02 15:04:05Z")
 	},
+	// clock is t's time of day (UTC), for a tail of today's events; its
+	// title has the date.
+	"clock": func(t time.Time) string {
+		if t.IsZero() {
+			return ""
+		}
+		return t.UTC().Format("15:04:05")
+	},
 	// text shows others' words on one line: control characters escaped,
 	// cut to n runes (html/template then escapes it for HTML).
 	"text":  func(n int, s string) string { return safetext.Line(s, n) },

@@ -178,10 +178,11 @@ func reboundHost(r *http.Request) bool {
 	return !netpolicy.IsLoopbackHost(name)
 }
 
-// ownOrigin is the console's origin as r reached it: its scheme and Host.
-func ownOrigin(r *http.Request) string {
+// ownOrigin is the console's origin as r reached it: its scheme (https
+// over TLS, or when secure says a proxy in front terminates it) and Host.
+func ownOrigin(r *http.Request, secure bool) string {
 	scheme := "http"
-	if r.TLS != nil {
+	if r.TLS != nil || secure {
 		scheme = "https"
 	}
 	return scheme + "://" + strings.ToLower(r.Host)
@@ -192,7 +193,7 @@ func ownOrigin(r *http.Request) string {
 // browsers the console supports send it on every POST), and, when it
 // sends Sec-Fetch-Site, says same-origin. A header given twice is
 // refused.
-func fromOwnPage(r *http.Request) bool {
+func fromOwnPage(r *http.Request, secure bool) bool {
 	sites, origins := r.Header.Values("Sec-Fetch-Site"), r.Header.Values("Origin")
 	if len(sites) > 1 || len(origins) != 1 {
 		return false
@@ -204,7 +205,7 @@ func fromOwnPage(r *http.Request) bool {
 	if err != nil || u.Path != "" || u.RawQuery != "" || u.User != nil {
 		return false
 	}
-	return strings.ToLower(u.Scheme+"://"+u.Host) == ownOrigin(r)
+	return strings.ToLower(u.Scheme+"://"+u.Host) == ownOrigin(r, secure)
 }
 
 // validCSRF reports whether the form of r carries the session's CSRF

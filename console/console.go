@@ -31,8 +31,10 @@ type Options struct {
 	// token (the caller of New checks the configured hashes with
 	// [SameAsCallerToken]).
 	Token string
-	// Secure marks the session cookie Secure: the console is served over
-	// TLS.
+	// Secure says the browser reaches the console over HTTPS: served
+	// with TLS, or behind a proxy that terminates it. The session cookie
+	// is then Secure, and the console's own origin, which every POST must
+	// name, is https.
 	Secure bool
 	// Logger receives the console's own events (sign-ins, decisions);
 	// nil discards them.

@@ -86,6 +86,7 @@ type fixture struct {
 type fixtureOptions struct {
 	servers string // the servers section's entries; default: the demo server
 	extra   string // more of the configuration
+	secure  bool   // console.Options.Secure: the browser speaks HTTPS to a proxy in front
 }
 
 func quote(s string) string {
@@ -117,7 +118,7 @@ func newFixture(t *testing.T, o *fixtureOptions) *fixture {
 	if err != nil {
 		t.Fatal(err)
 	}
-	con, err := console.New(&console.Options{Token: operatorToken, Poll: 200 * time.Millisecond})
+	con, err := console.New(&console.Options{Token: operatorToken, Poll: 200 * time.Millisecond, Secure: o.secure})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -318,3 +318,20 @@ func TestCheckExposure(t *testing.T) {
 		}
 	}
 }
+
+// TestBehindATLSProxyTheOriginIsHTTPS: with Secure (a proxy in front
+// terminates TLS), the session cookie is Secure and the console's own
+// origin is https: a POST naming the http origin is refused.
+func TestBehindATLSProxyTheOriginIsHTTPS(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t, &fixtureOptions{secure: true})
+	c := f.client()
+	if resp := f.post(c, "/login", url.Values{"token": {operatorToken}}, f.url); resp.StatusCode != http.StatusForbidden {
+		t.Errorf("sign-in naming %s: %s, want 403", f.url, resp.Status)
+	}
+	https := "https://" + strings.TrimPrefix(f.url, "http://")
+	resp := f.post(c, "/login", url.Values{"token": {operatorToken}}, https)
+	if resp.StatusCode != http.StatusSeeOther || len(resp.Cookies()) != 1 || !resp.Cookies()[0].Secure {
+		t.Errorf("sign-in naming %s: %s, cookies %v; want 303 and a Secure cookie", https, resp.Status, resp.Cookies())
+	}
+}

@@ -88,7 +88,7 @@ func (c *Console) post(h func(w http.ResponseWriter, r *http.Request, op operato
 			http.Error(w, "Unauthorized: sign in to the console first", http.StatusUnauthorized)
 			return
 		}
-		if !fromOwnPage(r) {
+		if !fromOwnPage(r, c.opts.Secure) {
 			http.Error(w, "Forbidden: a console form is posted from the console's own pages", http.StatusForbidden)
 			return
 		}
@@ -185,7 +185,7 @@ func (c *Console) renderLogin(w http.ResponseWriter, status int, problem string)
 // login signs an operator in: the token posted from the console's own
 // sign-in page, a few wrong tokens a minute at most for everyone.
 func (c *Console) login(w http.ResponseWriter, r *http.Request) {
-	if !fromOwnPage(r) {
+	if !fromOwnPage(r, c.opts.Secure) {
 		http.Error(w, "Forbidden: sign in on the console's own page", http.StatusForbidden)
 		return
 	}

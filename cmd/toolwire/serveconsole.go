@@ -79,7 +79,9 @@ func (cf *consoleFlags) open(e *env, gwc *config.Gateway, tlsOn bool, log *slog.
 			return nil, &exitError{exitUsage, fmt.Errorf("$%s: the operator token is one of gateway.tokens: the console needs a token of its own, or that caller could approve its own calls", varName)}
 		}
 	}
-	con, err := console.New(&console.Options{Token: token, Secure: tlsOn, Logger: log})
+	// Behind a TLS proxy (--console-insecure-plain-http) the browser
+	// still speaks HTTPS.
+	con, err := console.New(&console.Options{Token: token, Secure: tlsOn || cf.insecurePlainHTTP, Logger: log})
 	if err != nil {
 		return nil, &exitError{exitUsage, fmt.Errorf("$%s: %w", varName, err)}
 	}

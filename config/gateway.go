@@ -9,6 +9,7 @@ import (
 	"path"
 	"reflect"
 	"strings"
+	"time"
 	"unicode"
 
 	"go.yaml.in/yaml/v3"
@@ -68,6 +69,20 @@ type GatewayApprovals struct {
 	Write       string
 	Destructive string
 	Tools       map[string]string // registered tool name -> approval; nil when absent
+	// OperatorWait is how long a call whose client cannot be asked waits
+	// for an operator's decision (operatorWait); nil when not set (the
+	// default, 30 s), 0 to refuse such calls at once.
+	OperatorWait *time.Duration
+	// Webhook is told of each call that starts waiting; nil when absent.
+	Webhook *GatewayWebhook
+}
+
+// GatewayWebhook is where a gateway posts the calls waiting for an
+// operator: an http or https URL, and the environment variable holding
+// the secret the posts are signed with (never the secret itself).
+type GatewayWebhook struct {
+	URL       string
+	SecretEnv string
 }
 
 // GatewayToken is one static bearer token: the hex SHA-256 of the token
@@ -82,7 +97,8 @@ var (
 	gatewayFields   = []string{"approvals", "tokens", "roles", "resourceURL", "authorizationServers", "jwt", "limits", "allowedOrigins", "tls", "console"}
 	jwtFields       = []string{"jwksURL", "issuer", "audience", "roleClaim"}
 	jwtRequired     = []string{"jwksURL", "issuer", "audience"}
-	approvalsFields = []string{"write", "destructive", "tools"}
+	approvalsFields = []string{"write", "destructive", "tools", "operatorWait", "webhook"}
+	webhookFields   = []string{"url", "secretEnv"}
 	tokenFields     = []string{"sha256", "subject", "role"}
 )
 
@@ -264,10 +280,64 @@ func (d *decoder) gatewayApprovals(v *node, apath string, a *GatewayApprovals) {
 				}
 			}
 			a.Tools = m
+		case "operatorWait":
+			s, ok := d.str(f.value, fpath, `a duration such as "30s" (0 to refuse at once)`)
+			if !ok {
+				break
+			}
+			v, err := time.ParseDuration(s)
+			switch {
+			case err != nil:
+				d.errorf(f.value.line, fpath, `invalid duration %q (want a Go duration such as "30s" or "2m", or "0" to refuse at once)`, s)
+			case v < 0:
+				d.errorf(f.value.line, fpath, "must be 0 or more, got %q", s)
+			default:
+				a.OperatorWait = &v
+			}
+		case "webhook":
+			a.Webhook = d.gatewayWebhook(f.value, fpath)
 		default:
 			d.unknownField(f, apath, approvalsFields)
 		}
 	}
+}
+
+func (d *decoder) gatewayWebhook(v *node, wpath string) *GatewayWebhook {
+	if !d.wantMap(v, wpath, `a map with "url" and "secretEnv"`) {
+		return nil
+	}
+	w := &GatewayWebhook{}
+	for _, f := range d.entries(v, wpath) {
+		fpath := joinPath(wpath, f.key)
+		switch f.key {
+		case "url":
+			s, ok := d.nonEmpty(f.value, fpath)
+			if !ok {
+				break
+			}
+			// Not shown: a chat's webhook URL is itself a secret.
+			if p := serverURLProblem(s, false); p != "" {
+				d.errorf(f.value.line, fpath, "invalid webhook URL: %s", p)
+				break
+			}
+			w.URL = s
+		case "secretEnv":
+			s, ok := d.nonEmpty(f.value, fpath)
+			if !ok {
+				break
+			}
+			if !isEnvName(s) {
+				// Not quoted: a secret pasted here by mistake stays out of the message.
+				d.errorf(f.value.line, fpath, "must name an environment variable (letters, digits and _); never put the secret in the file")
+				break
+			}
+			w.SecretEnv = s
+		default:
+			d.unknownField(f, wpath, webhookFields)
+		}
+	}
+	d.requireKeys(v, wpath, webhookFields)
+	return w
 }
 
 func (d *decoder) approval(v *node, path string) (string, bool) {
@@ -398,7 +468,7 @@ func sha256Problem(s string) string {
 func gatewayNode(g *Gateway) *yaml.Node {
 	m := &yaml.Node{Kind: yaml.MappingNode}
 	a := g.Approvals
-	if a.Write != "" || a.Destructive != "" || a.Tools != nil {
+	if a.Write != "" || a.Destructive != "" || a.Tools != nil || a.OperatorWait != nil || a.Webhook != nil {
 		am := &yaml.Node{Kind: yaml.MappingNode}
 		if a.Write != "" {
 			addPair(am, "write", str(a.Write))
@@ -410,6 +480,15 @@ func gatewayNode(g *Gateway) *yaml.Node {
 			tools := strMap(a.Tools)
 			tools.Style = yaml.FlowStyle
 			addPair(am, "tools", tools)
+		}
+		if a.OperatorWait != nil {
+			addPair(am, "operatorWait", str(a.OperatorWait.String()))
+		}
+		if a.Webhook != nil {
+			wm := &yaml.Node{Kind: yaml.MappingNode}
+			addPair(wm, "url", str(a.Webhook.URL))
+			addPair(wm, "secretEnv", str(a.Webhook.SecretEnv))
+			addPair(am, "webhook", wm)
 		}
 		addPair(m, "approvals", am)
 	}

@@ -4,7 +4,10 @@ import (
 	"reflect"
 	"strings"
 	"testing"
+	"time"
 )
+
+func ptrDuration(d time.Duration) *time.Duration { return &d }
 
 const (
 	hashA = "2cf24dba5fb0a30e26e83b2ac5b9e29e1b161e5c1fa7425e73043362938b9824" // sha256("hello")
@@ -19,6 +22,10 @@ gateway:
     write: elicit
     destructive: deny
     tools: {demo__delete_note: deny, demo__write_note: allow}
+    operatorWait: 45s
+    webhook:
+      url: https://hooks.example.com/services/T1
+      secretEnv: TOOLWIRE_WEBHOOK_SECRET
   tokens:
     - sha256: ` + hashA + `
       subject: alice
@@ -42,7 +49,9 @@ func wantGateway(line int) *Gateway {
 		Line: line,
 		Approvals: GatewayApprovals{
 			Write: "elicit", Destructive: "deny",
-			Tools: map[string]string{"demo__delete_note": "deny", "demo__write_note": "allow"},
+			Tools:        map[string]string{"demo__delete_note": "deny", "demo__write_note": "allow"},
+			OperatorWait: ptrDuration(45 * time.Second),
+			Webhook:      &GatewayWebhook{URL: "https://hooks.example.com/services/T1", SecretEnv: "TOOLWIRE_WEBHOOK_SECRET"},
 		},
 		Tokens: []GatewayToken{
 			{SHA256: hashA, Subject: "alice", Role: "reader"},
@@ -73,7 +82,8 @@ func TestParseGatewayEveryField(t *testing.T) {
 	const js = `{
   "servers": {"demo": {"command": "x"}},
   "gateway": {
-    "approvals": {"write": "elicit", "destructive": "deny", "tools": {"demo__delete_note": "deny", "demo__write_note": "allow"}},
+    "approvals": {"write": "elicit", "destructive": "deny", "tools": {"demo__delete_note": "deny", "demo__write_note": "allow"},
+      "operatorWait": "45s", "webhook": {"url": "https://hooks.example.com/services/T1", "secretEnv": "TOOLWIRE_WEBHOOK_SECRET"}},
     "tokens": [
       {"sha256": "` + hashA + `", "subject": "alice", "role": "reader"},
       {"sha256": "` + hashB + `", "subject": "bob@example.com", "role": "admin"}
@@ -143,6 +153,18 @@ func TestParseGatewayErrors(t *testing.T) {
 			`t.yaml:5: gateway.approvals.write: unknown approval "ask" (want elicit, deny or allow)`},
 		{"approval is case-sensitive", "  approvals:\n    destructive: Deny\n",
 			`t.yaml:5: gateway.approvals.destructive: unknown approval "Deny" (want elicit, deny or allow)`},
+		{"negative operator wait", "  approvals:\n    operatorWait: -1s\n",
+			`t.yaml:5: gateway.approvals.operatorWait: must be 0 or more, got "-1s"`},
+		{"operator wait without a unit", "  approvals:\n    operatorWait: 30\n",
+			`t.yaml:5: gateway.approvals.operatorWait: want a duration such as "30s" (0 to refuse at once), got integer 30`},
+		{"webhook over plain http to another host", "  approvals:\n    webhook: {url: 'http://hooks.example.com/T1/secretpath', secretEnv: S}\n",
+			`t.yaml:5: gateway.approvals.webhook.url: invalid webhook URL: plain http is allowed only to a loopback address (127.0.0.0/8, ::1, localhost); use https`},
+		{"webhook secret in the file", "  approvals:\n    webhook: {url: 'https://h/x', secretEnv: 'hunter2 s3cret!'}\n",
+			`t.yaml:5: gateway.approvals.webhook.secretEnv: must name an environment variable (letters, digits and _); never put the secret in the file`},
+		{"webhook without a secret", "  approvals:\n    webhook: {url: 'https://h/x'}\n",
+			`t.yaml:5: gateway.approvals.webhook: needs "secretEnv"`},
+		{"webhook misspelt field", "  approvals:\n    webhook: {url: 'https://h/x', secretEnv: S, secret: x}\n",
+			`t.yaml:5: gateway.approvals.webhook.secret: unknown field`},
 		{"bad tool approval", "  approvals:\n    tools:\n      demo__rm: never\n",
 			`t.yaml:6: gateway.approvals.tools.demo__rm: unknown approval "never" (want elicit, deny or allow)`},
 		{"approval not a string", "  approvals:\n    write: true\n",

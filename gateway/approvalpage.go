@@ -6,13 +6,16 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"html/template"
 	"net/http"
+	"slices"
 	"strings"
 	"sync"
 	"time"
 
+	"github.com/toolwire/toolwire/approval"
 	"github.com/toolwire/toolwire/tool"
 )
 
@@ -61,6 +64,13 @@ type approvalPage struct {
 	// Confirm); nil on an approval page.
 	confirm func(ctx context.Context, code string) error
 	source  string
+
+	// queue and request, on the page of a pending request (see
+	// [Operators]): the decision taken there is the request's, in the
+	// queue (decided then stays open), with one of scopes.
+	queue   approval.Queue
+	request string
+	scopes  []approval.Scope
 }
 
 func newApprovalPages(relay Relay, ttl time.Duration) *approvalPages {
@@ -83,6 +93,12 @@ func pageKey(token string) string {
 // recorded as held here first, and open fails when it cannot be.
 func (a *approvalPages) open(ctx context.Context, call tool.PendingCall, origin string) (string, *approvalPage, error) {
 	return a.openPage(ctx, &approvalPage{call: call, origin: normalOrigin(origin), decided: make(chan struct{})})
+}
+
+// openRequest makes the page of the pending request id in q, for call,
+// linked at origin, offering scopes; close it with closePage.
+func (a *approvalPages) openRequest(ctx context.Context, call tool.PendingCall, origin string, q approval.Queue, id string, scopes []approval.Scope) (string, *approvalPage, error) {
+	return a.openPage(ctx, &approvalPage{call: call, origin: normalOrigin(origin), decided: make(chan struct{}), queue: q, request: id, scopes: scopes})
 }
 
 // openPage makes p, complete, a page and returns its token.
@@ -183,9 +199,33 @@ var approvalTemplate = template.Must(template.New("approval").Parse(`<!doctype h
 {{else}}
 <h1>Allow this call?</h1>
 <pre>{{.Call}}</pre>
-<form method="post"><button name="decision" value="allow">Allow</button> <button name="decision" value="deny">Deny</button></form>
+<form method="post">{{if .Scopes}}<fieldset><legend>The decision applies to</legend>{{range $i, $s := .Scopes}}
+<label><input type="radio" name="scope" value="{{$s.Value}}"{{if eq $i 0}} checked{{end}}> {{$s.Title}}</label><br>{{end}}
+</fieldset><p>{{end}}<button name="decision" value="allow">Allow</button> <button name="decision" value="deny">Deny</button>{{if .Scopes}}</p>{{end}}</form>
 {{end}}</body></html>
 `))
+
+// pageData is what the page template shows.
+type pageData struct {
+	Call, Done, Source, Refusal string
+	Scopes                      []scopeChoice
+}
+
+// scopeChoice is one scope a pending request's page offers.
+type scopeChoice struct{ Value, Title string }
+
+// scopeChoices are the scopes a page's view names, as the page offers
+// them; a name this gateway does not know (from a newer replica) is left
+// out.
+func scopeChoices(names []string) []scopeChoice {
+	var out []scopeChoice
+	for _, n := range names {
+		if s, err := approval.ParseScope(n); err == nil {
+			out = append(out, scopeChoice{Value: n, Title: scopeTitle(s)})
+		}
+	}
+	return out
+}
 
 // pageServer serves the approval pages on one HTTP handler. origin is the
 // handler's configured origin (of its resource URL), which a browser
@@ -201,17 +241,21 @@ const (
 	pageConflict = "conflict" // decided already
 	pageMissing  = "missing"  // no such page
 	pageRefused  = "refused"  // a code page's code did not confirm the sign-in
+	pageBadScope = "badscope" // a scope the page did not offer
 )
 
 // pageWire is a request about a page another replica holds, and its reply.
 type pageWire struct {
-	Token  string `json:"token"`
-	Allow  bool   `json:"allow,omitempty"`
-	Call   string `json:"call,omitempty"`   // show: the call rendered, "" for no such page
-	Origin string `json:"origin,omitempty"` // show: the origin the page was linked at
-	Source string `json:"source,omitempty"` // show: of a code page, the server signed in at
-	Code   string `json:"code,omitempty"`   // decide: on a code page, the code entered
-	Result string `json:"result,omitempty"` // decide
+	Token string `json:"token"`
+	Allow bool   `json:"allow,omitempty"`
+	Scope string `json:"scope,omitempty"` // decide: of a pending request's page
+	// Scopes are what the page of a pending request offers (show).
+	Scopes []string `json:"scopes,omitempty"`
+	Call   string   `json:"call,omitempty"`   // show: the call rendered, "" for no such page
+	Origin string   `json:"origin,omitempty"` // show: the origin the page was linked at
+	Source string   `json:"source,omitempty"` // show: of a code page, the server signed in at
+	Code   string   `json:"code,omitempty"`   // decide: on a code page, the code entered
+	Result string   `json:"result,omitempty"` // decide
 	// Refusal is why a code page's code did not confirm (decide).
 	Refusal string `json:"refusal,omitempty"`
 }
@@ -231,7 +275,46 @@ func (p *approvalPage) view() pageWire {
 	if p.confirm != nil {
 		return pageWire{Source: p.source, Origin: p.origin}
 	}
-	return pageWire{Call: p.call.Render(), Origin: p.origin}
+	w := pageWire{Call: p.call.Render(), Origin: p.origin}
+	if p.queue != nil {
+		for _, s := range p.scopes {
+			w.Scopes = append(w.Scopes, string(s))
+		}
+	}
+	return w
+}
+
+// decideHere takes the decision on the page of token, held here, and says
+// what came of it: a pending request's is taken in its queue, by "approval
+// page", with scope; another page's is the page's own.
+func (a *approvalPages) decideHere(ctx context.Context, token string, allow bool, scope string) (string, error) {
+	p := a.lookup(token)
+	if p == nil {
+		return pageMissing, nil
+	}
+	if p.queue == nil {
+		if a.decide(token, allow) {
+			return pageDecided, nil
+		}
+		return pageConflict, nil
+	}
+	sc := approval.Once
+	if scope != "" {
+		sc = approval.Scope(scope)
+	}
+	if !slices.Contains(p.scopes, sc) {
+		return pageBadScope, nil
+	}
+	_, err := p.queue.Decide(ctx, p.request, approval.Decision{Approve: allow, Scope: sc, By: "approval page"})
+	switch {
+	case err == nil:
+		return pageDecided, nil
+	case errors.Is(err, approval.ErrNotFound):
+		return pageMissing, nil
+	case errors.Is(err, approval.ErrDecided), errors.Is(err, approval.ErrExpired), errors.Is(err, approval.ErrWithdrawn):
+		return pageConflict, nil
+	}
+	return "", err
 }
 
 // confirmAnywhere gives code to the code page of token wherever it is
@@ -250,14 +333,11 @@ func (a *approvalPages) confirmAnywhere(ctx context.Context, token, code string)
 
 // decideAnywhere takes the decision on the page of token wherever it is
 // held, and says what came of it.
-func (a *approvalPages) decideAnywhere(ctx context.Context, token string, allow bool) (string, error) {
+func (a *approvalPages) decideAnywhere(ctx context.Context, token string, allow bool, scope string) (string, error) {
 	if p := a.lookup(token); p != nil {
-		if a.decide(token, allow) {
-			return pageDecided, nil
-		}
-		return pageConflict, nil
+		return a.decideHere(ctx, token, allow, scope)
 	}
-	rep, err := a.remote(ctx, relayPageDecide, pageWire{Token: token, Allow: allow})
+	rep, err := a.remote(ctx, relayPageDecide, pageWire{Token: token, Allow: allow, Scope: scope})
 	if rep.Result == "" {
 		rep.Result = pageMissing
 	}
@@ -311,9 +391,9 @@ func (a *approvalPages) serveDecide(ctx context.Context, body []byte, _ func([]b
 	if p := a.lookup(req.Token); p != nil && p.confirm != nil {
 		rep.Result, rep.Refusal = a.confirmCode(ctx, req.Token, req.Code)
 	} else if p != nil {
-		rep.Result = pageConflict
-		if a.decide(req.Token, req.Allow) {
-			rep.Result = pageDecided
+		var err error
+		if rep.Result, err = a.decideHere(ctx, req.Token, req.Allow, req.Scope); err != nil {
+			return nil, err
 		}
 	}
 	return json.Marshal(rep)
@@ -377,7 +457,7 @@ func (s *pageServer) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		}
 		own = linked
 	}
-	data := struct{ Call, Done, Source, Refusal string }{Call: view.Call, Source: view.Source}
+	data := pageData{Call: view.Call, Source: view.Source, Scopes: scopeChoices(view.Scopes)}
 	switch r.Method {
 	case http.MethodGet, http.MethodHead:
 	case http.MethodPost:
@@ -396,8 +476,12 @@ func (s *pageServer) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			http.Error(w, `Bad Request: decision must be "allow" or "deny"`, http.StatusBadRequest)
 			return
 		}
-		result, err := s.pages.decideAnywhere(r.Context(), token, decision == "allow")
+		scope := r.PostFormValue("scope")
+		result, err := s.pages.decideAnywhere(r.Context(), token, decision == "allow", scope)
 		switch {
+		case err == nil && result == pageBadScope:
+			http.Error(w, "Bad Request: scope must be one the page offers", http.StatusBadRequest)
+			return
 		case err != nil:
 			http.Error(w, "Service Unavailable: the approval could not be reached: "+err.Error(), http.StatusServiceUnavailable)
 			return
@@ -419,7 +503,7 @@ func (s *pageServer) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 
 // serveCode takes the code posted to the code page of token into data, and
 // reports whether the page is to be written; when not, the answer is.
-func (s *pageServer) serveCode(w http.ResponseWriter, r *http.Request, token string, data *struct{ Call, Done, Source, Refusal string }) bool {
+func (s *pageServer) serveCode(w http.ResponseWriter, r *http.Request, token string, data *pageData) bool {
 	code := strings.TrimSpace(r.PostFormValue("code"))
 	if code == "" || len(code) > 64 {
 		http.Error(w, "Bad Request: code must be the code the sign-in page showed", http.StatusBadRequest)

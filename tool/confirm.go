@@ -112,6 +112,19 @@ type Confirmer interface {
 	Confirm(ctx context.Context, call PendingCall) (bool, error)
 }
 
+type confirmNoteKey struct{}
+
+// NoteConfirmation lets a [Confirmer] say what approved the call it is
+// asked about (an operator's decision and who took it, a lasting approval
+// it granted), before Confirm returns: the executor records the note as
+// the Reason of the call's confirmation.accepted event, as it records a
+// lasting approval's ID. It does nothing outside a call to Confirm.
+func NoteConfirmation(ctx context.Context, note string) {
+	if p, ok := ctx.Value(confirmNoteKey{}).(*string); ok {
+		*p = note
+	}
+}
+
 // ConfirmFunc adapts a function to a [Confirmer].
 type ConfirmFunc func(ctx context.Context, call PendingCall) (bool, error)
 

@@ -390,10 +390,12 @@ func (b *batch) confirm(ctx context.Context, p *pending) *Result {
 			return nil
 		}
 	}
-	ok, err := b.ask(ctx, p, key)
+	var note string
+	ok, err := b.ask(context.WithValue(ctx, confirmNoteKey{}, &note), p, key)
 	ev := b.event(p.index, audit.ConfirmationAccepted, t)
 	ev.Duration = time.Since(start)
 	if ok && err == nil {
+		ev.Reason = note
 		if err := b.record(ev); err != nil {
 			return b.errored(p, auditFailed(t.Name, err), 0)
 		}

@@ -5,8 +5,11 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/auth"
+
+	"github.com/toolwire/toolwire/approval"
 	"github.com/toolwire/toolwire/config"
 	"github.com/toolwire/toolwire/gateway"
 )
@@ -50,6 +53,34 @@ func ApprovalPolicy(gwc *config.Gateway) (gateway.ApprovalPolicy, error) {
 		}
 	}
 	return p, nil
+}
+
+// DefaultOperatorWait is how long a call whose client cannot be asked
+// waits for an operator when gateway.approvals.operatorWait is not set.
+const DefaultOperatorWait = 30 * time.Second
+
+// Operators returns how the approver of a gateway keeps lasting approvals
+// and reaches an operator as gwc configures it (gateway.approvals:
+// operatorWait, webhook), over the store's grants and queue. The
+// webhook's secret is read from its environment variable now (through
+// lookupEnv); a webhook without one is an error, never an unsigned post.
+func Operators(gwc *config.Gateway, grants approval.Grants, queue approval.Queue, lookupEnv func(string) (string, bool)) (gateway.Operators, error) {
+	ops := gateway.Operators{Grants: grants, Queue: queue, Wait: DefaultOperatorWait}
+	if gwc == nil {
+		return ops, nil
+	}
+	a := gwc.Approvals
+	if a.OperatorWait != nil {
+		ops.Wait = *a.OperatorWait
+	}
+	if a.Webhook != nil {
+		secret, ok := lookupEnv(a.Webhook.SecretEnv)
+		if !ok || secret == "" {
+			return ops, fmt.Errorf("gateway.approvals.webhook.secretEnv: environment variable %s is not set (the webhook's posts are signed with it)", a.Webhook.SecretEnv)
+		}
+		ops.Webhook = &gateway.Webhook{URL: a.Webhook.URL, Secret: []byte(secret)}
+	}
+	return ops, nil
 }
 
 // Authentication returns the HTTP options that authenticate the gateway's

@@ -1,13 +1,16 @@
 package workspace
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
+	"time"
 
 	"github.com/toolwire/toolwire/approval"
 	"github.com/toolwire/toolwire/config"
+	"github.com/toolwire/toolwire/gateway"
 	"github.com/toolwire/toolwire/policy"
 	"github.com/toolwire/toolwire/store"
 	"github.com/toolwire/toolwire/tool"
@@ -150,3 +153,55 @@ func (w *Workspace) Approvals() approval.Grants { return w.approvals }
 // toolwire approvals pending) that decide them; nil when the store keeps
 // none.
 func (w *Workspace) Pending() approval.Queue { return w.pending }
+
+// setOperators gives the approver the lasting approvals, the queue and
+// gwc's operator settings; the webhook's secret is masked wherever the
+// workspace's logs and audit go.
+func (w *Workspace) setOperators(gwc *config.Gateway) error {
+	ops, err := w.operators(gwc)
+	if err != nil {
+		return err
+	}
+	w.applyOperators(ops)
+	return nil
+}
+
+// operators are gwc's operator settings, with Options.OperatorWait in
+// place of its wait.
+func (w *Workspace) operators(gwc *config.Gateway) (gateway.Operators, error) {
+	ops, err := Operators(gwc, w.approvals, w.pending, w.lookupEnv)
+	if w.operatorWait != nil {
+		ops.Wait = *w.operatorWait
+	}
+	return ops, err
+}
+
+// applyOperators makes ops the approver's.
+func (w *Workspace) applyOperators(ops gateway.Operators) {
+	if ops.Webhook != nil {
+		w.secrets.Add(string(ops.Webhook.Secret))
+	}
+	ops.Logger = w.logger
+	w.approver.SetOperators(ops)
+}
+
+// endSessions ends the session approvals of the sessions a fleet's
+// replicas delete (they are kept in the store then); on one machine a
+// session approval lasts its lifetime, bound to an id no later session
+// has.
+func (w *Workspace) endSessions() {
+	if w.store.Kind() != store.Postgres || w.approvals == nil {
+		return
+	}
+	grants := w.approvals
+	w.stopSessions = w.store.Sessions().WatchDeleted(func(id string) {
+		if id == "" {
+			return
+		}
+		go func() {
+			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+			defer cancel()
+			_ = grants.EndSession(ctx, "mcp:"+id)
+		}()
+	})
+}

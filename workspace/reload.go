@@ -120,6 +120,12 @@ func (w *Workspace) reload(ctx context.Context, file *config.File, o *ReloadOpti
 	if o.Approvals != nil {
 		policy = *o.Approvals
 	}
+	var ops gateway.Operators
+	if w.approver != nil {
+		if ops, err = w.operators(file.Gateway); err != nil {
+			return nil, err
+		}
+	}
 	rules, err := Policy(file)
 	if err != nil {
 		return nil, err
@@ -147,6 +153,7 @@ func (w *Workspace) reload(ctx context.Context, file *config.File, o *ReloadOpti
 	}
 	if w.approver != nil {
 		w.approver.SetPolicy(policy)
+		w.applyOperators(ops)
 	}
 	for _, h := range handlers {
 		ro := gateway.ReloadOptions{Verifier: auth.Verifier, Roles: auth.Roles, Limits: h.Limits()}

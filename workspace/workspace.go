@@ -29,6 +29,11 @@ type Options struct {
 	// ([tool.RegistryOptions]). Nil means none: a server that lists such a
 	// tool then fails to start.
 	Confirmer tool.Confirmer
+	// OperatorWait, when set, is how long a call whose client cannot be
+	// asked waits for an operator (a [gateway.Approver] confirmer's),
+	// in place of gateway.approvals.operatorWait, at Open and every
+	// reload: a flag of serve's.
+	OperatorWait *time.Duration
 	// AuditFile, when set, is the audit file instead of the
 	// configuration's audit.file (the CLI's --audit). With a PostgreSQL
 	// store it is an error ([ErrAuditFileOnPostgres]): the store's table
@@ -157,6 +162,12 @@ type Workspace struct {
 	// waiting for an operator; nil when the store keeps none.
 	approvals approval.Grants
 	pending   approval.Queue
+	lookupEnv func(string) (string, bool)
+	// operatorWait is Options.OperatorWait.
+	operatorWait *time.Duration
+	// stopSessions stops the approvals' watch of ended sessions; nil
+	// without one.
+	stopSessions func()
 
 	// reloading serializes Reload; mu guards what it changes and the
 	// gateways and handlers made.
@@ -258,9 +269,20 @@ func Open(ctx context.Context, file *config.File, opts *Options) (*Workspace, er
 	// are masked, by the executor, in one place.
 	w.approvals = ApprovalsOf(w.store)
 	w.pending = PendingOf(w.store, w.approvals)
+	w.lookupEnv, w.operatorWait = lookupEnv, o.OperatorWait
 	var grants tool.Approvals
 	if w.approvals != nil {
 		grants = w.approvals
+	}
+	if w.approver != nil {
+		if err := w.setOperators(file.Gateway); err != nil {
+			_ = w.store.Close()
+			return nil, err
+		}
+		if grants != nil {
+			grants = gateway.SessionApprovals(grants)
+		}
+		w.endSessions()
 	}
 	w.executor = tool.NewExecutor(w.registry, &tool.ExecutorOptions{
 		Audit: w.audit, LogArguments: file.Audit.LogArguments, Logger: logger, Mask: w.secrets, Observer: o.Telemetry.Observer,
@@ -597,6 +619,9 @@ func (w *Workspace) Close() error {
 // closeStore closes the audit log, if there is one yet, then the store.
 func (w *Workspace) closeStore() error {
 	var err error
+	if w.stopSessions != nil {
+		w.stopSessions()
+	}
 	if w.audit != nil {
 		ctx, cancel := context.WithTimeout(context.Background(), auditCloseWait)
 		defer cancel()

@@ -168,6 +168,7 @@ func TestPolicySeesTheGatewayCallersRoleAndItsAskIsNotApprovedByTier(t *testing.
   approvals:
     write: allow
     destructive: allow
+    operatorWait: 0s # refused at once, not after waiting for an operator
   roles:
     admin: ["*"]
     dev: ["*"]

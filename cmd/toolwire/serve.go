@@ -7,6 +7,7 @@ import (
 	"io"
 	"log/slog"
 	"net"
+	"time"
 
 	"github.com/spf13/cobra"
 	"github.com/toolwire/toolwire/config"
@@ -29,6 +30,7 @@ func newServeCommand(e *env, g *globalFlags) *cobra.Command {
 		maxBody                  int64
 		metricsAddr              string
 		approveWrite, approveDel string
+		operatorWait             time.Duration
 		lf                       limitFlags
 		cf                       consoleFlags
 	)
@@ -196,6 +198,12 @@ proxy in front terminates it. docs/console.md describes it.`,
 			}
 			defer stopTelemetry()
 			wo := workspace.Options{Confirmer: gateway.NewApprover(policy), Relay: relay}
+			if cmd.Flags().Changed("operator-wait") {
+				if operatorWait < 0 {
+					return &exitError{exitUsage, fmt.Errorf("--operator-wait: %s: want 0 (refuse at once) or more", operatorWait)}
+				}
+				wo.OperatorWait = &operatorWait
+			}
 			gwo := gateway.Options{Unprefixed: unprefixed}
 			withTelemetry(cmd.Context(), tel, &wo, &gwo)
 			con.watchAudit(&wo)
@@ -263,6 +271,7 @@ proxy in front terminates it. docs/console.md describes it.`,
 	lf.register(cmd)
 	cf.register(cmd)
 	cmd.Flags().StringVar(&approveWrite, "approve-write", "elicit", "how write calls are approved: elicit, deny or allow (default: gateway.approvals.write, else elicit)")
+	cmd.Flags().DurationVar(&operatorWait, "operator-wait", workspace.DefaultOperatorWait, "how long a call whose client cannot be asked waits for an operator (toolwire approvals approve), 0 to refuse at once (default: gateway.approvals.operatorWait, else 30s)")
 	cmd.Flags().StringVar(&approveDel, "approve-destructive", "elicit", "how destructive calls are approved: elicit, deny or allow (default: gateway.approvals.destructive, else elicit)")
 	return cmd
 }

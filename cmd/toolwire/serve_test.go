@@ -146,7 +146,7 @@ func TestServeStdioOffersTheRegistryThroughThePolicy(t *testing.T) {
 func TestServeStdioRefusesWritesWhenTheClientCannotBeAsked(t *testing.T) {
 	t.Parallel()
 	f := newFixture(t, "")
-	cs := f.serveStdio(t, nil)
+	cs := f.serveStdio(t, nil, "--operator-wait", "0s") // refused at once, not after waiting for an operator
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	res, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: "demo__write_note", Arguments: map[string]any{"title": "x", "body": "y"}})
@@ -277,7 +277,7 @@ func TestServeHostFileToolsAreNotReadOnly(t *testing.T) {
 	if err := os.WriteFile(f.config, raw, 0o600); err != nil {
 		t.Fatal(err)
 	}
-	cs := f.serveStdio(t, nil)
+	cs := f.serveStdio(t, nil, "--operator-wait", "0s")
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	list, err := cs.ListTools(ctx, nil)

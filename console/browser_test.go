@@ -25,6 +25,8 @@ func TestConsoleInBrowser(t *testing.T) {
 		{"WrongTokenShowsNothing", browserWrongTokenShowsNothing},
 		{"HostileTextIsInert", browserHostileTextIsInert},
 		{"UpdatesWithoutReload", browserUpdatesWithoutReload},
+		{"ApproveWaitingCall", browserApproveWaitingCall},
+		{"DenyWithScope", browserDenyWithScope},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			t.Parallel()

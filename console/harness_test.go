@@ -20,7 +20,9 @@ import (
 	"github.com/toolwire/toolwire/console"
 	"github.com/toolwire/toolwire/gateway"
 	"github.com/toolwire/toolwire/internal/demo"
+	"github.com/toolwire/toolwire/internal/pgtest"
 	"github.com/toolwire/toolwire/mcpclient"
+	"github.com/toolwire/toolwire/oauth"
 	"github.com/toolwire/toolwire/workspace"
 )
 
@@ -45,7 +47,7 @@ func TestMain(m *testing.M) {
 	os.Setenv("XDG_CONFIG_HOME", filepath.Join(dir, "config"))
 	os.Setenv("XDG_STATE_HOME", filepath.Join(dir, "state"))
 	os.Setenv("HOME", dir)
-	code := m.Run()
+	code := pgtest.Main(m) // the fleet test's PostgreSQL, stopped after the tests
 	os.RemoveAll(dir)
 	os.Exit(code)
 }
@@ -81,12 +83,17 @@ type fixture struct {
 	url     string // the console's, no slash
 	mcpURL  string // the gateway's /mcp
 	handler *gateway.Handler
+	caller  string // the clients' bearer token; "" for none
 }
 
 type fixtureOptions struct {
 	servers string // the servers section's entries; default: the demo server
 	extra   string // more of the configuration
 	secure  bool   // console.Options.Secure: the browser speaks HTTPS to a proxy in front
+	store   string // a PostgreSQL URL (one replica of a fleet); "" for files
+	// caller is the bearer token the fixture's clients present; the
+	// configuration (extra) names it in gateway.tokens.
+	caller string
 }
 
 func quote(s string) string {
@@ -108,8 +115,11 @@ func newFixture(t *testing.T, o *fixtureOptions) *fixture {
 	if servers == "" {
 		servers = serverEntry("demo", "demo")
 	}
-	cfg := "servers:\n" + servers + "audit:\n  file: " + quote(filepath.Join(dir, "audit.jsonl")) + "\n" +
-		"security:\n  pins: warn\n  pinsFile: " + quote(filepath.Join(dir, "pins.json")) + "\n" + o.extra
+	cfg := "servers:\n" + servers + o.extra
+	if o.store == "" {
+		cfg += "audit:\n  file: " + quote(filepath.Join(dir, "audit.jsonl")) + "\n" +
+			"security:\n  pins: warn\n  pinsFile: " + quote(filepath.Join(dir, "pins.json")) + "\n"
+	}
 	file, err := config.Parse(filepath.Join(dir, "toolwire.yaml"), []byte(cfg), dir)
 	if err != nil {
 		t.Fatal(err)
@@ -128,6 +138,8 @@ func newFixture(t *testing.T, o *fixtureOptions) *fixture {
 		Confirmer: gateway.NewApprover(policy),
 		Telemetry: workspace.Telemetry{AuditSink: con.AuditSink},
 		Logger:    slog.New(slog.DiscardHandler),
+		StoreURL:  o.store,
+		LookupEnv: fleetEnv,
 		Relay:     mcpclient.RelayCapabilities{Sampling: true, Elicitation: true},
 	})
 	if err != nil {
@@ -156,7 +168,7 @@ func newFixture(t *testing.T, o *fixtureOptions) *fixture {
 		con.Close()
 		cts.Close()
 	})
-	return &fixture{t: t, dir: dir, w: w, con: con, url: cts.URL, mcpURL: gts.URL + "/mcp", handler: h}
+	return &fixture{t: t, dir: dir, w: w, con: con, url: cts.URL, mcpURL: gts.URL + "/mcp", handler: h, caller: o.caller}
 }
 
 // client returns an HTTP client that keeps cookies and follows no
@@ -238,8 +250,11 @@ func (f *fixture) connect(ctx context.Context, rev string) (*mcp.ClientSession, 
 	if rev != "" {
 		so = &mcp.ClientSessionOptions{ProtocolVersion: rev}
 	}
-	cs, err := mcp.NewClient(&mcp.Implementation{Name: "headless-agent", Version: "1"}, nil).
-		Connect(ctx, &mcp.StreamableClientTransport{Endpoint: f.mcpURL, MaxRetries: -1}, so)
+	tr := &mcp.StreamableClientTransport{Endpoint: f.mcpURL, MaxRetries: -1}
+	if f.caller != "" {
+		tr.HTTPClient = &http.Client{Transport: bearer{f.caller}}
+	}
+	cs, err := mcp.NewClient(&mcp.Implementation{Name: "headless-agent", Version: "1"}, nil).Connect(ctx, tr, so)
 	if err != nil {
 		return nil, fmt.Errorf("connect: %w", err)
 	}
@@ -255,4 +270,13 @@ func (f *fixture) callTool(ctx context.Context, name string, args map[string]any
 	}
 	defer cs.Close()
 	return cs.CallTool(ctx, &mcp.CallToolParams{Name: name, Arguments: args})
+}
+
+// fleetEnv is the environment of the fixtures: the passphrase a fleet's
+// keys are sealed under, the same for every replica.
+func fleetEnv(name string) (string, bool) {
+	if name == oauth.PassphraseEnv {
+		return "the fleet's passphrase in the console tests", true
+	}
+	return "", false
 }

@@ -256,6 +256,15 @@ func (c *Console) decide(w http.ResponseWriter, r *http.Request, _ operator) {
 	}
 	d.By = "console"
 	id := r.PathValue("id")
+	if scope != approval.Once {
+		// A lasting decision needs a caller and a tool to be bound to;
+		// the queue would keep one bound to nobody.
+		req, err := q.Get(r.Context(), id)
+		if err == nil && !lastingAllowed(req) {
+			http.Error(w, "Bad Request: scope: a lasting decision needs a caller it is bound to; this call's client is not authenticated, so decide it once", http.StatusBadRequest)
+			return
+		}
+	}
 	_, err = q.Decide(r.Context(), id, d)
 	switch {
 	case errors.Is(err, approval.ErrNotFound), errors.Is(err, approval.ErrExpired), errors.Is(err, approval.ErrWithdrawn):

@@ -223,17 +223,25 @@ type waitingRow struct {
 type scopeChoice struct{ Value, Label string }
 
 // scopes are the scopes an operator may give a decision, and what each
-// covers; session only for a call made in a session.
+// covers: a lasting one only for a call whose caller is known (a call of
+// an unauthenticated client has nobody a lasting decision could be bound
+// to), session only for a call made in a session.
 func scopes(r approval.Request) []scopeChoice {
-	out := []scopeChoice{
-		{string(approval.Once), "this call only"},
-		{string(approval.Args), "this tool with exactly these arguments"},
+	out := []scopeChoice{{string(approval.Once), "this call only"}}
+	if !lastingAllowed(r) {
+		return out
 	}
+	out = append(out, scopeChoice{string(approval.Args), "this tool with exactly these arguments"})
 	if r.Session != "" {
 		out = append(out, scopeChoice{string(approval.Session), "this tool for this session"})
 	}
 	return append(out, scopeChoice{string(approval.Tool), "this tool, any arguments"})
 }
+
+// lastingAllowed reports whether r may be decided with a lasting scope:
+// the executor gave it a key (it does not for a call through a gateway
+// without caller authentication).
+func lastingAllowed(r approval.Request) bool { return r.Key.Tool != "" }
 
 type grantRow struct {
 	ID, Scope, Caller, Tool, Args, Reason string

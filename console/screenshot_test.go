@@ -2,8 +2,7 @@ package console_test
 
 import (
 	"context"
-	"encoding/json"
-	"net/http"
+		"net/http"
 	"os"
 	"path/filepath"
 	"testing"
@@ -48,6 +47,8 @@ func TestScreenshots(t *testing.T) {
     agent: ["demo__*"]
   limits:
     maxSessionsPerCaller: 2
+  approvals:
+    operatorWait: 10m
 policy:
   rules:
     - name: drafts-only-for-agents
@@ -98,27 +99,42 @@ policy:
 		{"demo__write_note", map[string]any{"title": "draft-release-notes", "body": "v2.4"}},
 		{"demo__list_notes", nil},
 		{"demo__fail", map[string]any{"reason": "upstream quota exceeded"}},
-		{"demo__delete_note", map[string]any{"title": "draft-release-notes"}},
 	} {
 		if _, err := open[len(open)-1].CallTool(ctx, &mcp.CallToolParams{Name: c.name, Arguments: c.args}); err != nil {
 			t.Logf("%s: %v", c.name, err)
 		}
 	}
-	// Calls waiting for an operator, and a lasting approval.
+	// Calls waiting for an operator (the agent's client cannot be asked),
+	// and a lasting approval.
 	q := f.w.Pending()
 	if q == nil {
 		t.Fatal("the workspace keeps no queue")
 	}
-	for _, r := range []approval.Request{
-		{Tool: "demo__delete_note", Server: "demo", Tier: "destructive", Rule: "admins-destroy", Caller: "build-agent",
-			Args: json.RawMessage(`{"title":"quarterly-report"}`), Reason: "the client cannot be asked (no elicitation)", Session: "mcp:sample"},
-		{Tool: "demo__write_note", Server: "demo", Tier: "write", Rule: "drafts-only-for-agents", Caller: "build-agent",
-			Args: json.RawMessage(`{"title":"release-notes","body":"Version 2.4 ships the operator console.\nUpgrade notes follow."}`), Reason: "the client cannot be asked (no elicitation)"},
+	changed := q.Watch(ctx)
+	agent := open[len(open)-1]
+	for _, c := range []struct {
+		name string
+		args map[string]any
+	}{
+		{"demo__delete_note", map[string]any{"title": "quarterly-report"}},
+		{"demo__write_note", map[string]any{"title": "release-notes", "body": "Version 2.4 ships the operator console.\nUpgrade notes follow."}},
 	} {
-		r.Key = tool.ApprovalKey{Caller: r.Caller, Tool: r.Tool, Definition: "sample"}
-		r.Deadline = time.Now().Add(5 * time.Minute)
-		if _, err := q.Submit(ctx, r); err != nil {
-			t.Fatal(err)
+		go func() { _, _ = agent.CallTool(ctx, &mcp.CallToolParams{Name: c.name, Arguments: c.args}) }()
+		for waiting := 0; waiting == 0; {
+			select {
+			case <-changed:
+			case <-ctx.Done():
+				t.Fatalf("%s never waited for an operator", c.name)
+			}
+			p, err := q.Pending(ctx)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, r := range p {
+				if r.Tool == c.name {
+					waiting++
+				}
+			}
 		}
 	}
 	if _, err := f.w.Approvals().Grant(ctx, approval.Args, tool.ApprovalKey{Caller: "build-agent", Tool: "demo__write_note", Definition: "sample", Args: "5f1e0c8d9a7b3c2e4f6a8b0c1d2e3f4a5b6c7d8e9f0a1b2c3d4e5f6a7b8c9d0e"}, 8*time.Hour); err != nil {

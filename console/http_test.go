@@ -278,6 +278,41 @@ func TestEventsNeedASession(t *testing.T) {
 	t.Errorf("the stream ended without announcing the audit: %v", errors.Join(sc.Err(), ctx.Err()))
 }
 
+// TestEventsEndWithTheSession: an operator's open event stream ends once
+// they sign out, at the next change, instead of telling it.
+func TestEventsEndWithTheSession(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t, nil)
+	c := f.client()
+	f.signIn(c)
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	req, _ := http.NewRequestWithContext(ctx, http.MethodGet, f.url+"/events", nil)
+	stream, err := c.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer stream.Body.Close()
+	if stream.StatusCode != http.StatusOK {
+		t.Fatalf("GET /events: %s", stream.Status)
+	}
+	if resp := f.post(c, "/logout", url.Values{"csrf": {f.csrfOf(c, "/")}}, f.url); resp.StatusCode != http.StatusSeeOther {
+		t.Fatalf("sign out: %s", resp.Status)
+	}
+	if _, err := f.callTool(ctx, "demo__echo", map[string]any{"text": "after"}); err != nil {
+		t.Fatal(err)
+	}
+	sc := bufio.NewScanner(stream.Body)
+	for sc.Scan() {
+		if strings.HasPrefix(sc.Text(), "data:") {
+			t.Fatalf("a signed-out session's stream told %q", sc.Text())
+		}
+	}
+	if ctx.Err() != nil {
+		t.Fatal("the stream did not end after the sign-out")
+	}
+}
+
 // TestNewRefusesAWeakToken: an operator token short enough to guess is
 // no credential; one of the callers' tokens is found.
 func TestNewRefusesAWeakToken(t *testing.T) {

@@ -2,7 +2,7 @@ package console_test
 
 import (
 	"context"
-		"net/http"
+	"net/http"
 	"os"
 	"path/filepath"
 	"testing"

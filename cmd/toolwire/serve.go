@@ -224,11 +224,13 @@ proxy in front terminates it. docs/console.md describes it.`,
 			}
 			// SIGHUP reloads the configuration; the flags given keep
 			// their place over it.
-			stopReload := reloadOnHangup(cmd.Context(), e, g, newLogger(e.stderr, g, w.Secrets()), w, func(file *config.File) (*workspace.ReloadOptions, error) {
+			reloadLog := newLogger(e.stderr, g, w.Secrets())
+			stopReload := reloadOnHangup(cmd.Context(), e, g, reloadLog, w, func(file *config.File) (*workspace.ReloadOptions, error) {
 				p, err := approvalPolicy(file.Gateway, cmd.Flags().Changed, approveWrite, approveDel)
 				if err != nil {
 					return nil, err
 				}
+				warnConsoleChanged(reloadLog, gwc, file.Gateway)
 				ro := &workspace.ReloadOptions{Approvals: &p}
 				if httpAddr != "" {
 					next, _, err := lf.settle(file.Gateway, cmd.Flags().Changed)

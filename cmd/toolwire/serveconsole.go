@@ -160,3 +160,19 @@ func (sc *serveConsole) stop() {
 	sc.cancel()
 	<-sc.done
 }
+
+// warnConsoleChanged says, at a reload, that a changed gateway.console
+// waits for the next start: the console's listener and token are settled
+// when serve starts.
+func warnConsoleChanged(log *slog.Logger, before, after *config.Gateway) {
+	var b, a config.GatewayConsole
+	if before != nil && before.Console != nil {
+		b = *before.Console
+	}
+	if after != nil && after.Console != nil {
+		a = *after.Console
+	}
+	if a != b {
+		log.Warn("gateway.console changed: the operator console keeps its address and token until serve starts again")
+	}
+}

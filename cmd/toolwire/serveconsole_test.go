@@ -1,8 +1,10 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"io"
+	"log/slog"
 	"net/http"
 	"net/url"
 	"regexp"
@@ -10,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/toolwire/toolwire/config"
 	"github.com/toolwire/toolwire/gateway"
 )
 
@@ -126,5 +129,30 @@ func TestServeOffersTheConsoleOnItsOwnListener(t *testing.T) {
 	tools.AddCookie(resp.Cookies()[0])
 	if code, body := status(tools); code != http.StatusOK || !strings.Contains(body, "demo__echo") {
 		t.Errorf("the tools page signed in: %d\n%s", code, body)
+	}
+}
+
+// TestReloadWarnsOfAChangedConsole: a reload cannot move the console or
+// change its token, and says so rather than seeming to apply it.
+func TestReloadWarnsOfAChangedConsole(t *testing.T) {
+	t.Parallel()
+	on := &config.Gateway{Console: &config.GatewayConsole{Listen: "127.0.0.1:8790"}}
+	for _, c := range []struct {
+		name          string
+		before, after *config.Gateway
+		warn          bool
+	}{
+		{"unchanged", on, &config.Gateway{Console: &config.GatewayConsole{Listen: "127.0.0.1:8790"}}, false},
+		{"none before or after", nil, &config.Gateway{}, false},
+		{"moved", on, &config.Gateway{Console: &config.GatewayConsole{Listen: "127.0.0.1:8791"}}, true},
+		{"another token variable", on, &config.Gateway{Console: &config.GatewayConsole{Listen: "127.0.0.1:8790", TokenEnv: "X"}}, true},
+		{"added", nil, on, true},
+		{"removed", on, nil, true},
+	} {
+		var buf bytes.Buffer
+		warnConsoleChanged(slog.New(slog.NewTextHandler(&buf, nil)), c.before, c.after)
+		if got := strings.Contains(buf.String(), "gateway.console changed"); got != c.warn {
+			t.Errorf("%s: warned %v, want %v: %q", c.name, got, c.warn, buf.String())
+		}
 	}
 }

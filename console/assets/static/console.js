@@ -11,7 +11,10 @@
   if (!live || !content || !topics.length || !window.EventSource) {
     return;
   }
-  var busy = false, again = false, held = false;
+  var busy = false, again = false, held = false, last = 0;
+  // A busy gateway changes its audit log many times a second: the page is
+  // fetched at most once a second, the last change always included.
+  var minGap = 1000;
 
   function setLive(text, cls) {
     live.textContent = text;
@@ -34,7 +37,17 @@
       held = true;
       return;
     }
+    var wait = last + minGap - Date.now();
+    if (wait > 0) {
+      busy = true;
+      setTimeout(function () {
+        busy = false;
+        refresh();
+      }, wait);
+      return;
+    }
     busy = true;
+    last = Date.now();
     fetch(location.pathname + '?part=content', { credentials: 'same-origin', cache: 'no-store' })
       .then(function (r) {
         if (r.status === 401) {

@@ -138,7 +138,8 @@ func browserHostileTextIsInert(t *testing.T, tab context.Context) {
 		t.Fatal(err)
 	}
 	desc := text(t, tab, "#content")
-	for _, want := range []string{`<script>window.__pwned = 1</script><img src=x id=pwned-img>`, `\x1b]0;owned\x07\x1b[2J`, `\u202eevil`} {
+	for _, want := range []string{`<script>window.__pwned = 1</script><img src=x id=pwned-img>`, `\x1b]0;owned\x07\x1b[2J`, `\u202eevil`,
+		`upstream: <script>window.__pwned=3</script>`} {
 		if !strings.Contains(desc, want) {
 			t.Errorf("the hostile description is not shown as text: want %q in\n%s", want, desc)
 		}

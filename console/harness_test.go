@@ -67,6 +67,15 @@ func serveHostile() {
 	}, func(context.Context, *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
 		return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: "ok"}}}, nil
 	})
+	// A name that is markup: toolwire registers it under a name of its
+	// own, and the upstream name is shown beside it.
+	srv.AddTool(&mcp.Tool{
+		Name:        "<script>window.__pwned=3</script>",
+		Description: "a tool whose name is markup",
+		InputSchema: json.RawMessage(`{"type":"object"}`),
+	}, func(context.Context, *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+		return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: "ok"}}}, nil
+	})
 	_ = srv.Run(context.Background(), &mcp.StdioTransport{})
 }
 

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"log/slog"
 	"net/http"
@@ -605,5 +606,68 @@ func TestWebhookErrorsKeepTheURLAndSecretOut(t *testing.T) {
 	}
 	if strings.Contains(err.Error(), "secretpath") || strings.Contains(err.Error(), "signing-secret") {
 		t.Fatalf("error names a secret: %v", err)
+	}
+}
+
+// A 2026-07-28 client that declares URL-mode elicitation is sent the
+// waiting call's page: the call is listed as pending meanwhile (an
+// operator could decide it too), the page offers no session scope (the
+// revision has no session), and its decision with scope args runs this
+// call and, without asking, the same call again.
+func TestURLModeClientIsSentThePendingCallsPage(t *testing.T) {
+	t.Parallel()
+	f := newOpFixture(t, Operators{Wait: time.Minute})
+	var asked atomic.Int32
+	var problem atomic.Value
+	urlOnly := &mcp.ClientCapabilities{Elicitation: &mcp.ElicitationCapabilities{URL: &mcp.URLElicitationCapabilities{}}}
+	opts := &mcp.ClientOptions{Capabilities: urlOnly, ElicitationHandler: func(ctx context.Context, req *mcp.ElicitRequest) (*mcp.ElicitResult, error) {
+		asked.Add(1)
+		link := req.Params.URL
+		fail := func(s string) (*mcp.ElicitResult, error) {
+			problem.Store(s)
+			return &mcp.ElicitResult{Action: "decline"}, nil
+		}
+		if !strings.HasPrefix(link, f.url+ApprovalPath) {
+			return fail("link " + link)
+		}
+		if list, err := f.operator.Pending(ctx); err != nil || len(list) != 1 || !strings.Contains(list[0].Reason, "approval page") {
+			return fail(fmt.Sprintf("pending while the page is open: %+v, %v", list, err))
+		}
+		page, err := http.Get(link)
+		if err != nil {
+			return fail(err.Error())
+		}
+		body, _ := io.ReadAll(page.Body)
+		page.Body.Close()
+		if !strings.Contains(string(body), `value="args"`) || strings.Contains(string(body), `value="session"`) {
+			return fail("page offers:\n" + string(body))
+		}
+		resp, err := http.PostForm(link, url.Values{"decision": {"allow"}, "scope": {"args"}})
+		if err != nil || resp.StatusCode != 200 {
+			return fail(fmt.Sprintf("decision: %v %v", resp, err))
+		}
+		resp.Body.Close()
+		return &mcp.ElicitResult{Action: "accept"}, nil
+	}}
+	cs, err := mcp.NewClient(&mcp.Implementation{Name: "agent", Version: "1"}, opts).Connect(ctxT(t),
+		&mcp.StreamableClientTransport{Endpoint: f.url + "/mcp", HTTPClient: bearerFor(aliceToken), MaxRetries: -1}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cs.Close()
+	for range 2 {
+		if res := <-startCall(t, cs, "delete_file", map[string]any{"path": "/p"}); res.IsError {
+			t.Fatalf("call: %s (%v)", text(res), problem.Load())
+		}
+	}
+	if p := problem.Load(); p != nil {
+		t.Fatal(p)
+	}
+	if asked.Load() != 1 || f.runs["delete_file"].Load() != 2 {
+		t.Fatalf("asked %d times, ran %d times; want 1 and 2", asked.Load(), f.runs["delete_file"].Load())
+	}
+	got := f.confirmations("delete_file")
+	if len(got) != 2 || !strings.Contains(got[0].Reason, `by "approval page", granted`) || !strings.HasPrefix(got[1].Reason, "approval ") {
+		t.Fatalf("audit: %+v", got)
 	}
 }

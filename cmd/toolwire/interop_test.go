@@ -131,7 +131,9 @@ func TestTypeScriptClientThroughServeHTTP(t *testing.T) {
 	done := make(chan int, 1)
 	go func() {
 		root := newRootCommand(e)
-		root.SetArgs([]string{"--config", f.config, "serve", "--http", "127.0.0.1:0"})
+		// --operator-wait 0s: the client cannot be asked, and its delete is
+		// refused at once rather than after waiting for an operator.
+		root.SetArgs([]string{"--config", f.config, "serve", "--http", "127.0.0.1:0", "--operator-wait", "0s"})
 		done <- exitCode(root.ExecuteContext(ctx), stderr)
 	}()
 	var stopOnce sync.Once

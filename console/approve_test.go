@@ -102,6 +102,13 @@ func browserApproveWaitingCall(t *testing.T, tab context.Context) {
 	if res, err := f.callTool(ctx, "demo__list_notes", nil); err != nil || strings.Contains(resultText(res), "window.__pwned") {
 		t.Errorf("the note is still there after its deletion was allowed: %v %v", resultText(res), err)
 	}
+	// The audit tail names the decision: an approval by the console.
+	if err := chromedp.Do(tab, chromedp.Navigate(f.url+"/audit"), chromedp.WaitVisible(chromedp.CSS(`#chain`))); err != nil {
+		t.Fatal(err)
+	}
+	if got := text(t, tab, "#content"); !strings.Contains(got, `by "console"`) || !strings.Contains(got, "Chain intact") {
+		t.Errorf("the audit page does not show the console's approval:\n%s", got)
+	}
 }
 
 // browserDenyWithScope: the operator denies a waiting call with the scope

@@ -123,7 +123,10 @@ func (c *Console) Observe(ev gateway.Event) {
 // AuditSink wraps the audit log's sink (workspace.Telemetry.AuditSink) so
 // that the audit page follows each event this process writes.
 func (c *Console) AuditSink(s audit.Sink) audit.Sink {
-	return &auditSink{next: s, notify: func() { c.hub.notify(topicAudit) }}
+	return &auditSink{next: s, notify: func() {
+		c.auditCache.stale.Store(true)
+		c.hub.notify(topicAudit)
+	}}
 }
 
 type auditSink struct {

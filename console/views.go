@@ -11,6 +11,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/toolwire/toolwire/approval"
@@ -339,11 +340,13 @@ type auditPage struct {
 const auditTail = 100
 
 // auditCache keeps the audit page's view for a moment: reading and
-// verifying the log is a pass over all of it.
+// verifying the log is a pass over all of it. An event this process
+// writes makes it stale at once; another process's shows within a second.
 type auditCache struct {
-	mu   sync.Mutex
-	at   time.Time
-	page auditPage
+	mu    sync.Mutex
+	at    time.Time
+	page  auditPage
+	stale atomic.Bool
 }
 
 var errStop = errors.New("stop")
@@ -353,7 +356,7 @@ func auditView(ctx context.Context, c *Console) any { return c.audit(ctx) }
 func (c *Console) audit(ctx context.Context) auditPage {
 	c.auditCache.mu.Lock()
 	defer c.auditCache.mu.Unlock()
-	if time.Since(c.auditCache.at) < time.Second && !c.auditCache.at.IsZero() {
+	if !c.auditCache.stale.Swap(false) && time.Since(c.auditCache.at) < time.Second && !c.auditCache.at.IsZero() {
 		return c.auditCache.page
 	}
 	st := c.sources().Workspace.Store()

@@ -17,7 +17,7 @@
 //	w, err := workspace.Open(ctx, file, wo)
 //	...
 //	httpOpts.Observe = con.Observe // sessions and limits
-//	go con.Serve(ctx, ln, &console.Sources{Workspace: w, Limits: h.Limits})
+//	go con.Serve(ctx, ln, &console.Sources{Workspace: w, Limits: h.Limits}, nil) // or a *tls.Config
 //
 // Security: the console is the operator's alone. A person signs in with
 // the operator's token (distinct from every caller's token), compared in

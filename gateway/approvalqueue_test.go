@@ -359,6 +359,13 @@ func TestFormAnswerWithAScopeNotOfferedApprovesOnce(t *testing.T) {
 	if ok {
 		t.Fatal(`"approve": "true" (a string) approved`)
 	}
+	// An approver that keeps no lasting approvals offers none, and takes
+	// none a client names.
+	bare := NewApprover(ApprovalPolicy{})
+	ok, err := bare.Confirm(withDownstream(ctxT(t), rawAnswer{json.RawMessage(`{"action":"accept","content":{"approve":true,"scope":"args"}}`)}), call)
+	if !ok || err != nil {
+		t.Fatalf("scope args from an approver without approvals: %v, %v; want approved once", ok, err)
+	}
 }
 
 func cs2Options(schemas *[]map[string]any, mu *sync.Mutex) *mcp.ClientOptions {
@@ -504,7 +511,7 @@ func mustInt(t *testing.T, s string) int64 {
 func TestWebhookThatFailsOrHangsDoesNotHoldTheCall(t *testing.T) {
 	t.Parallel()
 	release := make(chan struct{})
-	defer close(release)
+	t.Cleanup(func() { close(release) }) // after the parallel subtests, unlike a defer
 	for _, tc := range []struct {
 		name   string
 		answer func(n int, w http.ResponseWriter, r *http.Request)
@@ -521,7 +528,9 @@ func TestWebhookThatFailsOrHangsDoesNotHoldTheCall(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
 			sink, hook := newWebhookSink(t, tc.answer)
-			f := newOpFixture(t, Operators{Wait: time.Minute, Webhook: &Webhook{URL: hook, Secret: []byte("k"), Attempts: tc.posts}})
+			// No client timeout: a webhook that held the call would hold it
+			// until the test ends, and the call would never complete.
+			f := newOpFixture(t, Operators{Wait: time.Minute, Webhook: &Webhook{URL: hook, Secret: []byte("k"), Attempts: tc.posts, Client: &http.Client{}}})
 			cs := f.dial(t, nil)
 			done := startCall(t, cs, "delete_file", map[string]any{"path": "/x"})
 			req := f.pendingOne(t)
@@ -669,5 +678,39 @@ func TestURLModeClientIsSentThePendingCallsPage(t *testing.T) {
 	got := f.confirmations("delete_file")
 	if len(got) != 2 || !strings.Contains(got[0].Reason, `by "approval page", granted`) || !strings.HasPrefix(got[1].Reason, "approval ") {
 		t.Fatalf("audit: %+v", got)
+	}
+}
+
+// A 2026-07-28 client is offered the scopes in its input request's form
+// too (not the session's: the revision has none), and the one chosen is
+// granted.
+func TestInputRequestFormOffersScopes(t *testing.T) {
+	t.Parallel()
+	f := newOpFixture(t, Operators{})
+	var asked atomic.Int32
+	var offered atomic.Value
+	cs, err := mcp.NewClient(&mcp.Implementation{Name: "agent", Version: "1"}, &mcp.ClientOptions{
+		ElicitationHandler: func(_ context.Context, req *mcp.ElicitRequest) (*mcp.ElicitResult, error) {
+			asked.Add(1)
+			raw, _ := json.Marshal(req.Params.RequestedSchema)
+			offered.Store(string(raw))
+			return &mcp.ElicitResult{Action: "accept", Content: map[string]any{"approve": true, "scope": "tool"}}, nil
+		},
+	}).Connect(ctxT(t), &mcp.StreamableClientTransport{Endpoint: f.url + "/mcp", HTTPClient: bearerFor(aliceToken), MaxRetries: -1}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cs.Close()
+	if got := cs.InitializeResult().ProtocolVersion; got != Revision2026 {
+		t.Fatalf("the client speaks %s", got)
+	}
+	for _, p := range []string{"/a", "/b"} {
+		if res := <-startCall(t, cs, "write_file", map[string]any{"path": p}); res.IsError {
+			t.Fatalf("call %s: %s", p, text(res))
+		}
+	}
+	schema, _ := offered.Load().(string)
+	if asked.Load() != 1 || !strings.Contains(schema, `"const":"tool"`) || strings.Contains(schema, `"const":"session"`) {
+		t.Fatalf("asked %d times; offered %s", asked.Load(), schema)
 	}
 }

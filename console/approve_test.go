@@ -213,3 +213,62 @@ func TestLastingScopeNeedsAnAuthenticatedCaller(t *testing.T) {
 		t.Fatalf("the call allowed once: %v", r.err)
 	}
 }
+
+// TestDecisionsNeedCSRFAndOrigin: a decision posted without the
+// session's CSRF token, with another's, or from another origin is
+// refused, and the call goes on waiting; the console's own post decides
+// it.
+func TestDecisionsNeedCSRFAndOrigin(t *testing.T) {
+	t.Parallel()
+	f := waitingFixture(t, "")
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	q := f.w.Pending()
+	changed := q.Watch(ctx)
+	done := f.callInBackground(ctx, "demo__delete_note", map[string]any{"title": "x"})
+	var id string
+	for id == "" {
+		select {
+		case <-changed:
+		case r := <-done:
+			t.Fatalf("the call ended before anyone decided: %v %q", r.err, resultText(r.res))
+		case <-ctx.Done():
+			t.Fatal("the call never waited")
+		}
+		if p, err := q.Pending(ctx); err == nil && len(p) == 1 {
+			id = p[0].ID
+		}
+	}
+	c, other := f.client(), f.client()
+	f.signIn(c)
+	f.signIn(other)
+	csrf, otherCSRF := f.csrfOf(c, "/approvals"), f.csrfOf(other, "/approvals")
+	for _, p := range []struct {
+		name, csrf, origin string
+	}{
+		{"no CSRF token", "", f.url},
+		{"another session's CSRF token", otherCSRF, f.url},
+		{"a foreign Origin", csrf, "http://evil.example"},
+		{"no Origin", csrf, ""},
+	} {
+		form := url.Values{"decision": {"deny"}, "scope": {"tool"}}
+		if p.csrf != "" {
+			form.Set("csrf", p.csrf)
+		}
+		if resp := f.post(c, "/approvals/"+id, form, p.origin); resp.StatusCode != http.StatusForbidden {
+			t.Errorf("%s: %s, want 403", p.name, resp.Status)
+		}
+	}
+	if pending, _ := q.Pending(ctx); len(pending) != 1 {
+		t.Fatalf("a refused post decided the call: %+v", pending)
+	}
+	if g, _ := f.w.Approvals().List(ctx); len(g) != 0 {
+		t.Fatalf("a refused post kept a lasting decision: %+v", g)
+	}
+	if resp := f.post(c, "/approvals/"+id, url.Values{"csrf": {csrf}, "decision": {"deny"}}, f.url); resp.StatusCode != http.StatusSeeOther {
+		t.Fatalf("the console's own post: %s", resp.Status)
+	}
+	if r := <-done; r.err != nil || !r.res.IsError {
+		t.Errorf("the denied call: %v %q", r.err, resultText(r.res))
+	}
+}

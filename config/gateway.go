@@ -48,6 +48,9 @@ type Gateway struct {
 	// TLS has the certificate and key "serve --http" terminates TLS with;
 	// nil when absent.
 	TLS *GatewayTLS
+	// Console is the operator console's listener and token (nil when
+	// absent).
+	Console *GatewayConsole
 }
 
 // GatewayJWT configures JWT caller authentication: tokens signed by a key
@@ -91,7 +94,7 @@ type GatewayToken struct {
 }
 
 var (
-	gatewayFields   = []string{"approvals", "tokens", "roles", "resourceURL", "authorizationServers", "jwt", "limits", "allowedOrigins", "tls"}
+	gatewayFields   = []string{"approvals", "tokens", "roles", "resourceURL", "authorizationServers", "jwt", "limits", "allowedOrigins", "tls", "console"}
 	jwtFields       = []string{"jwksURL", "issuer", "audience", "roleClaim"}
 	jwtRequired     = []string{"jwksURL", "issuer", "audience"}
 	approvalsFields = []string{"write", "destructive", "tools", "operatorWait", "webhook"}
@@ -151,6 +154,8 @@ func (d *decoder) gateway(p pair) *Gateway {
 			}
 		case "tls":
 			g.TLS = d.gatewayTLS(f.value, fpath)
+		case "console":
+			g.Console = d.gatewayConsole(f.value, fpath)
 		default:
 			d.unknownField(f, gpath, gatewayFields)
 		}
@@ -529,6 +534,9 @@ func gatewayNode(g *Gateway) *yaml.Node {
 	}
 	if g.TLS != nil {
 		addPair(m, "tls", tlsNode(g.TLS))
+	}
+	if g.Console != nil {
+		addPair(m, "console", consoleNode(g.Console))
 	}
 	if len(m.Content) == 0 {
 		return &yaml.Node{Kind: yaml.MappingNode, Style: yaml.FlowStyle}

@@ -11,6 +11,7 @@ import (
 
 	"github.com/spf13/cobra"
 	"github.com/toolwire/toolwire/config"
+	"github.com/toolwire/toolwire/console"
 	"github.com/toolwire/toolwire/gateway"
 	"github.com/toolwire/toolwire/internal/stdioconn"
 	"github.com/toolwire/toolwire/mcpclient"
@@ -31,6 +32,7 @@ func newServeCommand(e *env, g *globalFlags) *cobra.Command {
 		approveWrite, approveDel string
 		operatorWait             time.Duration
 		lf                       limitFlags
+		cf                       consoleFlags
 	)
 	cmd := &cobra.Command{
 		Use:   "serve (--stdio | --http ADDR)",
@@ -102,7 +104,18 @@ listener of its own with no authentication: keep it on loopback or a private
 network. Traces and metrics go over OTLP/HTTP when OTEL_EXPORTER_OTLP_ENDPOINT
 (or a signal's own endpoint) is set, as the OpenTelemetry SDKs read it; the
 trace of a call continues the caller's traceparent and is passed upstream.
-docs/operations.md lists the metrics and spans.`,
+docs/operations.md lists the metrics and spans.
+
+--console ADDR (or gateway.console.listen) offers the operator console, a
+web UI, at http://ADDR/ on a listener of its own, never on the MCP one: the
+servers, the tools with their tiers, pins and policy rules, the open
+sessions, the calls waiting for an operator (allow or deny, with a scope),
+the audit tail with its chain's state, the limits being hit. An operator
+signs in with the token in $TOOLWIRE_CONSOLE_TOKEN (or the variable
+gateway.console.tokenEnv names), which must differ from every caller's
+token. Only a loopback address is accepted unless TLS is configured
+(--tls-cert, gateway.tls) or --console-insecure-plain-http says a TLS
+proxy in front terminates it. docs/console.md describes it.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			tuneGC(e.lookupEnv) // a long-running command
@@ -165,6 +178,15 @@ docs/operations.md lists the metrics and spans.`,
 				defer ln.Close()
 				announceAuth(newLogger(e.stderr, g, nil), gwc, httpAddr, ln, &opts, insecureNoAuth, ops.server.TLS != nil)
 			}
+			// The console's listener, like the gateway's, is decided and
+			// bound before any server starts.
+			con, err := cf.open(e, gwc, ops.server.TLS != nil, newLogger(e.stderr, g, nil))
+			if err != nil {
+				return err
+			}
+			if con != nil {
+				defer con.ln.Close()
+			}
 			// Upstreams are told they may ask (elicitation, sampling): a
 			// 2025 session's client is asked on its session, a 2026-07-28
 			// client through its parked call, also with --stateless; a
@@ -184,11 +206,14 @@ docs/operations.md lists the metrics and spans.`,
 			}
 			gwo := gateway.Options{Unprefixed: unprefixed}
 			withTelemetry(cmd.Context(), tel, &wo, &gwo)
+			con.watchAudit(&wo)
 			w, err := open(cmd.Context(), e, g, file, &wo)
 			if err != nil {
 				return err
 			}
 			defer w.Close()
+			// The console stops before the workspace it reads closes.
+			defer con.stop()
 			if st := w.Store(); st.Kind() == store.Postgres {
 				fmt.Fprintf(e.stderr, "toolwire: state in PostgreSQL %s; schema migrations applied at this start: %s\n", st, workspace.DescribeMigrations(st.Applied()))
 			}
@@ -199,11 +224,13 @@ docs/operations.md lists the metrics and spans.`,
 			}
 			// SIGHUP reloads the configuration; the flags given keep
 			// their place over it.
-			stopReload := reloadOnHangup(cmd.Context(), e, g, newLogger(e.stderr, g, w.Secrets()), w, func(file *config.File) (*workspace.ReloadOptions, error) {
+			reloadLog := newLogger(e.stderr, g, w.Secrets())
+			stopReload := reloadOnHangup(cmd.Context(), e, g, reloadLog, w, func(file *config.File) (*workspace.ReloadOptions, error) {
 				p, err := approvalPolicy(file.Gateway, cmd.Flags().Changed, approveWrite, approveDel)
 				if err != nil {
 					return nil, err
 				}
+				warnConsoleChanged(reloadLog, gwc, file.Gateway)
 				ro := &workspace.ReloadOptions{Approvals: &p}
 				if httpAddr != "" {
 					next, _, err := lf.settle(file.Gateway, cmd.Flags().Changed)
@@ -218,6 +245,7 @@ docs/operations.md lists the metrics and spans.`,
 			if stdio {
 				srv, stop := gw.Server(nil)
 				defer stop()
+				con.serve(cmd.Context(), e, &console.Sources{Workspace: w}, nil)
 				t := &stdioconn.Transport{Reader: io.NopCloser(e.stdin), Writer: nopWriteCloser{e.stdout}, AnswerMalformed: true}
 				if err := srv.Run(cmd.Context(), t); err != nil && !errors.Is(err, context.Canceled) {
 					return &exitError{exitToolErr, fmt.Errorf("serving stdio: %w", err)}
@@ -229,8 +257,10 @@ docs/operations.md lists the metrics and spans.`,
 					return &exitError{exitUsage, fmt.Errorf("oauth.redirectUrl: %w", err)}
 				}
 			}
-			opts.Observe = tel.Metrics().GatewayEvents()
-			return serveHTTP(cmd.Context(), e, ln, w.Handler(gw, &opts), ops)
+			opts.Observe = con.observe(tel.Metrics().GatewayEvents())
+			h := w.Handler(gw, &opts)
+			con.serve(cmd.Context(), e, &console.Sources{Workspace: w, Limits: h.Limits}, ops.server.TLS)
+			return serveHTTP(cmd.Context(), e, ln, h, ops)
 		},
 	}
 	cmd.Flags().BoolVar(&stdio, "stdio", false, "serve MCP on stdin and stdout")
@@ -241,6 +271,7 @@ docs/operations.md lists the metrics and spans.`,
 	cmd.Flags().StringVar(&metricsAddr, "metrics-listen", "", "serve Prometheus metrics at http://`ADDR`/metrics, a listener of its own without authentication (keep it on loopback or a private network)")
 	cmd.Flags().BoolVar(&insecureNoAuth, "insecure-no-auth", false, "with --http and no gateway.tokens or gateway.jwt, accept a non-loopback address: anyone who can reach it may call every tool")
 	lf.register(cmd)
+	cf.register(cmd)
 	cmd.Flags().StringVar(&approveWrite, "approve-write", "elicit", "how write calls are approved: elicit, deny or allow (default: gateway.approvals.write, else elicit)")
 	cmd.Flags().DurationVar(&operatorWait, "operator-wait", workspace.DefaultOperatorWait, "how long a call whose client cannot be asked waits for an operator (toolwire approvals approve), 0 to refuse at once (default: gateway.approvals.operatorWait, else 30s)")
 	cmd.Flags().StringVar(&approveDel, "approve-destructive", "elicit", "how destructive calls are approved: elicit, deny or allow (default: gateway.approvals.destructive, else elicit)")

@@ -149,7 +149,7 @@ func open(ctx context.Context, e *env, g *globalFlags, file *config.File, opts *
 		lines.finish()
 		return nil, &exitError{exitUsage, storeFlagHint(err)}
 	}
-	lines.opened()
+	lines.opened(w.Manager().Status())
 	return w, nil
 }
 
@@ -345,14 +345,20 @@ func (l *startLines) shownNow(server string) bool {
 	return l.shown[server]
 }
 
-// opened is told that the workspace has opened. With every server
-// settled the lines end; otherwise one line says which servers are still
-// starting, and each gets its line when it ends.
-func (l *startLines) opened() {
+// opened is told that the workspace has opened, and the servers' states
+// as it returned them. With every server settled the lines end; otherwise
+// one line says which servers are still starting, and each gets its line
+// when it ends. The states are shown first: a server's change of state
+// may still be on its way through the channel, and a server Open waited
+// for is not one it went on without.
+func (l *startLines) opened(now []mcpclient.Status) {
 	if l == nil {
 		return
 	}
 	l.drain()
+	for _, st := range now {
+		l.show(st)
+	}
 	l.mu.Lock()
 	w := l.waitingLocked()
 	l.late = true

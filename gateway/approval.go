@@ -358,6 +358,8 @@ func (a *Approver) waitForOperator(ctx context.Context, ops *Operators, call too
 	if ops.Queue == nil || ops.Wait <= 0 {
 		return false, fmt.Errorf("%w: %s: %w", ErrApprovalRequired, why, tool.ErrNobodyToAsk)
 	}
+	// A task's call is input_required before an operator can see it.
+	defer taskWaiting(ctx, "waiting for an operator's approval of "+safetext.Line(call.Name, 128))()
 	req, err := ops.Queue.Submit(ctx, newRequest(ctx, call, session, why, ops.Wait))
 	if err != nil {
 		return false, fmt.Errorf("%w: %s, and the call could not be listed for an operator: %v: %w", ErrApprovalRequired, why, err, tool.ErrNobodyToAsk)

@@ -643,6 +643,20 @@ func taskCaller(ctx context.Context) context.Context {
 	return tool.WithCaller(ctx, taskRelay{relay: r, rt: rt})
 }
 
+// taskWaiting marks the task whose call ctx is (if any) input_required
+// with message, until the returned function is called: a task-augmented
+// call waiting for an operator's decision says so to the client polling
+// it, which may go away and come back.
+func taskWaiting(ctx context.Context, message string) (done func()) {
+	rt, _ := ctx.Value(runningTaskKey{}).(*runningTask)
+	if rt == nil {
+		return func() {}
+	}
+	bg := context.WithoutCancel(ctx)
+	_ = rt.st.Report(bg, rt.id, message, -1, 0, true)
+	return func() { _ = rt.st.Report(bg, rt.id, "working", -1, 0, false) }
+}
+
 // taskDownstream is the client of a task's call.
 type taskDownstream struct {
 	downstream

@@ -7,8 +7,10 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"log/slog"
 	"net/http"
 	"net/http/httptest"
+	"path/filepath"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -17,6 +19,7 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
+	"github.com/toolwire/toolwire/approval"
 	"github.com/toolwire/toolwire/audit"
 	"github.com/toolwire/toolwire/task"
 	"github.com/toolwire/toolwire/tool"
@@ -34,6 +37,9 @@ type taskGateway struct {
 	st      *task.Store
 	mem     *audit.Memory
 	h       *Handler
+	// approver confirms "publish" (write) by asking the client, or an
+	// operator when SetOperators gave it a queue.
+	approver *Approver
 }
 
 func newTaskGateway(t *testing.T) *taskGateway {
@@ -52,7 +58,8 @@ func newTaskGatewayWith(t *testing.T, stateless bool) *taskGateway {
 	}
 	t.Cleanup(func() { files.Close() })
 	tg.st = task.NewStore(files, nil)
-	reg := tool.NewRegistry(&tool.RegistryOptions{Confirmer: NewApprover(ApprovalPolicy{Write: Allow, Destructive: Allow, Tools: map[string]Approval{"publish": Elicit}})})
+	tg.approver = NewApprover(ApprovalPolicy{Write: Allow, Destructive: Allow, Tools: map[string]Approval{"publish": Elicit}})
+	reg := tool.NewRegistry(&tool.RegistryOptions{Confirmer: tg.approver})
 	schema := json.RawMessage(`{"type":"object","properties":{"n":{"type":"integer"}}}`)
 	if err := reg.Register(&tool.Tool{Name: "publish", Description: "publish", InputSchema: schema, Tier: tool.Write,
 		Handler: func(ctx context.Context, args json.RawMessage) (*tool.Result, error) {
@@ -689,6 +696,50 @@ func TestATaskWaitsForItsApproval(t *testing.T) {
 	}
 	if got, _ := s.call("tasks/get", map[string]any{"taskId": id}); got["status"] != "completed" {
 		t.Errorf("tasks/get at the end: %v; want completed", got)
+	}
+}
+
+// TestAHeadlessTaskWaitsForAnOperator: a task's call whose client cannot
+// be asked waits for an operator with the task input_required, saying so,
+// and completes once an operator (another process's queue on the same
+// file) approves it.
+func TestAHeadlessTaskWaitsForAnOperator(t *testing.T) {
+	t.Parallel()
+	tg := newTaskGateway(t)
+	dir := t.TempDir()
+	grants := approval.NewFiles(filepath.Join(dir, "approvals.json"))
+	tg.approver.SetOperators(Operators{Wait: time.Minute, Grants: grants, Logger: slog.New(slog.DiscardHandler),
+		Queue: approval.NewFileQueue(filepath.Join(dir, "pending.json"), grants, "serve")})
+	operator := approval.NewFileQueue(filepath.Join(dir, "pending.json"), approval.NewFiles(grants.Path()), "cli")
+
+	s := openRaw(t, tg.url, "alice-token", "2025-11-25") // no elicitation: headless
+	id := s.startTask("publish", nil)
+	ctx := ctxT(t)
+	changes := operator.Watch(ctx)
+	var pending []approval.Request
+	for len(pending) == 0 {
+		var err error
+		if pending, err = operator.Pending(ctx); err != nil {
+			t.Fatal(err)
+		}
+		if len(pending) == 0 {
+			select {
+			case <-changes:
+			case <-ctx.Done():
+				t.Fatal("the task's call never waited for an operator")
+			}
+		}
+	}
+	got, rerr := s.call("tasks/get", map[string]any{"taskId": id})
+	if rerr != nil || got["status"] != "input_required" || !strings.Contains(fmt.Sprint(got["statusMessage"]), "operator's approval of publish") {
+		t.Errorf("tasks/get while an operator is awaited: %v, %v; want input_required, waiting for an operator", got, rerr)
+	}
+	if _, err := operator.Decide(ctx, pending[0].ID, approval.Decision{Approve: true, By: "cli:ann"}); err != nil {
+		t.Fatal(err)
+	}
+	res, rerr := s.call("tasks/result", map[string]any{"taskId": id})
+	if rerr != nil || resultText(res) != "published" {
+		t.Errorf("tasks/result once an operator approved: %v, %v", res, rerr)
 	}
 }
 

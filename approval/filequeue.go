@@ -196,9 +196,12 @@ func (q *FileQueue) Wait(ctx context.Context, id string) (Decision, error) {
 // and learns at once of the changes made here.
 func (q *FileQueue) Watch(ctx context.Context) <-chan struct{} {
 	out := make(chan struct{}, 1)
+	// The state watched from is the one at the call, not when the
+	// goroutine first runs: a change made just after Watch returns is
+	// seen.
+	last := q.stamp()
 	go func() {
 		defer close(out)
-		last := q.stamp()
 		t := time.NewTicker(q.poll)
 		defer t.Stop()
 		for {

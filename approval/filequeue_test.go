@@ -121,6 +121,37 @@ func TestFileQueueDenialWithScopeLastsAndOnceDoesNot(t *testing.T) {
 	}
 }
 
+// TestFileQueueLastingScopeNeedsAKey: a call the executor gave no key (an
+// unauthenticated gateway caller) is decided once only; a lasting scope
+// is refused and nothing is granted or changed.
+func TestFileQueueLastingScopeNeedsAKey(t *testing.T) {
+	t.Parallel()
+	holder, operator, grants := newQueues(t)
+	ctx := boundedCtx(t)
+	req := request(time.Minute)
+	req.Key = tool.ApprovalKey{}
+	r, err := holder.Submit(ctx, req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, scope := range []Scope{Args, Tool} {
+		for _, approve := range []bool{true, false} {
+			if _, err := operator.Decide(ctx, r.ID, Decision{Approve: approve, Scope: scope, By: "ann"}); err == nil || !strings.Contains(err.Error(), "no key") {
+				t.Errorf("a lasting %s decision (approve %v) of a keyless call: %v; want refused", scope, approve, err)
+			}
+		}
+	}
+	if got, _ := operator.Get(ctx, r.ID); got.State != Waiting {
+		t.Fatalf("a refused decision changed the request: %s", got.State)
+	}
+	if all, _ := grants.List(ctx); len(all) != 0 {
+		t.Fatalf("lasting grants of a keyless call: %+v", all)
+	}
+	if _, err := operator.Decide(ctx, r.ID, Decision{Approve: true, By: "ann"}); err != nil {
+		t.Fatalf("deciding it once: %v", err)
+	}
+}
+
 func TestFileQueueSessionScopeNeedsTheSession(t *testing.T) {
 	t.Parallel()
 	holder, operator, grants := newQueues(t)

@@ -260,6 +260,12 @@ func GrantFor(ctx context.Context, grants Grants, r Request, d *Decision) error 
 	if grants == nil {
 		return errors.New("approval: this store keeps no lasting approvals")
 	}
+	// The executor gives a call no key when it cannot name what a lasting
+	// decision would be bound to (a gateway caller without credentials):
+	// a grant of the zero key would cover every such call of every tool.
+	if r.Key.Tool == "" {
+		return fmt.Errorf("approval %s: the call has no key to bind a lasting %s decision to (its caller is not authenticated): decide it once", r.ID, d.Scope)
+	}
 	if d.Scope == Session {
 		if r.Session == "" {
 			return fmt.Errorf("approval %s: scope session for a call in no session", r.ID)

@@ -236,9 +236,9 @@ func offeredScopes(ops *Operators, call tool.PendingCall, session string) []appr
 func scopeTitle(s approval.Scope) string {
 	switch s {
 	case approval.Args:
-		return fmt.Sprintf("Also later calls with these same arguments, for %s", approval.DefaultFor(s))
+		return fmt.Sprintf("Also later calls with these same arguments, for %s (or the minutes given)", approval.DefaultFor(s))
 	case approval.Tool:
-		return fmt.Sprintf("Every call of this tool, whatever its arguments, for %s", approval.DefaultFor(s))
+		return fmt.Sprintf("Every call of this tool, whatever its arguments, for %s (or the minutes given)", approval.DefaultFor(s))
 	case approval.Session:
 		return "Every call of this tool in this session"
 	}
@@ -266,15 +266,31 @@ func askForm(ctx context.Context, d downstream, ops *Operators, call tool.Pendin
 	}
 	chosen, _ := res.Content["scope"].(string)
 	if scope := approval.Scope(chosen); scope != approval.Once && slices.Contains(scopes, scope) {
-		grantScope(ctx, ops, call, session, scope, "the client's user")
+		grantScope(ctx, ops, call, session, scope, lastingFor(scope, res.Content["minutes"]), "the client's user")
 	}
 	return true, nil
 }
 
+// maxLastingMinutes bounds the lifetime a person may give a lasting
+// approval at a form or a page: a day.
+const maxLastingMinutes = 24 * 60
+
+// lastingFor is how long a lasting approval of scope given at a form or a
+// page lasts: the whole minutes given, from 1 to a day, or, given none (or
+// anything else), the scope's default. A session approval lasts as its
+// session does, within the default.
+func lastingFor(scope approval.Scope, minutes any) time.Duration {
+	m, ok := minutes.(float64) // a JSON number
+	if scope == approval.Session || !ok || m != float64(int(m)) || m < 1 || m > maxLastingMinutes {
+		return approval.DefaultFor(scope)
+	}
+	return time.Duration(m) * time.Minute
+}
+
 // grantScope keeps the lasting approval a person gave with their yes, and
 // notes it for the call's audit event; the call runs either way.
-func grantScope(ctx context.Context, ops *Operators, call tool.PendingCall, session string, scope approval.Scope, who string) {
-	g, err := ops.Grants.Grant(approval.WithSession(ctx, session), scope, call.Key, approval.DefaultFor(scope))
+func grantScope(ctx context.Context, ops *Operators, call tool.PendingCall, session string, scope approval.Scope, ttl time.Duration, who string) {
+	g, err := ops.Grants.Grant(approval.WithSession(ctx, session), scope, call.Key, ttl)
 	if err != nil {
 		ops.logger().Error("a lasting approval could not be kept; the call it came with runs", "tool", call.Name, "scope", string(scope), "error", err.Error())
 		return
@@ -450,6 +466,9 @@ func approvalSchemaFor(scopes []approval.Scope) map[string]any {
 			one = append(one, map[string]any{"const": string(s), "title": scopeTitle(s)})
 		}
 		props["scope"] = map[string]any{"type": "string", "title": "Approve", "oneOf": one, "default": string(approval.Once)}
+		if slices.Contains(scopes, approval.Args) || slices.Contains(scopes, approval.Tool) {
+			props["minutes"] = map[string]any{"type": "integer", "title": "For how many minutes a lasting approval holds (empty: as above)", "minimum": 1, "maximum": maxLastingMinutes}
+		}
 	}
 	return map[string]any{"type": "object", "properties": props, "required": []string{"approve"}}
 }

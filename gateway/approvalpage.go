@@ -11,6 +11,7 @@ import (
 	"html/template"
 	"net/http"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -201,6 +202,7 @@ var approvalTemplate = template.Must(template.New("approval").Parse(`<!doctype h
 <pre>{{.Call}}</pre>
 <form method="post">{{if .Scopes}}<fieldset><legend>The decision applies to</legend>{{range $i, $s := .Scopes}}
 <label><input type="radio" name="scope" value="{{$s.Value}}"{{if eq $i 0}} checked{{end}}> {{$s.Title}}</label><br>{{end}}
+<label>For <input type="number" name="minutes" min="1" max="1440" step="1" size="5"> minutes (empty: as above)</label>
 </fieldset><p>{{end}}<button name="decision" value="allow">Allow</button> <button name="decision" value="deny">Deny</button>{{if .Scopes}}</p>{{end}}</form>
 {{end}}</body></html>
 `))
@@ -249,6 +251,8 @@ type pageWire struct {
 	Token string `json:"token"`
 	Allow bool   `json:"allow,omitempty"`
 	Scope string `json:"scope,omitempty"` // decide: of a pending request's page
+	// Minutes is how long a lasting scope lasts (decide; 0: its default).
+	Minutes int `json:"minutes,omitempty"`
 	// Scopes are what the page of a pending request offers (show).
 	Scopes []string `json:"scopes,omitempty"`
 	Call   string   `json:"call,omitempty"`   // show: the call rendered, "" for no such page
@@ -287,7 +291,7 @@ func (p *approvalPage) view() pageWire {
 // decideHere takes the decision on the page of token, held here, and says
 // what came of it: a pending request's is taken in its queue, by "approval
 // page", with scope; another page's is the page's own.
-func (a *approvalPages) decideHere(ctx context.Context, token string, allow bool, scope string) (string, error) {
+func (a *approvalPages) decideHere(ctx context.Context, token string, allow bool, scope string, minutes int) (string, error) {
 	p := a.lookup(token)
 	if p == nil {
 		return pageMissing, nil
@@ -305,7 +309,7 @@ func (a *approvalPages) decideHere(ctx context.Context, token string, allow bool
 	if !slices.Contains(p.scopes, sc) {
 		return pageBadScope, nil
 	}
-	_, err := p.queue.Decide(ctx, p.request, approval.Decision{Approve: allow, Scope: sc, By: "approval page"})
+	_, err := p.queue.Decide(ctx, p.request, approval.Decision{Approve: allow, Scope: sc, For: lastingFor(sc, float64(minutes)), By: "approval page"})
 	switch {
 	case err == nil:
 		return pageDecided, nil
@@ -333,11 +337,11 @@ func (a *approvalPages) confirmAnywhere(ctx context.Context, token, code string)
 
 // decideAnywhere takes the decision on the page of token wherever it is
 // held, and says what came of it.
-func (a *approvalPages) decideAnywhere(ctx context.Context, token string, allow bool, scope string) (string, error) {
+func (a *approvalPages) decideAnywhere(ctx context.Context, token string, allow bool, scope string, minutes int) (string, error) {
 	if p := a.lookup(token); p != nil {
-		return a.decideHere(ctx, token, allow, scope)
+		return a.decideHere(ctx, token, allow, scope, minutes)
 	}
-	rep, err := a.remote(ctx, relayPageDecide, pageWire{Token: token, Allow: allow, Scope: scope})
+	rep, err := a.remote(ctx, relayPageDecide, pageWire{Token: token, Allow: allow, Scope: scope, Minutes: minutes})
 	if rep.Result == "" {
 		rep.Result = pageMissing
 	}
@@ -392,7 +396,7 @@ func (a *approvalPages) serveDecide(ctx context.Context, body []byte, _ func([]b
 		rep.Result, rep.Refusal = a.confirmCode(ctx, req.Token, req.Code)
 	} else if p != nil {
 		var err error
-		if rep.Result, err = a.decideHere(ctx, req.Token, req.Allow, req.Scope); err != nil {
+		if rep.Result, err = a.decideHere(ctx, req.Token, req.Allow, req.Scope, req.Minutes); err != nil {
 			return nil, err
 		}
 	}
@@ -477,7 +481,16 @@ func (s *pageServer) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 		scope := r.PostFormValue("scope")
-		result, err := s.pages.decideAnywhere(r.Context(), token, decision == "allow", scope)
+		minutes := 0
+		if m := r.PostFormValue("minutes"); m != "" {
+			n, err := strconv.Atoi(m)
+			if err != nil || n < 1 || n > maxLastingMinutes {
+				http.Error(w, fmt.Sprintf("Bad Request: minutes must be a whole number from 1 to %d, or empty", maxLastingMinutes), http.StatusBadRequest)
+				return
+			}
+			minutes = n
+		}
+		result, err := s.pages.decideAnywhere(r.Context(), token, decision == "allow", scope, minutes)
 		switch {
 		case err == nil && result == pageBadScope:
 			http.Error(w, "Bad Request: scope must be one the page offers", http.StatusBadRequest)

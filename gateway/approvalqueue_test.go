@@ -402,6 +402,45 @@ func TestFormAnswerWithAScopeNotOfferedApprovesOnce(t *testing.T) {
 	}
 }
 
+// TestFormAnswerChoosesTheLifetime: the minutes a person gives with a
+// lasting scope are its lifetime; anything but a whole number from 1 to a
+// day's minutes gives the scope's default, never a longer one.
+func TestFormAnswerChoosesTheLifetime(t *testing.T) {
+	t.Parallel()
+	call := tool.PendingCall{Name: "delete_file", Tier: tool.Destructive, Args: json.RawMessage(`{}`),
+		Key: tool.ApprovalKey{Caller: "alice", Tool: "delete_file", Definition: "d", Args: "a"}}
+	for _, c := range []struct {
+		minutes string
+		want    time.Duration
+	}{
+		{`5`, 5 * time.Minute},
+		{`1440`, 24 * time.Hour},
+		{`1441`, approval.DefaultFor(approval.Tool)},
+		{`1e12`, approval.DefaultFor(approval.Tool)},
+		{`0`, approval.DefaultFor(approval.Tool)},
+		{`-30`, approval.DefaultFor(approval.Tool)},
+		{`2.5`, approval.DefaultFor(approval.Tool)},
+		{`"60"`, approval.DefaultFor(approval.Tool)},
+		{`null`, approval.DefaultFor(approval.Tool)},
+	} {
+		grants := approval.NewFiles(filepath.Join(t.TempDir(), "approvals.json"))
+		a := NewApprover(ApprovalPolicy{})
+		a.SetOperators(Operators{Grants: grants})
+		answer := `{"action":"accept","content":{"approve":true,"scope":"tool","minutes":` + c.minutes + `}}`
+		before := time.Now()
+		if ok, err := a.Confirm(withDownstream(ctxT(t), rawAnswer{json.RawMessage(answer)}), call); !ok || err != nil {
+			t.Fatalf("%s: %v, %v", answer, ok, err)
+		}
+		list, _ := grants.List(ctxT(t))
+		if len(list) != 1 {
+			t.Fatalf("minutes %s: granted %+v; want one", c.minutes, list)
+		}
+		if got := list[0].Expires.Sub(before); got < c.want || got > c.want+time.Minute {
+			t.Errorf("minutes %s: the approval lasts %v; want %v", c.minutes, got, c.want)
+		}
+	}
+}
+
 func cs2Options(schemas *[]map[string]any, mu *sync.Mutex) *mcp.ClientOptions {
 	return &mcp.ClientOptions{ElicitationHandler: func(context.Context, *mcp.ElicitRequest) (*mcp.ElicitResult, error) {
 		mu.Lock()
@@ -513,8 +552,16 @@ func TestWebhookPostIsSignedAndItsLinkDecides(t *testing.T) {
 	if code := post(url.Values{"decision": {"allow"}, "scope": {"forever"}}); code != http.StatusBadRequest {
 		t.Fatalf("a scope not offered: %d", code)
 	}
-	if code := post(url.Values{"decision": {"allow"}, "scope": {"args"}}); code != 200 {
+	for _, bad := range []string{"0", "1441", "-5", "2.5", "1e3", "ten"} {
+		if code := post(url.Values{"decision": {"allow"}, "scope": {"args"}, "minutes": {bad}}); code != http.StatusBadRequest {
+			t.Fatalf("minutes %q: %d; want 400", bad, code)
+		}
+	}
+	if code := post(url.Values{"decision": {"allow"}, "scope": {"args"}, "minutes": {"90"}}); code != 200 {
 		t.Fatalf("decision: %d", code)
+	}
+	if list, _ := f.grants.List(ctxT(t)); len(list) != 1 || time.Until(list[0].Expires) > 90*time.Minute || time.Until(list[0].Expires) < 80*time.Minute {
+		t.Fatalf("the page's lasting approval of 90 minutes: %+v", list)
 	}
 	if res := <-done; res.IsError {
 		t.Fatalf("call approved at the page: %s", text(res))

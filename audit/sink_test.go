@@ -172,7 +172,10 @@ func TestFileSinkConcurrentRecordsYieldCompleteLines(t *testing.T) {
 		go func() {
 			defer wg.Done()
 			for i := range perG {
+				// A call's request and outcome: the request is
+				// written with the outcome, in one batch.
 				log.Record(audit.Event{Kind: audit.CallRequested, Batch: fmt.Sprintf("g%d", g), Index: i, Error: pad})
+				log.Record(audit.Event{Kind: audit.CallExecuted, Batch: fmt.Sprintf("g%d", g), Index: i, Error: pad})
 			}
 		}()
 	}
@@ -184,20 +187,28 @@ func TestFileSinkConcurrentRecordsYieldCompleteLines(t *testing.T) {
 		t.Errorf("Failures() = %d", log.Failures())
 	}
 	evs := readLines(t, path)
-	if len(evs) != goroutines*perG {
-		t.Fatalf("file has %d events, want %d", len(evs), goroutines*perG)
+	if len(evs) != 2*goroutines*perG {
+		t.Fatalf("file has %d events, want %d", len(evs), 2*goroutines*perG)
 	}
 	seen := map[string]bool{}
 	lastIndex := map[string]int{}
 	for _, ev := range evs {
-		key := fmt.Sprintf("%s/%d", ev.Batch, ev.Index)
+		key := fmt.Sprintf("%s/%d/%s", ev.Batch, ev.Index, ev.Kind)
 		if seen[key] || ev.Error != pad {
 			t.Fatalf("duplicate or damaged event %s", key)
 		}
 		seen[key] = true
-		// One goroutine's events keep their order.
-		if last, ok := lastIndex[ev.Batch]; ok && ev.Index <= last {
-			t.Errorf("%s: index %d after %d", ev.Batch, ev.Index, last)
+		// One goroutine's events keep their order: each call's request,
+		// then its outcome, then the next call's.
+		last, ok := lastIndex[ev.Batch]
+		switch {
+		case ev.Kind == audit.CallRequested && ok && ev.Index != last+1:
+			t.Errorf("%s: request %d after %d", ev.Batch, ev.Index, last)
+		case ev.Kind == audit.CallExecuted && (!ok || ev.Index != last):
+			t.Errorf("%s: outcome %d after request %d", ev.Batch, ev.Index, last)
+		}
+		if !ok && ev.Index != 0 {
+			t.Errorf("%s: first request is %d", ev.Batch, ev.Index)
 		}
 		lastIndex[ev.Batch] = ev.Index
 	}

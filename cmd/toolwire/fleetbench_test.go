@@ -29,7 +29,15 @@ import (
 // the replicas' (with their demo servers), haproxy's, PostgreSQL's and the
 // callers' (this process), so that the cost of a replica is visible on a
 // machine whose cores every replica shares.
+//
+// store=files is the single gateway it is compared with: one replica on
+// the files of one machine, its audit to a file, behind the same haproxy
+// and called by the same callers.
 func BenchmarkFleetThroughput(b *testing.B) {
+	b.Run("store=files/replicas=1", func(b *testing.B) {
+		c := startCluster(b, fleetOptions{replicas: 1, callers: 64, security: "  pins: off\n", files: true, auditFile: true})
+		measureFleet(b, c, 64)
+	})
 	for _, n := range []int{1, 2, 3} {
 		b.Run(fmt.Sprintf("replicas=%d", n), func(b *testing.B) {
 			c := startCluster(b, fleetOptions{replicas: n, callers: 64, security: "  pins: off\n"})
@@ -105,7 +113,10 @@ func measureFleet(b *testing.B, c *cluster, callers int) {
 	run.waitCalls(b, progress, int64(2*callers), fleetStart)
 	b.ResetTimer()
 	startCalls := run.done.Load()
-	postmaster := postmasterOf(b, c.dbURL)
+	postmaster := 0 // none on files
+	if c.dbURL != "" {
+		postmaster = postmasterOf(b, c.dbURL)
+	}
 	replicas0, self0, pg0 := c.cpu(), benchkit.CPU(b), treeCPU(postmaster)
 	haproxy0, _ := benchkit.ProcessCPU(c.proxy.Process.Pid)
 	start := time.Now()
@@ -163,8 +174,11 @@ func postmasterOf(b *testing.B, dbURL string) int {
 }
 
 // treeCPU is the CPU time of pid and its descendants so far (processes
-// that have exited are no longer counted).
+// that have exited are no longer counted); 0 for pid 0.
 func treeCPU(pid int) time.Duration {
+	if pid == 0 {
+		return 0
+	}
 	total, _ := benchkit.ProcessCPU(pid)
 	kids, _ := benchkit.Descendants(pid)
 	for _, k := range kids {

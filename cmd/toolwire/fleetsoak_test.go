@@ -277,7 +277,7 @@ func TestFleetSoak(t *testing.T) {
 	}
 	verify := runBinary(t, c.bin, c.env, "audit", "verify")
 	verify.expect(t, exitOK)
-	if !strings.Contains(verify.stdout, "events, chain intact to the head row") {
+	if !strings.Contains(verify.stdout, "events, every chain intact to its head row") {
 		t.Errorf("audit verify of the fleet's table: %q", verify.stdout)
 	}
 	checkOutcomes(t, c.dbURL, r.ok)

@@ -1,0 +1,79 @@
+-- The audit log as one hash chain per instance instead of one for the
+-- fleet: each process appends to its own chain (chain = its id in
+-- toolwire.instances), with its own head row, so that the appends of
+-- several replicas no longer queue on one row lock. The rows of the one
+-- chain kept so far become chain 0, its head chain 0's head. seq stays
+-- the fleet-wide order of the rows (from a sequence: it may have gaps
+-- now); chain_seq is a row's place in its chain, from 1, without gaps.
+ALTER TABLE toolwire.audit_events
+	ADD COLUMN chain     integer NOT NULL DEFAULT 0,
+	ADD COLUMN chain_seq bigint;
+UPDATE toolwire.audit_events SET chain_seq = seq;
+ALTER TABLE toolwire.audit_events
+	ALTER COLUMN chain_seq SET NOT NULL,
+	ALTER COLUMN chain DROP DEFAULT;
+CREATE UNIQUE INDEX audit_events_chain ON toolwire.audit_events (chain, chain_seq);
+
+CREATE SEQUENCE toolwire.audit_events_seq OWNED BY toolwire.audit_events.seq;
+SELECT setval('toolwire.audit_events_seq', greatest(1, (SELECT seq FROM toolwire.audit_head)), (SELECT seq FROM toolwire.audit_head) > 0);
+ALTER TABLE toolwire.audit_events ALTER COLUMN seq SET DEFAULT nextval('toolwire.audit_events_seq');
+
+-- Each chain's head: its last row's chain_seq and the SHA-256 of its
+-- line. A verifier compares every chain's end with its head.
+CREATE TABLE toolwire.audit_chains (
+	chain integer PRIMARY KEY,
+	seq   bigint  NOT NULL,
+	hash  bytea   NOT NULL CHECK (length(hash) = 32)
+);
+INSERT INTO toolwire.audit_chains (chain, seq, hash) SELECT 0, seq, hash FROM toolwire.audit_head WHERE seq > 0;
+
+-- Appends lines (in order) to chain c when its head is still at expected
+-- (the first line names the head's hash as its "prev", each next line
+-- the one before it), moving the head to the last of them (whose hash is
+-- last_hash); returns the head as it is now. A chain is written by its
+-- own instance only, so the head's lock is never waited for, and a
+-- writer finds the head elsewhere only after a write whose outcome it
+-- could not know (it then builds its lines again).
+CREATE FUNCTION toolwire.audit_append_chain(c integer, expected bigint, lines bytea[], last_hash bytea, kinds text[],
+	ats timestamptz[], instances integer[], batches text[], idxs integer[],
+	OUT appended boolean, OUT head_seq bigint, OUT head_hash bytea)
+LANGUAGE plpgsql AS $$
+BEGIN
+	SELECT h.seq, h.hash INTO head_seq, head_hash FROM toolwire.audit_chains h WHERE h.chain = c FOR UPDATE;
+	IF NOT FOUND THEN
+		INSERT INTO toolwire.audit_chains (chain, seq, hash) VALUES (c, 0, decode(repeat('00', 32), 'hex'))
+			ON CONFLICT (chain) DO NOTHING;
+		SELECT h.seq, h.hash INTO head_seq, head_hash FROM toolwire.audit_chains h WHERE h.chain = c FOR UPDATE;
+	END IF;
+	appended := head_seq = expected;
+	IF appended THEN
+		INSERT INTO toolwire.audit_events (seq, chain, chain_seq, line, kind, at, instance, batch, idx)
+			SELECT nextval('toolwire.audit_events_seq'), c, expected + u.n, u.line, u.kind, u.at, u.inst, u.batch, u.idx
+			FROM unnest(lines, kinds, ats, instances, batches, idxs) WITH ORDINALITY AS u(line, kind, at, inst, batch, idx, n)
+			ORDER BY u.n;
+		head_seq := expected + cardinality(lines);
+		head_hash := last_hash;
+		UPDATE toolwire.audit_chains SET seq = head_seq, hash = head_hash WHERE chain = c;
+	END IF;
+END
+$$;
+
+-- The function of one chain for the fleet, kept for a replica of the
+-- toolwire before this one during a rolling update: it appends to chain
+-- 0, the chain it knew, whose head is now in audit_chains.
+DROP FUNCTION toolwire.audit_append(bigint, bytea, bytea, text, timestamptz, integer, text, integer);
+CREATE FUNCTION toolwire.audit_append(expected bigint, line bytea, line_hash bytea, kind text, at timestamptz,
+	instance integer, batch text, idx integer, OUT appended boolean, OUT head_seq bigint, OUT head_hash bytea)
+LANGUAGE sql AS $$
+	SELECT * FROM toolwire.audit_append_chain(0, expected, ARRAY[line], line_hash, ARRAY[kind], ARRAY[at],
+		ARRAY[instance], ARRAY[batch], ARRAY[idx])
+$$;
+-- Its head as it read it.
+DROP TABLE toolwire.audit_head;
+CREATE VIEW toolwire.audit_head AS
+	SELECT coalesce(h.seq, 0) AS seq, coalesce(h.hash, decode(repeat('00', 32), 'hex')) AS hash
+	FROM (SELECT 1) AS one LEFT JOIN toolwire.audit_chains h ON h.chain = 0;
+
+-- The view shows each row's chain beside the instance it belongs to.
+CREATE OR REPLACE VIEW toolwire.audit AS
+	SELECT seq, convert_from(line, 'UTF8')::jsonb AS event, instance, chain, chain_seq FROM toolwire.audit_events;

@@ -77,3 +77,35 @@ CREATE VIEW toolwire.audit_head AS
 -- The view shows each row's chain beside the instance it belongs to.
 CREATE OR REPLACE VIEW toolwire.audit AS
 	SELECT seq, convert_from(line, 'UTF8')::jsonb AS event, instance, chain, chain_seq FROM toolwire.audit_events;
+
+-- Takes one token from each of several callers' buckets, in one
+-- statement, as the replica's rate checks that came at the same time:
+-- answer n is the check of callers[n]. The buckets are taken in the
+-- order of their callers (a caller's checks in the order given), so that
+-- two replicas' statements lock rows in one order and never deadlock.
+-- Each check is the single check's statement, with the transaction's
+-- time (now()) for all of them: none is credited refill past its start.
+CREATE FUNCTION toolwire.take_tokens(callers text[], rates double precision[], bursts double precision[])
+RETURNS boolean[] LANGUAGE plpgsql AS $$
+DECLARE
+	out boolean[] := array_fill(false, ARRAY[cardinality(callers)]);
+	r record;
+	ok boolean;
+BEGIN
+	FOR r IN SELECT u.caller, u.rate, u.burst, u.n FROM unnest(callers, rates, bursts) WITH ORDINALITY AS u(caller, rate, burst, n)
+		ORDER BY u.caller, u.n
+	LOOP
+		INSERT INTO toolwire.rate_buckets AS b (caller, tokens, updated, allowed)
+		VALUES (r.caller, r.burst - 1, now(), true)
+		ON CONFLICT (caller) DO UPDATE SET
+			tokens = CASE WHEN toolwire.bucket_level(b.tokens, b.updated, r.rate, r.burst) >= 1
+				THEN toolwire.bucket_level(b.tokens, b.updated, r.rate, r.burst) - 1
+				ELSE toolwire.bucket_level(b.tokens, b.updated, r.rate, r.burst) END,
+			allowed = toolwire.bucket_level(b.tokens, b.updated, r.rate, r.burst) >= 1,
+			updated = greatest(b.updated, now())
+		RETURNING b.allowed INTO ok;
+		out[r.n] := ok;
+	END LOOP;
+	RETURN out;
+END
+$$;

@@ -42,6 +42,11 @@ type groupEntry[T any] struct {
 	done  chan error
 }
 
+// entries keeps groupEntry values (any T) with their channels for reuse:
+// a caller's entry is put back once its answer is received, when nothing
+// refers to it any more.
+var entries sync.Pool
+
 // errLead tells a waiting caller that it writes the next group.
 var errLead = errors.New("audit: lead the next write")
 
@@ -50,7 +55,12 @@ var errLead = errors.New("audit: lead the next write")
 // carried them. write is called by one caller at a time; the slice it is
 // given is valid only during the call.
 func (g *Group[T]) Write(items []T, write func([]T) error) error {
-	e := &groupEntry[T]{items: items, done: make(chan error, 1)}
+	e, _ := entries.Get().(*groupEntry[T])
+	if e == nil {
+		e = &groupEntry[T]{done: make(chan error, 1)}
+	}
+	e.items = items
+	defer func() { e.items = nil; entries.Put(e) }()
 	g.mu.Lock()
 	g.queue = append(g.queue, e)
 	if g.busy {

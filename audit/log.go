@@ -174,17 +174,31 @@ func (l *Log) Record(ev Event) error {
 	return l.flush(key, kind, evs)
 }
 
-// prepare returns ev as it is stored: its instance filled, redacted. It
-// is called under l.mu.
+// events keeps the events a Log hands a BatchSink for reuse: a sink
+// keeps no reference to them once WriteBatch has returned.
+var events = sync.Pool{New: func() any { return new(Event) }}
+
+// prepare returns ev as it is stored: its instance filled, redacted, in
+// an Event of the pool. It is called under l.mu.
 func (l *Log) prepare(ev Event) *Event {
 	if ev.Instance == "" {
 		ev.Instance = l.instance
 	}
-	e := &ev
+	e := events.Get().(*Event)
+	*e = ev
 	if l.redactor != nil {
 		l.redact(e)
 	}
 	return e
+}
+
+// release returns evs to the pool, emptied (dropping references to the
+// events' data).
+func release(evs []*Event) {
+	for _, e := range evs {
+		*e = Event{}
+		events.Put(e)
+	}
 }
 
 // flush writes evs, the last of kind kind, of the call key, to the batch
@@ -207,6 +221,7 @@ func (l *Log) flush(key callKey, kind Kind, evs []*Event) error {
 		}
 		l.track(key, kind, evs[len(evs)-1], err)
 	}
+	release(evs)
 	return err
 }
 
@@ -307,7 +322,9 @@ wait:
 		var err error
 		if h := l.held[k]; h != nil {
 			delete(l.held, k)
-			err = l.batch.WriteBatch([]*Event{h, l.prepare(ev)})
+			evs := []*Event{h, l.prepare(ev)}
+			err = l.batch.WriteBatch(evs)
+			release(evs)
 			delete(l.open, k)
 		} else {
 			err = l.write(ev)

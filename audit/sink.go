@@ -41,10 +41,11 @@ type FileSink struct {
 	prev [sha256.Size]byte
 	size int64
 
-	// group collects the batches of concurrent WriteBatch calls; lines
-	// is the buffer their lines are built in, under mu.
-	group Group[*Event]
-	lines []byte
+	// group collects the batches of concurrent WriteBatch calls; lines,
+	// out and ends are the buffers their lines are built in, under mu.
+	group      Group[*Event]
+	lines, out []byte
+	ends       []int
 }
 
 // FileSinkOptions configures a [FileSink]. The zero value is usable.
@@ -136,8 +137,7 @@ func (s *FileSink) writeLines(evs []*Event) error {
 	}
 	// Encoded before the lock of the file, which other processes may
 	// be waiting for; chained under it.
-	lines := s.lines[:0]
-	ends := make([]int, 0, len(evs))
+	lines, ends := s.lines[:0], s.ends[:0]
 	for _, ev := range evs {
 		if err := s.encode(ev); err != nil {
 			return err
@@ -145,12 +145,13 @@ func (s *FileSink) writeLines(evs []*Event) error {
 		lines = append(lines, s.buf.Bytes()...)
 		ends = append(ends, len(lines))
 	}
-	defer func() { s.lines = lines[:0] }()
+	defer func() { s.lines, s.ends = lines[:0], ends[:0] }()
 	return s.locked(func() error {
 		if err := s.catchUp(); err != nil {
 			return err
 		}
-		out := make([]byte, 0, len(lines)+len(evs)*(prevSuffixLen+sigSuffixLen))
+		out := s.out[:0]
+		defer func() { s.out = out[:0] }()
 		start := 0
 		for _, end := range ends {
 			n := len(out)

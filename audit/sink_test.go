@@ -11,10 +11,12 @@ import (
 	"runtime"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/toolwire/toolwire/audit"
+	"github.com/toolwire/toolwire/internal/benchkit"
 )
 
 // readLines parses every line of the JSON Lines file at path.
@@ -302,6 +304,66 @@ func benchmarkFileSinkWrite(b *testing.B, opts *audit.FileSinkOptions) {
 	for b.Loop() {
 		if err := s.Write(ev); err != nil {
 			b.Fatal(err)
+		}
+	}
+}
+
+// oneAtATime hides a sink's WriteBatch: a Log then writes each event on
+// its own, under its lock, as before batches.
+type oneAtATime struct{ s audit.Sink }
+
+func (o oneAtATime) Write(ev *audit.Event) error { return o.s.Write(ev) }
+
+// BenchmarkLogCallToFile records the three events of a read call
+// (call.requested, validation.passed, call.executed) through a Log to a
+// file: each event written on its own (event), or as the Log writes to a
+// FileSink (batched: the request with the validation, and the events of
+// concurrent calls together); one call at a time (serial) and from many
+// goroutines (parallel).
+func BenchmarkLogCallToFile(b *testing.B) {
+	for _, mode := range []string{"event", "batched"} {
+		for _, par := range []bool{false, true} {
+			name := mode + "/serial"
+			if par {
+				name = mode + "/parallel"
+			}
+			b.Run(name, func(b *testing.B) {
+				s, err := audit.OpenFile(filepath.Join(b.TempDir(), "audit.jsonl"))
+				if err != nil {
+					b.Fatal(err)
+				}
+				defer s.Close()
+				var sink audit.Sink = s
+				if mode == "event" {
+					sink = oneAtATime{s}
+				}
+				log := audit.NewLog(sink, nil)
+				var n atomic.Int64
+				call := func() {
+					i := int(n.Add(1))
+					ev := audit.Event{Kind: audit.CallRequested, Batch: "b", Index: i, Tool: "demo__echo", Source: "demo", Original: "echo", Tier: "read", ArgsBytes: 20}
+					_ = log.Record(ev)
+					ev.Kind, ev.Duration = audit.ValidationPassed, 3*time.Microsecond
+					_ = log.Record(ev)
+					ev.Kind, ev.Duration, ev.ResultBytes = audit.CallExecuted, 120*time.Microsecond, 80
+					_ = log.Record(ev)
+				}
+				b.ReportAllocs()
+				cpu0 := benchkit.CPU(b)
+				if par {
+					b.SetParallelism(4) // 8 goroutines on 2 cores, as the gateway's callers
+					b.RunParallel(func(pb *testing.PB) {
+						for pb.Next() {
+							call()
+						}
+					})
+				} else {
+					for b.Loop() {
+						call()
+					}
+				}
+				b.ReportMetric(float64(benchkit.CPU(b)-cpu0)/float64(b.N), "cpu-ns/op")
+			})
 		}
 	}
 }

@@ -43,9 +43,9 @@ type FileSink struct {
 
 	// group collects the batches of concurrent WriteBatch calls; lines,
 	// out and ends are the buffers their lines are built in, under mu.
-	group      Group[*Event]
-	lines, out []byte
-	ends       []int
+	group            Group[*Event]
+	lines, out, line []byte
+	ends             []int
 }
 
 // FileSinkOptions configures a [FileSink]. The zero value is usable.
@@ -154,11 +154,12 @@ func (s *FileSink) writeLines(evs []*Event) error {
 		defer func() { s.out = out[:0] }()
 		start := 0
 		for _, end := range ends {
-			n := len(out)
-			out = append(out, lines[start:end-1]...) // without the encoder's newline
-			out = appendChain(out, &s.prev, s.key)
-			s.prev = sha256.Sum256(out[n:])
-			out = append(out, '\n')
+			// Chained (and signed) on its own: a signature covers its
+			// line only.
+			line := appendChain(append(s.line[:0], lines[start:end-1]...), &s.prev, s.key) // without the encoder's newline
+			s.line = line
+			s.prev = sha256.Sum256(line)
+			out = append(append(out, line...), '\n')
 			start = end
 		}
 		return s.append(out)

@@ -367,3 +367,51 @@ func BenchmarkLogCallToFile(b *testing.B) {
 		}
 	}
 }
+
+// TestFileSinkSignedBatchesVerify: batches of several events, written
+// from several goroutines at once to a signed file, make lines each
+// signed on its own and chained, in order: the file verifies with the
+// public key, every event once, a batch's events side by side.
+func TestFileSinkSignedBatchesVerify(t *testing.T) {
+	pub, priv, err := ed25519.GenerateKey(nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	path := filepath.Join(t.TempDir(), "audit.jsonl")
+	s, err := audit.OpenFileWith(path, &audit.FileSinkOptions{SigningKey: priv})
+	if err != nil {
+		t.Fatal(err)
+	}
+	const goroutines, batches = 4, 25
+	var wg sync.WaitGroup
+	for g := range goroutines {
+		wg.Go(func() {
+			for i := range batches {
+				b := fmt.Sprintf("g%d-%d", g, i)
+				evs := []*audit.Event{{Kind: audit.CallRequested, Batch: b}, {Kind: audit.ValidationPassed, Batch: b}, {Kind: audit.CallExecuted, Batch: b}}
+				if err := s.WriteBatch(evs); err != nil {
+					t.Error(err)
+				}
+			}
+		})
+	}
+	wg.Wait()
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	f, err := os.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	rep, err := audit.Verify(f, &audit.VerifyOptions{PublicKey: pub})
+	if err != nil || rep.Lines != goroutines*batches*3 || rep.Signed != rep.Lines {
+		t.Fatalf("verify: %+v, %v; want %d lines, each signed", rep, err, goroutines*batches*3)
+	}
+	evs := readLines(t, path)
+	for i := 0; i+2 < len(evs); i += 3 {
+		if evs[i].Batch != evs[i+1].Batch || evs[i].Batch != evs[i+2].Batch || evs[i].Kind != audit.CallRequested || evs[i+2].Kind != audit.CallExecuted {
+			t.Fatalf("lines %d-%d are not one batch in order: %+v %+v %+v", i+1, i+3, evs[i], evs[i+1], evs[i+2])
+		}
+	}
+}

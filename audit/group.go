@@ -16,7 +16,8 @@ type BatchSink interface {
 	// WriteBatch stores evs in order, after everything it stored
 	// before. It returns only once all of them are stored, or with an
 	// error when they may not be: a sink never keeps an event back
-	// past its return.
+	// past its return. It keeps no reference to evs or to the events
+	// once it has returned (a Log reuses them).
 	WriteBatch(evs []*Event) error
 }
 

@@ -40,6 +40,12 @@ type FileSink struct {
 	// long; size -1 means unknown, so the next write reads the tail.
 	prev [sha256.Size]byte
 	size int64
+
+	// group collects the batches of concurrent WriteBatch calls; lines,
+	// out and ends are the buffers their lines are built in, under mu.
+	group            Group[*Event]
+	lines, out, line []byte
+	ends             []int
 }
 
 // FileSinkOptions configures a [FileSink]. The zero value is usable.
@@ -93,19 +99,7 @@ func (s *FileSink) Write(ev *Event) error {
 	if s.f == nil {
 		return fmt.Errorf("audit file %s: closed", s.path)
 	}
-	s.buf.Reset()
-	s.w = wireEvent{plainEvent: plainEvent(*ev)}
-	if ev.Duration > 0 {
-		s.durMS = durationMillis(ev.Duration)
-		s.w.DurationMS = &s.durMS
-	}
-	if ev.Backoff > 0 {
-		s.backoffMS = durationMillis(ev.Backoff)
-		s.w.BackoffMS = &s.backoffMS
-	}
-	err := s.enc.Encode(&s.w)
-	s.w = wireEvent{} // drop references to the event's data
-	if err != nil {
+	if err := s.encode(ev); err != nil {
 		return err
 	}
 	return s.locked(func() error {
@@ -118,14 +112,87 @@ func (s *FileSink) Write(ev *Event) error {
 		line := s.buf.Bytes()
 		line = appendChain(line[:len(line)-1], &s.prev, s.key) // without the encoder's newline
 		line = append(line, '\n')
-		if _, err := s.f.Write(line); err != nil {
-			s.size = -1 // part of the line may be in the file
-			return fmt.Errorf("audit file %s: %w", s.path, err)
+		if err := s.append(line); err != nil {
+			return err
 		}
 		s.prev = sha256.Sum256(line[:len(line)-1])
-		s.size += int64(len(line))
 		return nil
 	})
+}
+
+// WriteBatch appends evs, one line each, with one write to the file, and
+// the batches of the callers that wrote meanwhile with it (see [Group]):
+// under concurrent calls, many calls' events take one lock of the file
+// and one write. It is safe for concurrent use.
+func (s *FileSink) WriteBatch(evs []*Event) error {
+	return s.group.Write(evs, s.writeLines)
+}
+
+// writeLines writes evs with one write, for WriteBatch's group.
+func (s *FileSink) writeLines(evs []*Event) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.f == nil {
+		return fmt.Errorf("audit file %s: closed", s.path)
+	}
+	// Encoded before the lock of the file, which other processes may
+	// be waiting for; chained under it.
+	lines, ends := s.lines[:0], s.ends[:0]
+	for _, ev := range evs {
+		if err := s.encode(ev); err != nil {
+			return err
+		}
+		lines = append(lines, s.buf.Bytes()...)
+		ends = append(ends, len(lines))
+	}
+	defer func() { s.lines, s.ends = lines[:0], ends[:0] }()
+	return s.locked(func() error {
+		if err := s.catchUp(); err != nil {
+			return err
+		}
+		out := s.out[:0]
+		defer func() { s.out = out[:0] }()
+		start := 0
+		for _, end := range ends {
+			// Chained (and signed) on its own: a signature covers its
+			// line only.
+			line := appendChain(append(s.line[:0], lines[start:end-1]...), &s.prev, s.key) // without the encoder's newline
+			s.line = line
+			s.prev = sha256.Sum256(line)
+			out = append(append(out, line...), '\n')
+			start = end
+		}
+		return s.append(out)
+	})
+}
+
+// encode encodes ev into s.buf, under s.mu, from the reused wire struct.
+func (s *FileSink) encode(ev *Event) error {
+	s.buf.Reset()
+	s.w = wireEvent{plainEvent: plainEvent(*ev)}
+	if ev.Duration > 0 {
+		s.durMS = durationMillis(ev.Duration)
+		s.w.DurationMS = &s.durMS
+	}
+	if ev.Backoff > 0 {
+		s.backoffMS = durationMillis(ev.Backoff)
+		s.w.BackoffMS = &s.backoffMS
+	}
+	err := s.enc.Encode(&s.w)
+	s.w = wireEvent{} // drop references to the event's data
+	return err
+}
+
+// append writes the chained lines in b (each with its newline) with one
+// write, under the file's lock, and moves the sink's view of the file's
+// end past them (the caller keeps s.prev).
+func (s *FileSink) append(b []byte) error {
+	if _, err := s.f.Write(b); err != nil {
+		s.size = -1 // part of the lines may be in the file
+		return fmt.Errorf("audit file %s: %w", s.path, err)
+	}
+	s.size += int64(len(b))
+	return nil
 }
 
 // locked runs fn holding the file's advisory lock.

@@ -11,10 +11,12 @@ import (
 	"runtime"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/toolwire/toolwire/audit"
+	"github.com/toolwire/toolwire/internal/benchkit"
 )
 
 // readLines parses every line of the JSON Lines file at path.
@@ -172,7 +174,10 @@ func TestFileSinkConcurrentRecordsYieldCompleteLines(t *testing.T) {
 		go func() {
 			defer wg.Done()
 			for i := range perG {
+				// A call's request and outcome: the request is
+				// written with the outcome, in one batch.
 				log.Record(audit.Event{Kind: audit.CallRequested, Batch: fmt.Sprintf("g%d", g), Index: i, Error: pad})
+				log.Record(audit.Event{Kind: audit.CallExecuted, Batch: fmt.Sprintf("g%d", g), Index: i, Error: pad})
 			}
 		}()
 	}
@@ -184,20 +189,28 @@ func TestFileSinkConcurrentRecordsYieldCompleteLines(t *testing.T) {
 		t.Errorf("Failures() = %d", log.Failures())
 	}
 	evs := readLines(t, path)
-	if len(evs) != goroutines*perG {
-		t.Fatalf("file has %d events, want %d", len(evs), goroutines*perG)
+	if len(evs) != 2*goroutines*perG {
+		t.Fatalf("file has %d events, want %d", len(evs), 2*goroutines*perG)
 	}
 	seen := map[string]bool{}
 	lastIndex := map[string]int{}
 	for _, ev := range evs {
-		key := fmt.Sprintf("%s/%d", ev.Batch, ev.Index)
+		key := fmt.Sprintf("%s/%d/%s", ev.Batch, ev.Index, ev.Kind)
 		if seen[key] || ev.Error != pad {
 			t.Fatalf("duplicate or damaged event %s", key)
 		}
 		seen[key] = true
-		// One goroutine's events keep their order.
-		if last, ok := lastIndex[ev.Batch]; ok && ev.Index <= last {
-			t.Errorf("%s: index %d after %d", ev.Batch, ev.Index, last)
+		// One goroutine's events keep their order: each call's request,
+		// then its outcome, then the next call's.
+		last, ok := lastIndex[ev.Batch]
+		switch {
+		case ev.Kind == audit.CallRequested && ok && ev.Index != last+1:
+			t.Errorf("%s: request %d after %d", ev.Batch, ev.Index, last)
+		case ev.Kind == audit.CallExecuted && (!ok || ev.Index != last):
+			t.Errorf("%s: outcome %d after request %d", ev.Batch, ev.Index, last)
+		}
+		if !ok && ev.Index != 0 {
+			t.Errorf("%s: first request is %d", ev.Batch, ev.Index)
 		}
 		lastIndex[ev.Batch] = ev.Index
 	}
@@ -291,6 +304,114 @@ func benchmarkFileSinkWrite(b *testing.B, opts *audit.FileSinkOptions) {
 	for b.Loop() {
 		if err := s.Write(ev); err != nil {
 			b.Fatal(err)
+		}
+	}
+}
+
+// oneAtATime hides a sink's WriteBatch: a Log then writes each event on
+// its own, under its lock, as before batches.
+type oneAtATime struct{ s audit.Sink }
+
+func (o oneAtATime) Write(ev *audit.Event) error { return o.s.Write(ev) }
+
+// BenchmarkLogCallToFile records the three events of a read call
+// (call.requested, validation.passed, call.executed) through a Log to a
+// file: each event written on its own (event), or as the Log writes to a
+// FileSink (batched: the request with the validation, and the events of
+// concurrent calls together); one call at a time (serial) and from many
+// goroutines (parallel).
+func BenchmarkLogCallToFile(b *testing.B) {
+	for _, mode := range []string{"event", "batched"} {
+		for _, par := range []bool{false, true} {
+			name := mode + "/serial"
+			if par {
+				name = mode + "/parallel"
+			}
+			b.Run(name, func(b *testing.B) {
+				s, err := audit.OpenFile(filepath.Join(b.TempDir(), "audit.jsonl"))
+				if err != nil {
+					b.Fatal(err)
+				}
+				defer s.Close()
+				var sink audit.Sink = s
+				if mode == "event" {
+					sink = oneAtATime{s}
+				}
+				log := audit.NewLog(sink, nil)
+				var n atomic.Int64
+				call := func() {
+					i := int(n.Add(1))
+					ev := audit.Event{Kind: audit.CallRequested, Batch: "b", Index: i, Tool: "demo__echo", Source: "demo", Original: "echo", Tier: "read", ArgsBytes: 20}
+					_ = log.Record(ev)
+					ev.Kind, ev.Duration = audit.ValidationPassed, 3*time.Microsecond
+					_ = log.Record(ev)
+					ev.Kind, ev.Duration, ev.ResultBytes = audit.CallExecuted, 120*time.Microsecond, 80
+					_ = log.Record(ev)
+				}
+				b.ReportAllocs()
+				cpu0 := benchkit.CPU(b)
+				if par {
+					b.SetParallelism(4) // 8 goroutines on 2 cores, as the gateway's callers
+					b.RunParallel(func(pb *testing.PB) {
+						for pb.Next() {
+							call()
+						}
+					})
+				} else {
+					for b.Loop() {
+						call()
+					}
+				}
+				b.ReportMetric(float64(benchkit.CPU(b)-cpu0)/float64(b.N), "cpu-ns/op")
+			})
+		}
+	}
+}
+
+// TestFileSinkSignedBatchesVerify: batches of several events, written
+// from several goroutines at once to a signed file, make lines each
+// signed on its own and chained, in order: the file verifies with the
+// public key, every event once, a batch's events side by side.
+func TestFileSinkSignedBatchesVerify(t *testing.T) {
+	pub, priv, err := ed25519.GenerateKey(nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	path := filepath.Join(t.TempDir(), "audit.jsonl")
+	s, err := audit.OpenFileWith(path, &audit.FileSinkOptions{SigningKey: priv})
+	if err != nil {
+		t.Fatal(err)
+	}
+	const goroutines, batches = 4, 25
+	var wg sync.WaitGroup
+	for g := range goroutines {
+		wg.Go(func() {
+			for i := range batches {
+				b := fmt.Sprintf("g%d-%d", g, i)
+				evs := []*audit.Event{{Kind: audit.CallRequested, Batch: b}, {Kind: audit.ValidationPassed, Batch: b}, {Kind: audit.CallExecuted, Batch: b}}
+				if err := s.WriteBatch(evs); err != nil {
+					t.Error(err)
+				}
+			}
+		})
+	}
+	wg.Wait()
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	f, err := os.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	rep, err := audit.Verify(f, &audit.VerifyOptions{PublicKey: pub})
+	if err != nil || rep.Lines != goroutines*batches*3 || rep.Signed != rep.Lines {
+		t.Fatalf("verify: %+v, %v; want %d lines, each signed", rep, err, goroutines*batches*3)
+	}
+	evs := readLines(t, path)
+	for i := 0; i+2 < len(evs); i += 3 {
+		if evs[i].Batch != evs[i+1].Batch || evs[i].Batch != evs[i+2].Batch || evs[i].Kind != audit.CallRequested || evs[i+2].Kind != audit.CallExecuted {
+			t.Fatalf("lines %d-%d are not one batch in order: %+v %+v %+v", i+1, i+3, evs[i], evs[i+1], evs[i+2])
 		}
 	}
 }

@@ -6,6 +6,10 @@
 # gateway session in one interleaved run, and prints the markdown report that
 # docs/performance.md keeps (a few minutes on 2 cores). Flags are passed on;
 # the report is also written to /tmp/toolwire-bench.md unless -o is given.
+# The full run (without -quick, -rows or -bin) also builds cmd/toolwire's
+# test binary and runs its fleet benchmark after the rows (PostgreSQL,
+# HAProxy, 1 to 3 replicas): the report puts the fleet beside the single
+# gateway (-fleet-test; FLEET_CALLS sets the calls per row, default 3000).
 # The exit status is 1 when a row failed (the report says why) or -timeout
 # cut the run short.
 #
@@ -50,11 +54,17 @@ trap 'rm -rf "$bin"' EXIT
 go build -o "$bin/toolwire-bench" ./cmd/toolwire-bench
 
 out=(-o /tmp/toolwire-bench.md)
+fleet=1
 for arg in "$@"; do
 	case $arg in
 	-o | --o | -o=* | --o=*) out=() ;;
+	-quick | --quick | -quick=* | --quick=* | -rows | --rows | -rows=* | --rows=* | -bin | --bin | -bin=* | --bin=* | -fleet-test* | --fleet-test*) fleet= ;;
 	esac
 done
+if [ -n "$fleet" ]; then
+	go test -c -o "$bin/toolwire.test" ./cmd/toolwire
+	out+=(-fleet-test "$bin/toolwire.test" -fleet-calls "${FLEET_CALLS:-3000}")
+fi
 # Not exec: the trap removes the binary afterwards. The command ends its
 # own children on Ctrl-C, and its exit status is kept.
 status=0

@@ -15,7 +15,8 @@
 //
 // Each consumer keeps its own API: a [pins.Store] on a [pins.Backend], an
 // [oauth.Store] on [oauth.Records] (ciphertext only), an [audit.Sink] that
-// extends one hash chain. [Limiter] and [Sessions] have two
+// extends a hash chain (the file's; on PostgreSQL this process's own
+// chain, verified with the others'). [Limiter] and [Sessions] have two
 // implementations each: in memory (one process, as the gateway is today)
 // and in the database (one truth for the fleet).
 //

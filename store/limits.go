@@ -9,6 +9,8 @@ import (
 
 	"github.com/jackc/pgx/v5/pgxpool"
 	"golang.org/x/time/rate"
+
+	"github.com/toolwire/toolwire/audit"
 )
 
 // Rate is a token bucket's shape: it refills at PerSecond tokens a second
@@ -108,37 +110,71 @@ func (m *memoryLimiter) Prune(_ context.Context, r Rate) (int64, error) {
 // tableLimiter keeps one bucket per caller in toolwire.rate_buckets and
 // takes a token with one statement: the row lock orders the requests of
 // one caller across the fleet, and the time is the database's (now(), the
-// statement's start), so the replicas' clocks play no part.
+// statement's start), so the replicas' clocks play no part. The checks
+// that come while one is in flight go together in the next statement
+// (toolwire.take_tokens, through an [audit.Group]): one round trip for
+// all of them, each the same check as alone.
 //
 // The bound is exact: in any interval of length T, the fleet admits at
 // most Burst + PerSecond·T calls of one caller, however many replicas
-// serve it. (A request that waited for the row lock is credited the
-// refill up to its own start only, never more, so the bound is not
-// exceeded; it may be short by a wait's worth of refill.)
+// serve it. (A request that waited for the row lock, or for the statement
+// that carried it, is credited the refill up to that statement's start
+// only, never more, so the bound is not exceeded; it may be short by a
+// wait's worth of refill.)
 type tableLimiter struct {
-	pool *pgxpool.Pool
+	pool  *pgxpool.Pool
+	group audit.Group[*rateCheck]
 }
 
-const takeToken = `
-INSERT INTO toolwire.rate_buckets AS b (caller, tokens, updated, allowed)
-VALUES ($1, $3 - 1, now(), true)
-ON CONFLICT (caller) DO UPDATE SET
-	tokens = CASE WHEN toolwire.bucket_level(b.tokens, b.updated, $2, $3) >= 1
-		THEN toolwire.bucket_level(b.tokens, b.updated, $2, $3) - 1
-		ELSE toolwire.bucket_level(b.tokens, b.updated, $2, $3) END,
-	allowed = toolwire.bucket_level(b.tokens, b.updated, $2, $3) >= 1,
-	updated = greatest(b.updated, now())
-RETURNING allowed`
+// rateCheck is one Allow on its way to the table.
+type rateCheck struct {
+	caller      string
+	rate, burst float64
+	allowed     bool // the answer, set by the statement that carried it
+}
+
+// rateCheckTimeout bounds a statement of grouped checks, whose callers'
+// own contexts do not end it: one caller's cancelled request must not
+// fail the others'.
+const rateCheckTimeout = 10 * time.Second
+
+const takeTokens = `SELECT toolwire.take_tokens($1, $2, $3)`
 
 func (t *tableLimiter) Allow(ctx context.Context, caller string, r Rate) (bool, error) {
 	if err := r.check(); err != nil {
 		return false, err
 	}
-	var ok bool
-	if err := t.pool.QueryRow(ctx, takeToken, caller, r.PerSecond, float64(r.Burst)).Scan(&ok); err != nil {
+	if err := ctx.Err(); err != nil {
 		return false, fmt.Errorf("store: rate limit of caller: %w", err)
 	}
-	return ok, nil
+	c := &rateCheck{caller: caller, rate: r.PerSecond, burst: float64(r.Burst)}
+	if err := t.group.Write([]*rateCheck{c}, t.take); err != nil {
+		return false, fmt.Errorf("store: rate limit of caller: %w", err)
+	}
+	return c.allowed, nil
+}
+
+// take runs checks in one statement, for the group.
+func (t *tableLimiter) take(checks []*rateCheck) error {
+	ctx, cancel := context.WithTimeout(context.Background(), rateCheckTimeout)
+	defer cancel()
+	callers := make([]string, len(checks))
+	rates := make([]float64, len(checks))
+	bursts := make([]float64, len(checks))
+	for i, c := range checks {
+		callers[i], rates[i], bursts[i] = c.caller, c.rate, c.burst
+	}
+	var allowed []bool
+	if err := t.pool.QueryRow(ctx, takeTokens, callers, rates, bursts).Scan(&allowed); err != nil {
+		return err
+	}
+	if len(allowed) != len(checks) {
+		return fmt.Errorf("%d answers to %d checks", len(allowed), len(checks))
+	}
+	for i, c := range checks {
+		c.allowed = allowed[i]
+	}
+	return nil
 }
 
 func (t *tableLimiter) Prune(ctx context.Context, r Rate) (int64, error) {

@@ -143,3 +143,56 @@ func TestRateRefusesBadShapes(t *testing.T) {
 		}
 	}
 }
+
+// TestRateChecksOfManyCallersGoTogether: three replicas check many
+// callers at once, each replica's goroutines in another order of the
+// callers, so that the checks one statement carries name several
+// callers and two replicas' statements the same ones: every caller is
+// admitted exactly its burst, and no statement fails (two statements
+// locking the same buckets in opposite orders would deadlock, and
+// PostgreSQL would fail one).
+func TestRateChecksOfManyCallersGoTogether(t *testing.T) {
+	t.Parallel()
+	url := pgtest.DB(t)
+	const replicas, goroutines, callers, rounds = 3, 6, 8, 3
+	r := Rate{PerSecond: 0.001, Burst: 4}
+	lims := make([]Limiter, replicas)
+	for i := range lims {
+		lims[i] = openPG(t, url, nil).Limits()
+	}
+	var allowed [callers]atomic.Int32
+	start := make(chan struct{})
+	errs := make(chan error, replicas*goroutines*callers*rounds)
+	var wg sync.WaitGroup
+	for rep := range replicas {
+		for g := range goroutines {
+			wg.Go(func() {
+				<-start
+				for i := range callers * rounds {
+					c := (i + g) % callers
+					if rep%2 == 1 {
+						c = callers - 1 - c
+					}
+					ok, err := lims[rep].Allow(context.Background(), fmt.Sprintf("subject:c%d", c), r)
+					if err != nil {
+						errs <- err
+					}
+					if ok {
+						allowed[c].Add(1)
+					}
+				}
+			})
+		}
+	}
+	close(start)
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Fatal(err)
+	}
+	for c := range allowed {
+		if got := allowed[c].Load(); got != int32(r.Burst) {
+			t.Errorf("caller c%d: admitted %d of %d checks, want exactly the burst, %d", c, got, replicas*goroutines*rounds, r.Burst)
+		}
+	}
+}

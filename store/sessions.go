@@ -11,6 +11,8 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/toolwire/toolwire/audit"
 )
 
 // Session is what an MCP session of the 2025 protocol revisions is, kept
@@ -251,6 +253,16 @@ func (m *memorySessions) Prune(context.Context) (int64, error) {
 type sessionTable struct {
 	pool     *pgxpool.Pool
 	listener *listener
+	// touches collects the touches of concurrent requests: those that
+	// come while one is in flight go together in the next statement.
+	touches audit.Group[*sessionTouch]
+}
+
+// sessionTouch is one Touch on its way to the table.
+type sessionTouch struct {
+	id   string
+	idle *time.Duration // nil: no idle expiry
+	rev  int64          // the answer: the session's revision, 0 when it is not there
 }
 
 // idleInterval is idle as the statements take it: NULL for none.
@@ -372,16 +384,68 @@ func (t *sessionTable) Update(ctx context.Context, id string, change func(*Sessi
 }
 
 func (t *sessionTable) Touch(ctx context.Context, id string, idle time.Duration) (int64, error) {
-	var rev int64
-	err := t.pool.QueryRow(ctx, "UPDATE toolwire.sessions SET last_seen = now(), expires_at = now() + $2::interval WHERE id = $1 AND "+liveSession+" RETURNING revision",
-		id, idleInterval(idle)).Scan(&rev)
-	if errors.Is(err, pgx.ErrNoRows) {
-		return 0, fmt.Errorf("store: session %q: %w", id, ErrSessionNotFound)
-	}
-	if err != nil {
+	if err := ctx.Err(); err != nil {
 		return 0, fmt.Errorf("store: touch session %q: %w", id, err)
 	}
-	return rev, nil
+	tc := &sessionTouch{id: id}
+	if idle > 0 {
+		tc.idle = &idle
+	}
+	if err := t.touches.Write([]*sessionTouch{tc}, t.touch); err != nil {
+		return 0, fmt.Errorf("store: touch session %q: %w", id, err)
+	}
+	if tc.rev == 0 {
+		return 0, fmt.Errorf("store: session %q: %w", id, ErrSessionNotFound)
+	}
+	return tc.rev, nil
+}
+
+// touchSessions touches the live sessions among $1 (each with its idle
+// timeout in $2) and returns their ids and revisions. The rows are locked
+// in the order of their ids first, so that two replicas' statements never
+// lock two sessions in opposite orders.
+const touchSessions = `WITH want AS (
+	SELECT DISTINCT ON (id) id, idle FROM unnest($1::text[], $2::interval[]) AS u(id, idle) ORDER BY id
+), locked AS MATERIALIZED (
+	SELECT s.id FROM toolwire.sessions s WHERE s.id IN (SELECT id FROM want) AND ` + liveSession + ` ORDER BY s.id FOR UPDATE OF s
+)
+UPDATE toolwire.sessions s SET last_seen = now(), expires_at = now() + w.idle
+FROM locked l JOIN want w ON w.id = l.id WHERE s.id = l.id
+RETURNING s.id, s.revision`
+
+// touchTimeout bounds a statement of grouped touches, which no one
+// request's context ends.
+const touchTimeout = 10 * time.Second
+
+// touch runs touches in one statement, for the group.
+func (t *sessionTable) touch(touches []*sessionTouch) error {
+	ctx, cancel := context.WithTimeout(context.Background(), touchTimeout)
+	defer cancel()
+	ids := make([]string, len(touches))
+	idles := make([]*time.Duration, len(touches))
+	for i, tc := range touches {
+		ids[i], idles[i] = tc.id, tc.idle
+	}
+	rows, err := t.pool.Query(ctx, touchSessions, ids, idles)
+	if err != nil {
+		return err
+	}
+	revs := map[string]int64{}
+	var (
+		id  string
+		rev int64
+	)
+	_, err = pgx.ForEachRow(rows, []any{&id, &rev}, func() error {
+		revs[id] = rev
+		return nil
+	})
+	if err != nil {
+		return err
+	}
+	for _, tc := range touches {
+		tc.rev = revs[tc.id]
+	}
+	return nil
 }
 
 // deleteSession deletes a session and announces it, in one statement.

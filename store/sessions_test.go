@@ -4,9 +4,13 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"slices"
+	"sync"
 	"testing"
 	"time"
+
+	"github.com/jackc/pgx/v5"
 
 	"github.com/toolwire/toolwire/internal/pgtest"
 )
@@ -154,4 +158,85 @@ func jsonEqual(a, b json.RawMessage) bool {
 	xa, _ := json.Marshal(x)
 	ya, _ := json.Marshal(y)
 	return string(xa) == string(ya)
+}
+
+// TestSessionTouchesGoTogether: three replicas touch many sessions at
+// once, each replica's goroutines in another order of them, so that one
+// statement carries several sessions' touches and two replicas'
+// statements the same sessions (locked in opposite orders they would
+// deadlock, and PostgreSQL would fail one). Every touch of a live session
+// gets its revision and moves its expiry; in the same statements, a
+// session deleted or expired is not found, and a session without an idle
+// timeout keeps none.
+func TestSessionTouchesGoTogether(t *testing.T) {
+	t.Parallel()
+	url := pgtest.DB(t)
+	ctx := context.Background()
+	const replicas, goroutines, sessions, rounds = 3, 6, 8, 3
+	reps := make([]Sessions, replicas)
+	for i := range reps {
+		reps[i] = openPG(t, url, nil).Sessions()
+	}
+	id := func(i int) string { return fmt.Sprintf("s-%d", i) }
+	for i := range sessions {
+		idle := time.Hour
+		if i == 1 {
+			idle = 0 // no idle expiry
+		}
+		if err := reps[0].Put(ctx, &Session{ID: id(i), Caller: "subject:alice", Protocol: "2025-11-25"}, idle); err != nil {
+			t.Fatal(err)
+		}
+	}
+	sql(t, url, "UPDATE toolwire.sessions SET expires_at = now() - interval '1 second' WHERE id = 's-2'")
+	sql(t, url, "UPDATE toolwire.sessions SET expires_at = now() + interval '1 second' WHERE id = 's-3'")
+	if err := reps[0].Delete(ctx, id(4)); err != nil {
+		t.Fatal(err)
+	}
+	start := make(chan struct{})
+	errs := make(chan error, replicas*goroutines*sessions*rounds)
+	var wg sync.WaitGroup
+	for r := range replicas {
+		for g := range goroutines {
+			wg.Go(func() {
+				<-start
+				for i := range sessions * rounds {
+					s := (i + g) % sessions
+					if r%2 == 1 {
+						s = sessions - 1 - s
+					}
+					idle := time.Hour
+					if s == 1 {
+						idle = 0
+					}
+					rev, err := reps[r].Touch(ctx, id(s), idle)
+					gone := s == 2 || s == 4
+					switch {
+					case gone && !errors.Is(err, ErrSessionNotFound):
+						errs <- fmt.Errorf("touch of %s, which is gone: %d, %v", id(s), rev, err)
+					case !gone && (err != nil || rev != 1):
+						errs <- fmt.Errorf("touch of %s: revision %d, %v; want 1", id(s), rev, err)
+					}
+				}
+			})
+		}
+	}
+	close(start)
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Error(err)
+	}
+	// The touches moved s-3's expiry an hour on; s-1 still has none.
+	var s3, s1 bool
+	c, err := pgx.Connect(ctx, url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close(ctx)
+	if err := c.QueryRow(ctx, "SELECT (SELECT expires_at > now() + interval '50 minutes' FROM toolwire.sessions WHERE id = 's-3'), (SELECT expires_at IS NULL FROM toolwire.sessions WHERE id = 's-1')").Scan(&s3, &s1); err != nil {
+		t.Fatal(err)
+	}
+	if !s3 || !s1 {
+		t.Errorf("after the touches: s-3's expiry moved %v, s-1 without one %v", s3, s1)
+	}
 }

@@ -166,6 +166,8 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 
 	fs.IntVar(&o.Sessions, "sessions", 500, "downstream sessions opened for the memory rows")
 
+	fs.StringVar(&o.FleetTest, "fleet-test", "", "after the rows, run BenchmarkFleetThroughput from cmd/toolwire's test `binary` (go test -c; needs PostgreSQL's initdb and haproxy) and put the fleet beside the single gateway (scripts/bench.sh does this in its full run)")
+	fs.IntVar(&o.FleetCalls, "fleet-calls", 3000, "with -fleet-test: calls per replica count")
 	fs.StringVar(&o.ProfileDir, "profile", "", "after measuring, write CPU and allocation profiles of this process and of the rows' servers to `dir`, with their breakdown in dir/profiles.md (see profile.go)")
 	fs.DurationVar(&o.ProfileTime, "profile-time", 4*time.Second, "with -profile: how long each call row runs, sequentially and with 8 callers")
 	fs.IntVar(&o.ProfileLists, "profile-lists", 3, "with -profile: listings per toolwire listing row")
@@ -206,7 +208,7 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 		{"-warmup", o.Warmup >= 0}, {"-tput-rounds", o.TputRounds >= 0}, {"-tput-window", o.TputWindow > 0},
 		{"-tput-ramp", o.TputRamp >= 0}, {"-tput-max", o.TputMax >= 1}, {"-list-tools", o.ListTools >= 1},
 		{"-list-iters", o.ListIters >= 2}, {"-list-time", o.ListTime > 0}, {"-sessions", o.Sessions >= 1},
-		{"-timeout", o.Timeout > 0}, {"-profile-time", o.ProfileTime > 0}, {"-profile-lists", o.ProfileLists >= 1},
+		{"-timeout", o.Timeout > 0}, {"-profile-time", o.ProfileTime > 0}, {"-profile-lists", o.ProfileLists >= 1}, {"-fleet-calls", o.FleetCalls >= 1},
 	} {
 		if !c.ok {
 			bad = append(bad, c.name)

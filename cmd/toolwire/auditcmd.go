@@ -52,10 +52,11 @@ after their change; a signing key they cannot read stops that.
 
 Without FILE, the store's audit log is verified: with a PostgreSQL store
 (--store, $TOOLWIRE_STORE or the configuration's store) the audit table
-every replica appends to, in the order of its rows, naming the first bad
-one as "row N"; its last row is then compared with the head row the
-replicas keep, so rows cut from the end are found too. With the files of
-one machine, the audit file (--audit, or audit.file).
+every replica appends to: each process's chain in its order, naming the
+first bad row as "row N" (its seq) with its place in its chain; each
+chain's last row is then compared with the head row its process keeps,
+so rows cut from a chain's end are found too. With the files of one
+machine, the audit file (--audit, or audit.file).
 
 Beside the chain's state it counts the calls: how many were requested
 (call.requested), their outcomes by kind (call.executed, call.errored,
@@ -202,7 +203,7 @@ func verifyTable(ctx context.Context, e *env, st *store.Store, opts *audit.Verif
 	if asJSON {
 		return writeVerifyJSON(e, where, rep, opts.PublicKey != nil, calls, nil)
 	}
-	msg := fmt.Sprintf("%s: %d events, chain intact to the head row", where, rep.Lines)
+	msg := fmt.Sprintf("%s: %d events, every chain intact to its head row", where, rep.Lines)
 	if rep.Unchained > 0 {
 		msg += fmt.Sprintf(" from row %d (%d older, unprotected)", rep.Unchained+1, rep.Unchained)
 	}
@@ -224,17 +225,17 @@ func tableError(where string, rep audit.Report, err error) *exitError {
 	switch {
 	case errors.Is(err, audit.ErrUnchained):
 		return &exitError{exitToolErr, fmt.Errorf("%s: %d events, none hash-chained", where, rep.Lines)}
-	case errors.Is(err, store.ErrHeadMismatch):
+	case errors.As(err, &re) && errors.Is(err, store.ErrHeadMismatch):
 		// The row error's own text would name the last row, which is
 		// not the one at fault.
-		return &exitError{exitToolErr, fmt.Errorf("%s: %d rows, each chained to the one before, but %w (toolwire.audit_head): rows were removed from the end, or the head was changed",
-			where, rep.Lines, errors.Unwrap(err))}
+		return &exitError{exitToolErr, fmt.Errorf("%s: chain %d: %d rows, each chained to the one before, but %w (toolwire.audit_chains): rows were removed from its end, or its head was changed",
+			where, re.Chain, rep.Lines, re.Err)}
 	case errors.As(err, &re) && errors.Is(re.Err, audit.ErrBrokenChain) && rep.Lines > 0:
 		// The audit package's words count lines of a file.
-		return &exitError{exitToolErr, fmt.Errorf("%s: row %d: %w: its prev is not the SHA-256 of the row before it: that row was changed, or rows were removed, inserted or reordered before this one; %s",
-			where, re.Seq, audit.ErrBrokenChain, rowsIntact(rep.Intact))}
+		return &exitError{exitToolErr, fmt.Errorf("%s: row %d (row %d of chain %d): %w: its prev is not the SHA-256 of the row before it in its chain: that row was changed, or rows were removed, inserted or reordered before this one; %s",
+			where, re.Seq, re.ChainRow, re.Chain, audit.ErrBrokenChain, rowsIntact(rep.Intact))}
 	case errors.As(err, &re):
-		return &exitError{exitToolErr, fmt.Errorf("%s: row %d: %w; %s", where, re.Seq, re.Err, rowsIntact(rep.Intact))}
+		return &exitError{exitToolErr, fmt.Errorf("%s: row %d (row %d of chain %d): %w; %s", where, re.Seq, re.ChainRow, re.Chain, re.Err, rowsIntact(rep.Intact))}
 	case err != nil:
 		return &exitError{exitToolErr, fmt.Errorf("%s: %w", where, err)}
 	}
@@ -365,15 +366,16 @@ func writeVerifyJSON(e *env, source string, rep audit.Report, signed bool, calls
 	return nil
 }
 
-// rowsIntact says how many rows, from the first, are known intact.
+// rowsIntact says how many rows of a chain, from its first, are known
+// intact.
 func rowsIntact(intact int) string {
 	switch intact {
 	case 0:
-		return "no row before it is known intact"
+		return "no row before it in its chain is known intact"
 	case 1:
-		return "the first row is intact"
+		return "the first row of its chain is intact"
 	}
-	return fmt.Sprintf("the first %d rows are intact", intact)
+	return fmt.Sprintf("the first %d rows of its chain are intact", intact)
 }
 
 // intactBefore says which lines before a bad one are known intact.

@@ -297,7 +297,7 @@ func TestFleetPinsHoldOnEveryReplica(t *testing.T) {
 
 	verify := runBinary(t, bin, binEnv, "audit", "verify")
 	verify.expect(t, exitOK)
-	if !strings.Contains(verify.stdout, "events, chain intact to the head row") || !strings.Contains(verify.stdout, "last row sha256: ") {
+	if !strings.Contains(verify.stdout, "events, every chain intact to its head row") || !strings.Contains(verify.stdout, "last row sha256: ") {
 		t.Errorf("audit verify of the table printed %q", verify.stdout)
 	}
 	if u, _ := url.Parse(dbURL); strings.Contains(verify.stdout+verify.stderr, func() string { p, _ := u.User.Password(); return p }()) {
@@ -305,9 +305,11 @@ func TestFleetPinsHoldOnEveryReplica(t *testing.T) {
 	}
 }
 
-// "toolwire audit verify" with a PostgreSQL store reads the audit table:
-// intact, a changed row named as "row N", rows cut from the end found by
-// the head row. On files it verifies audit.file as before.
+// "toolwire audit verify" with a PostgreSQL store reads the audit table,
+// each process's chain (here the two calls'): intact, a changed row named
+// as "row N" with its place in its chain, rows cut from the end of either
+// chain found by that chain's head row. On files it verifies audit.file
+// as before.
 func TestFleetAuditVerify(t *testing.T) {
 	t.Parallel()
 	dbURL := pgtest.DB(t)
@@ -324,8 +326,27 @@ func TestFleetAuditVerify(t *testing.T) {
 
 	o := runIn(t, vars, nil, "--config", cfgPath, "audit", "verify")
 	o.expect(t, exitOK)
-	if !strings.Contains(o.stdout, ": "+strconv.Itoa(n)+" events, chain intact to the head row") {
+	if !strings.Contains(o.stdout, ": "+strconv.Itoa(n)+" events, every chain intact to its head row") {
 		t.Errorf("verify printed %q, want %d events intact", o.stdout, n)
+	}
+
+	// Where a row is: its chain and its place in it.
+	place := func(seq int) (chain, row int) {
+		ctx := context.Background()
+		conn, err := pgx.Connect(ctx, dbURL)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer conn.Close(ctx)
+		if err := conn.QueryRow(ctx, "SELECT chain, chain_seq FROM toolwire.audit_events WHERE seq = $1", seq).Scan(&chain, &row); err != nil {
+			t.Fatal(err)
+		}
+		return chain, row
+	}
+	c1, r3 := place(3)
+	c2, _ := place(n)
+	if c1 == c2 || r3 != 3 {
+		t.Fatalf("rows 3 and %d are rows %d of chain %d and of chain %d: want the two calls' chains", n, r3, c1, c2)
 	}
 
 	// A row changed in place: named by its seq, the rows before intact.
@@ -351,20 +372,39 @@ func TestFleetAuditVerify(t *testing.T) {
 	execSQL(t, dbURL, "UPDATE toolwire.audit_events SET line = convert_to($1, 'UTF8') WHERE seq = 3", tampered)
 	o = runIn(t, vars, nil, "audit", "verify")
 	o.expect(t, exitToolErr)
-	if !strings.Contains(o.stderr, ": row 4: ") || !strings.Contains(o.stderr, "that row was changed") || !strings.Contains(o.stderr, "the first 2 rows are intact") {
+	if !strings.Contains(o.stderr, fmt.Sprintf(": row 4 (row 4 of chain %d): ", c1)) || !strings.Contains(o.stderr, "that row was changed") || !strings.Contains(o.stderr, "the first 2 rows of its chain are intact") {
 		t.Errorf("a changed row 3 (whose successor's prev no longer matches): %q", o.stderr)
 	}
 	execSQL(t, dbURL, "UPDATE toolwire.audit_events SET line = convert_to($1, 'UTF8') WHERE seq = 3", line)
 
-	// The last row removed: every row is chained, but not to the head.
-	execSQL(t, dbURL, "DELETE FROM toolwire.audit_events WHERE seq = $1", n)
-	o = runIn(t, vars, nil, "audit", "verify")
-	o.expect(t, exitToolErr)
-	for _, want := range []string{strconv.Itoa(n-1) + " rows, each chained to the one before", "the head names row " + strconv.Itoa(n), "the table ends at row " + strconv.Itoa(n-1), "rows were removed from the end"} {
-		if !strings.Contains(o.stderr, want) {
-			t.Errorf("a row cut from the end: %q lacks %q", o.stderr, want)
+	// The last row of either chain removed: every row is chained, but
+	// the chain does not end at its head. The first call's chain does not
+	// hold the table's last row: only its own head shows the cut.
+	for _, c := range []int{c1, c2} {
+		var last, k int
+		ctx := context.Background()
+		conn, err := pgx.Connect(ctx, dbURL)
+		if err != nil {
+			t.Fatal(err)
 		}
+		err = conn.QueryRow(ctx, "SELECT seq, chain_seq FROM toolwire.audit_events WHERE chain = $1 ORDER BY chain_seq DESC LIMIT 1", c).Scan(&last, &k)
+		conn.Close(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		line := readRow(last)
+		execSQL(t, dbURL, "DELETE FROM toolwire.audit_events WHERE seq = $1", last)
+		o = runIn(t, vars, nil, "audit", "verify")
+		o.expect(t, exitToolErr)
+		for _, want := range []string{fmt.Sprintf("chain %d: %d rows, each chained to the one before", c, k-1), fmt.Sprintf("names its row %d", k),
+			fmt.Sprintf("the chain ends at its row %d", k-1), "rows were removed from its end"} {
+			if !strings.Contains(o.stderr, want) {
+				t.Errorf("a row cut from the end of chain %d: %q lacks %q", c, o.stderr, want)
+			}
+		}
+		execSQL(t, dbURL, "INSERT INTO toolwire.audit_events (seq, chain, chain_seq, line, kind, at) VALUES ($1, $2, $3, convert_to($4, 'UTF8'), 'x', now())", last, c, k, line)
 	}
+	runIn(t, vars, nil, "audit", "verify").expect(t, exitOK)
 
 	// Files, no FILE: the configuration's audit file.
 	f := newFixture(t, "")

@@ -63,7 +63,10 @@ type fleetOptions struct {
 	gateway  string // more keys of the gateway section, as YAML under it
 	env      []string
 	files    bool // the files of one machine instead of PostgreSQL (one replica)
-	direct   bool // no load balancer: clients reach replica r0
+	// auditFile, with files, writes the audit to a file in the
+	// cluster's directory (a PostgreSQL store audits to its table).
+	auditFile bool
+	direct    bool // no load balancer: clients reach replica r0
 	// volume runs the replicas and their demo servers built without the
 	// race detector: a soak's thousands of calls measure the fleet, not
 	// the detector (which multiplies a call's CPU several times on a
@@ -142,6 +145,9 @@ func startCluster(t testing.TB, o fleetOptions) *cluster {
 		fmt.Fprintf(&b, "    - sha256: %s\n      subject: caller-%02d\n      role: ops\n", gateway.HashToken(callerToken(i)), i)
 	}
 	b.WriteString("security:\n" + o.security)
+	if o.files && o.auditFile {
+		fmt.Fprintf(&b, "audit:\n  file: %s\n", quoteYAML(filepath.Join(c.dir, "audit.jsonl")))
+	}
 	c.config = filepath.Join(c.dir, "toolwire.yaml")
 	if err := os.WriteFile(c.config, []byte(b.String()), 0o600); err != nil {
 		t.Fatal(err)

@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/toolwire/toolwire/audit"
@@ -268,8 +269,13 @@ func TestFleetSoak(t *testing.T) {
 		}
 	}
 
-	// The fleet's audit: stop every replica (each records what it still
-	// had open), verify the chain, and count outcomes per call.
+	// The killed replica's calls recorded as requested get their outcome
+	// once another replica has taken it for lost (it was unseen for the
+	// claim's grace, 10 s; they look every 3 s): a soak shorter than that
+	// after the kill must wait for it. Then the fleet's audit: stop every
+	// replica (each records what it still had open), verify the chains,
+	// and count outcomes per call.
+	awaitRecovered(t, c.dbURL, len(c.replicas), time.Minute)
 	for i := range c.replicas {
 		if err := c.stop(i); err != nil {
 			t.Error(err)
@@ -277,10 +283,35 @@ func TestFleetSoak(t *testing.T) {
 	}
 	verify := runBinary(t, c.bin, c.env, "audit", "verify")
 	verify.expect(t, exitOK)
-	if !strings.Contains(verify.stdout, "events, chain intact to the head row") {
+	if !strings.Contains(verify.stdout, "events, every chain intact to its head row") {
 		t.Errorf("audit verify of the fleet's table: %q", verify.stdout)
 	}
 	checkOutcomes(t, c.dbURL, r.ok)
+}
+
+// awaitRecovered waits, until within has passed, for every instance on
+// dbURL but the running ones (running of them) to have ended or been
+// recovered.
+func awaitRecovered(t *testing.T, dbURL string, running int, within time.Duration) {
+	t.Helper()
+	ctx := context.Background()
+	conn, err := pgx.Connect(ctx, dbURL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close(ctx)
+	var open int
+	for deadline := time.Now().Add(within); ; time.Sleep(200 * time.Millisecond) {
+		if err := conn.QueryRow(ctx, "SELECT count(*) FROM toolwire.instances WHERE ended_at IS NULL AND recovered_at IS NULL").Scan(&open); err != nil {
+			t.Fatal(err)
+		}
+		if open <= running {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%d instances neither ended nor recovered after %s, want the %d running replicas only", open, within, running)
+		}
+	}
 }
 
 // checkOutcomes checks that every call requested in the audit table has

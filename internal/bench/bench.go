@@ -330,6 +330,9 @@ func (b *bench) measure(ctx context.Context, sel []*row) *report {
 			}
 		}
 	}
+	if b.opts.FleetTest != "" && ctx.Err() == nil {
+		rep.fleet = b.fleet(ctx)
+	}
 	if ctx.Err() != nil {
 		// Rows cut short by Ctrl-C or -timeout did not fail.
 		stopped := func(err error) error {
@@ -346,6 +349,9 @@ func (b *bench) measure(ctx context.Context, sel []*row) *report {
 		}
 		for _, r := range rep.mems {
 			r.err = stopped(r.err)
+		}
+		if rep.fleet != nil {
+			rep.fleet.err = stopped(rep.fleet.err)
 		}
 	}
 	if b.toolwireErr == nil && slices.ContainsFunc(sel, func(r *row) bool { return r.stack == "gw" }) {

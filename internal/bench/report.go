@@ -33,6 +33,8 @@ type report struct {
 	notes []string
 
 	binary string // what makes up the toolwire binary, markdown; "" if not read
+
+	fleet *fleetRun // the fleet beside the single gateway; nil unless Options.FleetTest
 }
 
 // machine describes the machine, the toolchain and the GC settings.
@@ -242,6 +244,9 @@ func (r *report) markdown() string {
 	r.memTable(&sb)
 	r.targets(&sb)
 	r.gateways(&sb)
+	if r.fleet != nil {
+		sb.WriteString(r.fleet.markdown())
+	}
 	if r.binary != "" {
 		w("\n%s", r.binary)
 	}
@@ -607,6 +612,9 @@ func (r *report) failed() []string {
 	}
 	for _, m := range r.mems {
 		add(m.row.name, m.err)
+	}
+	if r.fleet != nil {
+		add("fleet", r.fleet.err)
 	}
 	return out
 }

@@ -48,6 +48,13 @@ type Options struct {
 
 	Sessions int // downstream sessions opened for the memory rows
 
+	// FleetTest, if set, is cmd/toolwire's test binary (go test -c): its
+	// BenchmarkFleetThroughput runs after the rows, FleetCalls calls per
+	// replica count, and the report puts the fleet beside the single
+	// gateway (see fleet.go).
+	FleetTest  string
+	FleetCalls int
+
 	ProfileDir   string        // if set, write profiles and their breakdown here after measuring
 	ProfileTime  time.Duration // with ProfileDir: how long each call row runs
 	ProfileLists int           // with ProfileDir: listings per toolwire listing row

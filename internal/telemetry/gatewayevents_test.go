@@ -92,3 +92,27 @@ func TestCountedAuditSinkStillCloses(t *testing.T) {
 		t.Error("the file sink still takes events after the log was closed: it was never closed")
 	}
 }
+
+// Counting a sink that writes batches keeps it one: the log still writes
+// a call's request with its next event, and each event is counted.
+func TestCountedAuditSinkKeepsItsBatches(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	tel, err := telemetry.New(ctx, &telemetry.Options{Version: "test", Prometheus: true, LookupEnv: func(string) (string, bool) { return "", false }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tel.Shutdown(ctx)
+	fs, err := audit.OpenFile(filepath.Join(t.TempDir(), "audit.jsonl"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer fs.Close()
+	counted := tel.Metrics().Sink(fs)
+	if _, ok := counted.(audit.BatchSink); !ok {
+		t.Fatalf("the counted file sink (%T) no longer writes batches", counted)
+	}
+	if _, ok := tel.Metrics().Sink(&audit.Memory{}).(audit.BatchSink); ok {
+		t.Error("a sink that writes no batches became one")
+	}
+}

@@ -225,12 +225,31 @@ func (m *Metrics) upstreamChanged(ctx context.Context, st mcpclient.Status) {
 }
 
 // Sink returns s counting each event it writes, and each it fails to, by
-// kind; with nil metrics it returns s itself.
+// kind; with nil metrics it returns s itself. A [audit.BatchSink] stays
+// one, so that the log still writes its batches together.
 func (m *Metrics) Sink(s audit.Sink) audit.Sink {
 	if m == nil || s == nil {
 		return s
 	}
-	return &countingSink{m: m, next: s}
+	c := &countingSink{m: m, next: s}
+	if b, ok := s.(audit.BatchSink); ok {
+		return &countingBatchSink{countingSink: c, next: b}
+	}
+	return c
+}
+
+// countingBatchSink is a countingSink of a BatchSink.
+type countingBatchSink struct {
+	*countingSink
+	next audit.BatchSink
+}
+
+func (s *countingBatchSink) WriteBatch(evs []*audit.Event) error {
+	err := s.next.WriteBatch(evs)
+	for _, ev := range evs {
+		s.countingSink.count(ev, err)
+	}
+	return err
 }
 
 type countingSink struct {
@@ -248,12 +267,17 @@ func (s *countingSink) Close() error {
 }
 
 func (s *countingSink) Write(ev *audit.Event) error {
-	kind := metric.WithAttributes(attribute.String("kind", string(ev.Kind)))
 	err := s.next.Write(ev)
+	s.count(ev, err)
+	return err
+}
+
+// count counts ev as written, or as failed with err.
+func (s *countingSink) count(ev *audit.Event, err error) {
+	kind := metric.WithAttributes(attribute.String("kind", string(ev.Kind)))
 	if err != nil {
 		s.m.auditFailures.Add(context.Background(), 1, kind)
 	} else {
 		s.m.auditWrites.Add(context.Background(), 1, kind)
 	}
-	return err
 }

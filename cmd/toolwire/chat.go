@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"strings"
+	"sync"
 
 	"github.com/spf13/cobra"
 	"github.com/toolwire/toolwire/agent"
@@ -55,12 +56,17 @@ func chat(s *session, e *env, in *lineReader) error {
 	if interactive && e.interrupts != nil {
 		fmt.Fprintf(e.stderr, "toolwire: Ctrl-C cancels a turn; %s\n", leaveHint)
 	}
+	// Ctrl-C is the chat's for its whole life, between turns too: one
+	// that comes before the next turn began cancels that turn (at its
+	// prompt), never the command.
+	var turns turnInterrupts
+	defer e.interrupts.handle(turns.fire)()
 	for {
+		turn, cancelTurn := context.WithCancel(s.ctx)
+		restore := turns.begin(cancelTurn)
 		if interactive {
 			fmt.Fprint(e.stderr, "> ")
 		}
-		turn, cancelTurn := context.WithCancel(s.ctx)
-		restore := e.interrupts.handle(cancelTurn)
 		line, err := readLine(turn, in)
 		if err != nil {
 			restore()
@@ -101,6 +107,41 @@ func chat(s *session, e *env, in *lineReader) error {
 		default:
 			fmt.Fprintf(e.stderr, "toolwire: %s\n", termSafe(agentError(err, s.anthropic).Error()))
 		}
+	}
+}
+
+// turnInterrupts passes Ctrl-C to the chat's turn in progress, or keeps
+// it for the next one when none is.
+type turnInterrupts struct {
+	mu     sync.Mutex
+	cancel context.CancelFunc // the turn in progress; nil between turns
+	fired  bool               // a Ctrl-C came between turns
+}
+
+func (t *turnInterrupts) fire() {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.cancel != nil {
+		t.cancel()
+		return
+	}
+	t.fired = true
+}
+
+// begin makes cancel the turn's, cancelling it at once for a Ctrl-C that
+// came before; end ends it.
+func (t *turnInterrupts) begin(cancel context.CancelFunc) (end func()) {
+	t.mu.Lock()
+	t.cancel = cancel
+	if t.fired {
+		t.fired = false
+		cancel()
+	}
+	t.mu.Unlock()
+	return func() {
+		t.mu.Lock()
+		t.cancel = nil
+		t.mu.Unlock()
 	}
 }
 

@@ -102,3 +102,40 @@ func TestChatCtrlCCancelsTheTurnNotTheChat(t *testing.T) {
 		t.Errorf("second request's user messages = %q, want the cancelled turn's kept before the new one", users)
 	}
 }
+
+// TestCtrlCBetweenTurnsCancelsTheNextTurn: a Ctrl-C that comes while no
+// turn is in progress (the prompt is being shown) is the next turn's, not
+// the command's, and a turn that has ended is not cancelled again.
+func TestCtrlCBetweenTurnsCancelsTheNextTurn(t *testing.T) {
+	t.Parallel()
+	commandCancelled := false
+	ints := &interrupter{cancel: func() { commandCancelled = true }}
+	var turns turnInterrupts
+	restore := ints.handle(turns.fire)
+	defer restore()
+
+	ints.fire() // between turns
+	first, cancelFirst := context.WithCancel(context.Background())
+	end := turns.begin(cancelFirst)
+	if first.Err() == nil {
+		t.Fatal("a Ctrl-C before the turn began did not cancel it")
+	}
+	end()
+	second, cancelSecond := context.WithCancel(context.Background())
+	end = turns.begin(cancelSecond)
+	if second.Err() != nil {
+		t.Fatal("a Ctrl-C already delivered cancelled the turn after")
+	}
+	ints.fire() // during the turn
+	if second.Err() == nil {
+		t.Fatal("a Ctrl-C during the turn did not cancel it")
+	}
+	end()
+	third, cancelThird := context.WithCancel(context.Background())
+	defer cancelThird()
+	end = turns.begin(cancelThird)
+	defer end()
+	if third.Err() != nil || commandCancelled {
+		t.Fatalf("third turn cancelled %v, command cancelled %v; want neither", third.Err(), commandCancelled)
+	}
+}

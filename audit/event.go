@@ -57,6 +57,15 @@ const (
 	// "allow", "deny" or "ask") or on its result ("withhold"): Rule names
 	// the rule and Error carries the rule's reason.
 	PolicyDecided Kind = "policy.decided"
+	// A gateway's task whose call ran on a replica that was lost, and
+	// whose upstream runs it as a task of its own, is followed to its end
+	// by another replica: TaskAdopted when it takes the task over (Reason
+	// says from which instance), TaskEnded when the task ends there
+	// (Reason its status, Error its error). The call's own outcome is the
+	// lost replica's (call.errored, instance_lost); these say what came
+	// of it. Both carry the call's CallID ("task:" and the task's id).
+	TaskAdopted Kind = "task.adopted"
+	TaskEnded   Kind = "task.ended"
 	// Server lifecycle events; Source names the server.
 	ServerStarted     Kind = "server.started"     // Transport, Tools, Sandbox
 	ServerFailed      Kind = "server.failed"      // Reason (the phase), Error

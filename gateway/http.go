@@ -132,6 +132,9 @@ func (g *Gateway) Handler(options *HTTPOptions) *Handler {
 	}
 	tr := newTracker(opts.Limits, opts.Observe, opts.Audit)
 	tr.refuse = g.refuse
+	if g.tasks != nil && opts.Audit != nil {
+		g.tasks.audit = opts.Audit // before anything is served
+	}
 	tr.limiter = opts.CallLimiter
 	byRole := &roleServers{g: g, servers: map[string]*mcp.Server{}, middleware: []mcp.Middleware{tr.middleware}}
 	byRole.now.roles, byRole.now.perCaller = opts.Roles, opts.Verifier != nil && opts.Roles.differ()

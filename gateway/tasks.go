@@ -17,6 +17,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
+	"github.com/toolwire/toolwire/audit"
 	"github.com/toolwire/toolwire/task"
 	"github.com/toolwire/toolwire/tool"
 )
@@ -69,6 +70,11 @@ type taskRunner struct {
 	// resume follows the upstream task of a task adopted from a lost
 	// replica to its result (Gateway.resumeTask).
 	resume func(ctx context.Context, r *task.Record) (mcp.Result, error)
+
+	// audit records what becomes of a task adopted from a lost replica
+	// (task.adopted, task.ended); nil: nowhere. Set by Handler before
+	// anything is served.
+	audit *audit.Log
 
 	mu      sync.Mutex
 	running map[string]context.CancelCauseFunc // by task id
@@ -408,6 +414,7 @@ func (tr *taskRunner) start(ctx context.Context, method string, req mcp.Request,
 	}
 	callCtx, cancel := context.WithCancelCause(unrelated{context.WithoutCancel(ctx)})
 	callCtx = context.WithValue(callCtx, runningTaskKey{}, &runningTask{st: tr.st, id: rec.ID})
+	callCtx = tool.WithCallID(callCtx, taskCallID(rec.ID)) // the call's audit events name the task
 	// An upstream that runs the call as a task of its own names it: kept
 	// in the record, so that another replica can follow it if this one is
 	// lost.
@@ -505,7 +512,10 @@ func (tr *taskRunner) drain(ctx context.Context, grace time.Duration) int {
 
 // finish stores the outcome of a task's call: the first outcome is kept
 // (a cancellation that came first stays).
-func (tr *taskRunner) finish(id string, res mcp.Result, callErr error) {
+// taskCallID is the call ID of task id's call in the audit.
+func taskCallID(id string) string { return "task:" + id }
+
+func (tr *taskRunner) finish(id string, res mcp.Result, callErr error) task.Outcome {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	out := task.Outcome{Status: task.Completed}
@@ -537,7 +547,15 @@ func (tr *taskRunner) finish(id string, res mcp.Result, callErr error) {
 			}
 		}
 	}
-	_, _ = tr.st.Finish(ctx, id, out) // ErrTerminal: cancelled first, which stays
+	// ErrTerminal: cancelled first (or settled), which stays: the
+	// outcome is the record's.
+	if _, err := tr.st.Finish(ctx, id, out); errors.Is(err, task.ErrTerminal) {
+		out = task.Outcome{Status: task.Failed, Message: "the task had ended already"}
+		if r, lerr := tr.st.Lookup(ctx, id); lerr == nil {
+			out.Status, out.Message = r.Status, r.Message
+		}
+	}
+	return out
 }
 
 // firstText is the text of a result's first text content, for a status
@@ -562,10 +580,13 @@ func (tr *taskRunner) adopt(ctx context.Context, r *task.Record) {
 	if err != nil || !lost {
 		return
 	}
+	lostInstance := r.Instance
 	won, err := tr.st.Adopt(ctx, r.ID, r.Instance)
 	if err != nil || !won {
 		return
 	}
+	tr.record(audit.Event{Kind: audit.TaskAdopted, CallID: taskCallID(r.ID), Caller: r.Owner, Tool: r.Tool, Source: r.Server,
+		Reason: "the replica that ran it (instance " + lostInstance + ") was lost; this one follows its upstream task " + r.UpstreamTask})
 	callCtx, cancel := context.WithCancelCause(context.Background())
 	tr.mu.Lock()
 	tr.running[r.ID] = cancel
@@ -583,8 +604,21 @@ func (tr *taskRunner) adopt(ctx context.Context, r *task.Record) {
 		if errors.Is(context.Cause(callCtx), errTasksDraining) {
 			res, err = nil, &jsonrpc.Error{Code: jsonrpc.CodeInternalError, Message: "the gateway replica shut down before the call ended; its outcome is not known"}
 		}
-		tr.finish(r.ID, res, err)
+		out := tr.finish(r.ID, res, err)
+		ev := audit.Event{Kind: audit.TaskEnded, CallID: taskCallID(r.ID), Caller: r.Owner, Tool: r.Tool, Source: r.Server, Reason: string(out.Status)}
+		if out.Status != task.Completed {
+			ev.Error = out.Message
+		}
+		tr.record(ev)
 	})
+}
+
+// record writes ev to the audit, if there is one.
+func (tr *taskRunner) record(ev audit.Event) {
+	if tr.audit != nil {
+		ev.Time = time.Now()
+		_ = tr.audit.Record(ev) // a failure is the log's to count and report
+	}
 }
 
 // cancelLocal cancels the call of task id if this process runs it.

@@ -95,9 +95,20 @@ func (e *Executor) Mask() *audit.Secrets { return e.mask }
 // Registry returns the registry the executor runs calls against.
 func (e *Executor) Registry() *Registry { return e.reg }
 
-// Call runs one call. It is Run with a batch of one.
+// Call runs one call. It is Run with a batch of one, whose call ID (on
+// its audit events) is the one [WithCallID] put in ctx, if any.
 func (e *Executor) Call(ctx context.Context, name string, args json.RawMessage) *Result {
-	return e.Run(ctx, []Call{{Name: name, Args: args}})[0]
+	id, _ := ctx.Value(callIDKey{}).(string)
+	return e.Run(ctx, []Call{{ID: id, Name: name, Args: args}})[0]
+}
+
+type callIDKey struct{}
+
+// WithCallID returns ctx with id as the call ID [Executor.Call] gives its
+// call: how a gateway's task names its call in the audit ("task:" and the
+// task's id), so that the task's own events join the call's.
+func WithCallID(ctx context.Context, id string) context.Context {
+	return context.WithValue(ctx, callIDKey{}, id)
 }
 
 // Run executes a batch of calls and returns one result per call, in input

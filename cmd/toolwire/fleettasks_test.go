@@ -9,6 +9,7 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -17,6 +18,7 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
+	"github.com/toolwire/toolwire/audit"
 	"github.com/toolwire/toolwire/store"
 	"github.com/toolwire/toolwire/task"
 )
@@ -341,6 +343,41 @@ func TestFleetTaskOfAKilledReplica(t *testing.T) {
 	if statuses[brewID] != "completed" || statuses[slowID] != "failed" || len(statuses) != 2 {
 		t.Errorf("tasks/list on the restarted r0: %v", statuses)
 	}
+	// The audit tells what came of each call: both calls' outcome is the
+	// lost replica's (instance_lost); the brew's task was adopted and
+	// ended completed on r1, the count's was not adopted. The events name
+	// the call by its task.
+	kinds := func(id string) []string {
+		var out []string
+		for _, ev := range tableEvents(t, c.dbURL) {
+			if ev.CallID == "task:"+id {
+				k := string(ev.Kind)
+				if ev.Kind == audit.CallErrored || ev.Kind == audit.TaskEnded {
+					k += "(" + ev.Reason + ")"
+				}
+				out = append(out, k)
+			}
+		}
+		return out
+	}
+	var brewKinds []string
+	for deadline := time.Now().Add(20 * time.Second); ; {
+		brewKinds = kinds(brewID) // task.ended is written once the record has its outcome
+		if slices.Contains(brewKinds, "task.ended(completed)") || time.Now().After(deadline) {
+			break
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	for _, want := range []string{"call.requested", "call.errored(" + store.ReasonInstanceLost + ")", "task.adopted", "task.ended(completed)"} {
+		if !slices.Contains(brewKinds, want) {
+			t.Errorf("the brew's audit events %v lack %s", brewKinds, want)
+		}
+	}
+	countKinds := kinds(slowID)
+	if !slices.Contains(countKinds, "call.errored("+store.ReasonInstanceLost+")") || slices.Contains(countKinds, "task.adopted") {
+		t.Errorf("the count's audit events %v; want its call lost, and no adoption", countKinds)
+	}
+
 	// One outcome each: nothing changes them now.
 	if _, err := ts.Finish(ctx, slowID, task.Outcome{Status: task.Completed}); err == nil {
 		t.Error("a second outcome was accepted")

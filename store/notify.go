@@ -77,15 +77,50 @@ type listener struct {
 }
 
 // claimTerm is one claim of the process, from its registration as an
-// instance until another instance takes it for lost.
+// instance until another instance takes it for lost. Its end cancels the
+// contexts made under it before it returns, so that nothing still runs
+// under the old claim once the new one holds.
 type claimTerm struct {
-	ctx    context.Context
-	cancel context.CancelCauseFunc
+	mu    sync.Mutex
+	cause error // why it ended; nil while it holds
+	next  int
+	subs  map[int]context.CancelCauseFunc
 }
 
-func newClaimTerm() *claimTerm {
-	ctx, cancel := context.WithCancelCause(context.Background())
-	return &claimTerm{ctx: ctx, cancel: cancel}
+func newClaimTerm() *claimTerm { return &claimTerm{subs: map[int]context.CancelCauseFunc{}} }
+
+// cancel ends the term with cause, cancelling its contexts.
+func (t *claimTerm) cancel(cause error) {
+	t.mu.Lock()
+	if t.cause != nil {
+		t.mu.Unlock()
+		return
+	}
+	t.cause = cause
+	subs := t.subs
+	t.subs = nil
+	t.mu.Unlock()
+	for _, cancel := range subs {
+		cancel(cause)
+	}
+}
+
+// add makes cancel end with the term; remove forgets it.
+func (t *claimTerm) add(cancel context.CancelCauseFunc) (remove func()) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.cause != nil {
+		cancel(t.cause)
+		return func() {}
+	}
+	id := t.next
+	t.next++
+	t.subs[id] = cancel
+	return func() {
+		t.mu.Lock()
+		delete(t.subs, id)
+		t.mu.Unlock()
+	}
 }
 
 type watcher struct {
@@ -187,10 +222,9 @@ func (l *listener) onNewClaim(fn func(old, cur int32)) {
 // ErrTakenForLost, when the listener learns that the claim held now was
 // taken for lost; stop releases it.
 func (l *listener) claimedCtx(ctx context.Context) (context.Context, context.CancelFunc) {
-	term := l.term.Load()
 	cctx, cancel := context.WithCancelCause(ctx)
-	stop := context.AfterFunc(term.ctx, func() { cancel(context.Cause(term.ctx)) })
-	return cctx, func() { stop(); cancel(context.Canceled) }
+	remove := l.term.Load().add(cancel)
+	return cctx, func() { remove(); cancel(context.Canceled) }
 }
 
 func (l *listener) run(ctx context.Context, conn *pgx.Conn) {

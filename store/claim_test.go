@@ -234,3 +234,36 @@ func TestACallsTwoOutcomesAtOnceRecordOne(t *testing.T) {
 		t.Errorf("the audit chain: %v", err)
 	}
 }
+
+// TestAClaimsEndCancelsItsContextsBeforeItReturns: the contexts made under
+// a claim are cancelled, with ErrTakenForLost, by the time the claim's end
+// returns (the listener then says the new claim holds), not later in
+// goroutines of their own; one made after the end is cancelled at once.
+func TestAClaimsEndCancelsItsContextsBeforeItReturns(t *testing.T) {
+	t.Parallel()
+	l := &listener{}
+	l.term.Store(newClaimTerm())
+	var ctxs []context.Context
+	for range 50 {
+		ctx, stop := l.claimedCtx(context.Background())
+		defer stop()
+		ctxs = append(ctxs, ctx)
+	}
+	ended := l.term.Swap(newClaimTerm())
+	ended.cancel(ErrTakenForLost)
+	for i, ctx := range ctxs {
+		if !errors.Is(context.Cause(ctx), ErrTakenForLost) {
+			t.Fatalf("context %d of the ended claim: cause %v, want ErrTakenForLost", i, context.Cause(ctx))
+		}
+	}
+	late, cancelLate := context.WithCancelCause(context.Background())
+	ended.add(cancelLate)
+	if !errors.Is(context.Cause(late), ErrTakenForLost) {
+		t.Errorf("a context added to an ended claim: cause %v, want ErrTakenForLost", context.Cause(late))
+	}
+	fresh, stop := l.claimedCtx(context.Background())
+	defer stop()
+	if fresh.Err() != nil {
+		t.Errorf("a context of the new claim: %v, want running", context.Cause(fresh))
+	}
+}

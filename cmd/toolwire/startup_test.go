@@ -17,6 +17,8 @@ import (
 	"time"
 
 	"github.com/toolwire/toolwire/agent/agenttest"
+	"github.com/toolwire/toolwire/config"
+	"github.com/toolwire/toolwire/mcpclient"
 )
 
 // deadServerMarked is a server that never answers, which leaves a file
@@ -192,4 +194,19 @@ func TestRunStartsTheModelOnTheReadyToolsAndAddsLateOnes(t *testing.T) {
 		}
 	}
 	mustContain(t, "terminal", screen.String(), "toolwire: going on without ", "late (", "dead (", "their tools join when they are ready")
+}
+
+// TestStartLinesTakeTheStatesOpenReturned: a server that was ready when
+// Open returned, whose change of state has not come through the channel
+// yet, is shown ready, never named as one toolwire went on without.
+func TestStartLinesTakeTheStatesOpenReturned(t *testing.T) {
+	t.Parallel()
+	out := &syncBuffer{}
+	lines := newStartLines(out, []config.Server{{Name: "demo"}}, time.Hour)
+	lines.opened([]mcpclient.Status{{Name: "demo", State: mcpclient.Ready, Since: time.Now(), Tools: 3}})
+	lines.finish()
+	shown := out.String()
+	if strings.Contains(shown, "going on without") || !strings.Contains(shown, "toolwire: demo ready in ") {
+		t.Errorf("start-up lines of a server ready at Open's return:\n%s", shown)
+	}
 }

@@ -337,7 +337,7 @@ func TestFleetReadinessNeedsTheStore(t *testing.T) {
 	if got := ready(); got != http.StatusOK {
 		t.Fatalf("/readyz with the database up: %d", got)
 	}
-	allow := outage(t, dbURL)
+	allow := pgtest.Outage(t, dbURL)
 	if got := ready(); got != http.StatusServiceUnavailable {
 		t.Errorf("/readyz with the database refusing connections: %d, want 503", got)
 	}

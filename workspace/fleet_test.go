@@ -343,11 +343,6 @@ func TestFleetReadinessNeedsTheStore(t *testing.T) {
 	}
 	allow()
 	// The pool and the listener connect again on their own.
-	deadline := time.Now().Add(fleetWait)
-	for ready() != http.StatusOK {
-		if time.Now().After(deadline) {
-			t.Fatal("/readyz did not come back once the database took connections again")
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+	pollUntil(t, "/readyz did not come back once the database took connections again", 50*time.Millisecond,
+		func() bool { return ready() == http.StatusOK })
 }

@@ -127,26 +127,29 @@ func TestFleetReplicaWithoutItsClaimTakesNoCalls(t *testing.T) {
 	}
 	allow := pgtest.Outage(t, dbURL)
 	// The listener hears of its connection's end a moment later.
-	deadline := time.Now().Add(fleetWait)
-	for reps[0].w.Store().Claim() == nil {
-		if time.Now().After(deadline) {
-			t.Fatal("the replica did not find out that its claim's connection was gone")
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+	pollUntil(t, "the replica did not find out that its claim's connection was gone", 10*time.Millisecond,
+		func() bool { return reps[0].w.Store().Claim() != nil })
 	if res, err := echo(); err == nil || !strings.Contains(err.Error(), "cannot take calls now") {
 		t.Errorf("a call without the claim: %v %+v; want it refused, saying why", err, res)
 	}
 	allow()
-	deadline = time.Now().Add(fleetWait)
-	for reps[0].w.Store().Claim() != nil {
-		if time.Now().After(deadline) {
-			t.Fatal("the claim did not come back once the database took connections again")
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+	pollUntil(t, "the claim did not come back once the database took connections again", 50*time.Millisecond,
+		func() bool { return reps[0].w.Store().Claim() == nil })
 	if res, err := echo(); err != nil || res.IsError {
 		t.Errorf("a call with the claim back: %v %+v", err, res)
+	}
+}
+
+// pollUntil asks ok every so often until it reports true, and fails t
+// with what once fleetWait has passed without.
+func pollUntil(t *testing.T, what string, every time.Duration, ok func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(fleetWait)
+	for !ok() {
+		if time.Now().After(deadline) {
+			t.Fatal(what)
+		}
+		time.Sleep(every)
 	}
 }
 

@@ -50,15 +50,16 @@ type LogOptions struct {
 // ErrClosed is returned by [Log.Record] after [Log.Close].
 var ErrClosed = errors.New("audit log closed")
 
+// outcomeKinds are the kinds of a call's outcome (see [Kind.Ends]).
+var outcomeKinds = [...]Kind{ValidationFailed, ConfirmationRejected, CallExecuted, CallErrored, CallRefused}
+
 // Ends reports whether an event of kind k is a call's outcome, the last
 // event of that call: its refusal, its result or its failure.
-func (k Kind) Ends() bool {
-	switch k {
-	case ValidationFailed, ConfirmationRejected, CallExecuted, CallErrored, CallRefused:
-		return true
-	}
-	return false
-}
+func (k Kind) Ends() bool { return slices.Contains(outcomeKinds[:], k) }
+
+// Outcomes returns the kinds [Kind.Ends] reports true for, in a new
+// slice: for a store that looks calls' outcomes up by kind.
+func Outcomes() []Kind { return slices.Clone(outcomeKinds[:]) }
 
 // ReasonShutdown is the Reason of the outcome [Log.Close] writes for a call
 // that had not ended when the log was closed.

@@ -55,9 +55,10 @@ type auditTable struct {
 	logger *slog.Logger
 	// instance is this process's instance id: the chain it appends to,
 	// and the instance written with the rows of calls requested under
-	// it, for the recovery of a lost instance's calls. It changes when
-	// the process claims again after it was taken for lost (newClaim).
-	instance atomic.Int32
+	// it, for the recovery of a lost instance's calls: the store's, which
+	// changes when the process claims again after it was taken for lost
+	// (newClaim).
+	instance *atomic.Int32
 
 	group audit.Group[tableRow]
 
@@ -90,10 +91,8 @@ type tableRow struct {
 	idx      *int32
 }
 
-func newAuditTable(pool *pgxpool.Pool, key ed25519.PrivateKey, instance int32, logger *slog.Logger) *auditTable {
-	a := &auditTable{pool: pool, key: key, logger: logger, calls: map[callKey]int32{}}
-	a.instance.Store(instance)
-	return a
+func newAuditTable(pool *pgxpool.Pool, key ed25519.PrivateKey, instance *atomic.Int32, logger *slog.Logger) *auditTable {
+	return &auditTable{pool: pool, key: key, logger: logger, instance: instance, calls: map[callKey]int32{}}
 }
 
 // as returns a sink on a's chain whose rows name instance as their

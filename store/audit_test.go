@@ -390,7 +390,7 @@ func TestAuditWriterCatchesUp(t *testing.T) {
 	st := openPG(t, url, nil)
 	a := st.Audit().(*auditTable)
 	// Another sink on the same chain: what a's lost statement wrote.
-	other := newAuditTable(st.pool, nil, st.instance.Load(), slog.New(slog.DiscardHandler))
+	other := newAuditTable(st.pool, nil, &st.instance, slog.New(slog.DiscardHandler))
 	for i := range 6 {
 		s := a
 		if i%3 == 2 {

@@ -76,11 +76,15 @@ func ended(ctx context.Context, pool *pgxpool.Pool, id int32) error {
 	return pool.SendBatch(ctx, b).Close()
 }
 
-// outcomes are the kinds that end a call (audit.Kind.Ends).
-var outcomes = []string{
-	string(audit.ValidationFailed), string(audit.ConfirmationRejected), string(audit.CallExecuted),
-	string(audit.CallErrored), string(audit.CallRefused),
-}
+// outcomes are the kinds that end a call (audit.Kind.Ends), as the
+// table's kind column holds them.
+var outcomes = func() []string {
+	var kinds []string
+	for _, k := range audit.Outcomes() {
+		kinds = append(kinds, string(k))
+	}
+	return kinds
+}()
 
 // recoverLost finds the instances that are gone without closing the store
 // and recovers each (see recoverInstance). It returns how many it

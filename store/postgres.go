@@ -80,7 +80,6 @@ func openPostgres(ctx context.Context, rawURL, redacted string, opts *Options) (
 		logger:   logger,
 		pins:     pins.NewStoreOn(&pinTable{pool: pool, listener: l}),
 		tokens:   tokens,
-		sink:     newAuditTable(pool, opts.AuditSigningKey, instance, logger),
 		limits:   &tableLimiter{pool: pool},
 		session:  &sessionTable{pool: pool, listener: l},
 		grace:    claimGrace,
@@ -88,6 +87,7 @@ func openPostgres(ctx context.Context, rawURL, redacted string, opts *Options) (
 		requests: &requestTable{pool: pool, listener: l, instance: strconv.Itoa(int(instance)), poll: 5 * time.Second},
 	}
 	s.instance.Store(instance)
+	s.sink = newAuditTable(pool, opts.AuditSigningKey, &s.instance, logger)
 	s.relay = newRelay(s, cfg.ConnConfig)
 	l.onNewClaim(s.newClaim)
 	// The replica's sweeps (Replica) run in the background, stopped by

@@ -11,7 +11,6 @@ import (
 	"strconv"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -43,7 +42,6 @@ type Relay struct {
 	st     *Store
 	pool   *pgxpool.Pool
 	cfg    *pgx.ConnConfig
-	me     atomic.Int32 // this instance; a new one after it was taken for lost
 	logger *slog.Logger
 
 	ctx    context.Context // ends with the store
@@ -124,22 +122,24 @@ func newRelay(st *Store, cfg *pgx.ConnConfig) *Relay {
 		pending: map[string]*pendingCall{}, serving: map[string]context.CancelFunc{},
 		handlers: map[string][]*handlerEntry{}, watches: map[int32]*watch{}, lost: map[int32]bool{},
 	}
-	r.me.Store(st.instance.Load())
 	st.listener.watch(fleetChannel, r.notified)
 	r.wg.Go(r.drain)
 	return r
 }
 
 // Instance returns this instance's id, as [Relay.Holder] names holders.
-func (r *Relay) Instance() string { return strconv.Itoa(int(r.me.Load())) }
+func (r *Relay) Instance() string { return strconv.Itoa(int(r.me())) }
 
-// renew moves the relay to instance cur, the process's new claim after
-// its old one was taken for lost: the replies to the calls it made as old
+// me is this instance's id: the store's, a new one after it was taken for
+// lost.
+func (r *Relay) me() int32 { return r.st.instance.Load() }
+
+// renew moves the relay off instance old, once the store holds the
+// process's new claim after the old one was taken for lost: the replies to the calls it made as old
 // were addressed to old, whose messages the replica that recovered it
 // deleted, and those who asked old for something were told it is lost.
 // Those calls fail, and what it served for others stops.
-func (r *Relay) renew(old, cur int32) {
-	r.me.Store(cur)
+func (r *Relay) renew(old int32) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	for _, p := range r.pending {
@@ -159,7 +159,7 @@ func (r *Relay) notified(payload string) {
 		if id, err := strconv.Atoi(strings.TrimPrefix(payload, lostPrefix)); err == nil {
 			r.failTo(int32(id), &lostError{instance: int32(id)})
 		}
-	case payload == strconv.Itoa(int(r.me.Load())):
+	case payload == strconv.Itoa(int(r.me())):
 		r.poke()
 	}
 }
@@ -189,7 +189,7 @@ func (r *Relay) close() {
 // release (which is safe to call more than once).
 func (r *Relay) Hold(ctx context.Context, kind, key string, ttl time.Duration) (release func(), err error) {
 	_, err = r.pool.Exec(ctx, `INSERT INTO toolwire.held (kind, key, instance, expires_at) VALUES ($1, $2, $3, now() + $4::interval)
-ON CONFLICT (kind, key) DO UPDATE SET instance = $3, expires_at = now() + $4::interval`, kind, key, r.me.Load(), ttl)
+ON CONFLICT (kind, key) DO UPDATE SET instance = $3, expires_at = now() + $4::interval`, kind, key, r.me(), ttl)
 	if err != nil {
 		return nil, fmt.Errorf("store: hold %s: %w", kind, err)
 	}
@@ -198,7 +198,7 @@ ON CONFLICT (kind, key) DO UPDATE SET instance = $3, expires_at = now() + $4::in
 		once.Do(func() {
 			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 			defer cancel()
-			if _, err := r.pool.Exec(ctx, "DELETE FROM toolwire.held WHERE kind = $1 AND key = $2 AND instance = $3", kind, key, r.me.Load()); err != nil {
+			if _, err := r.pool.Exec(ctx, "DELETE FROM toolwire.held WHERE kind = $1 AND key = $2 AND instance = $3", kind, key, r.me()); err != nil {
 				r.logger.Warn("store: release a held "+kind, "err", err)
 			}
 		})
@@ -221,7 +221,7 @@ FROM toolwire.held h WHERE h.kind = $1 AND h.key = $2 AND h.expires_at > now()`,
 	if err != nil {
 		return "", fmt.Errorf("store: look up a held %s: %w", kind, err)
 	}
-	if !alive && id != r.me.Load() {
+	if !alive && id != r.me() {
 		r.recoverSoon(id)
 		return "", &lostError{instance: id}
 	}
@@ -282,7 +282,7 @@ func (r *Relay) Call(ctx context.Context, instance, method string, body []byte, 
 		delete(r.pending, id)
 		r.mu.Unlock()
 	}()
-	if err := r.send(ctx, to, envelope{Kind: "req", ID: id, From: r.me.Load(), Method: method, Body: body}); err != nil {
+	if err := r.send(ctx, to, envelope{Kind: "req", ID: id, From: r.me(), Method: method, Body: body}); err != nil {
 		if errors.Is(err, errNoRecipient) {
 			// Never running, or gone and recovered already: nothing to
 			// watch or recover, and nothing to remember.
@@ -328,7 +328,7 @@ func (r *Relay) Call(ctx context.Context, instance, method string, body []byte, 
 			// The handler goes on until told; tell it, without waiting
 			// for ctx, which has ended.
 			actx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
-			_ = r.send(actx, to, envelope{Kind: "abandon", ID: id, From: r.me.Load()})
+			_ = r.send(actx, to, envelope{Kind: "abandon", ID: id, From: r.me()})
 			cancel()
 			return nil, ctx.Err()
 		}
@@ -441,7 +441,7 @@ const mailBatch = 256
 func (r *Relay) take() (int, error) {
 	rows, err := r.pool.Query(r.ctx, `DELETE FROM toolwire.mailbox WHERE seq IN (
 	SELECT seq FROM toolwire.mailbox WHERE recipient = $1 ORDER BY seq LIMIT $2 FOR UPDATE SKIP LOCKED
-) RETURNING seq, body`, r.me.Load(), mailBatch)
+) RETURNING seq, body`, r.me(), mailBatch)
 	if err != nil {
 		return 0, err
 	}
@@ -502,19 +502,19 @@ func (r *Relay) deliver(env envelope) {
 				err   error
 			)
 			emit := func(ev []byte) {
-				if err := r.send(ctx, env.From, envelope{Kind: "evt", ID: env.ID, From: r.me.Load(), Body: ev}); err != nil && ctx.Err() == nil {
+				if err := r.send(ctx, env.From, envelope{Kind: "evt", ID: env.ID, From: r.me(), Body: ev}); err != nil && ctx.Err() == nil {
 					r.logger.Warn("store: relay an event", "err", err)
 				}
 			}
 			if len(fns) == 0 {
-				err = fmt.Errorf("instance %d serves no %q", r.me.Load(), env.Method)
+				err = fmt.Errorf("instance %d serves no %q", r.me(), env.Method)
 			}
 			for _, h := range fns {
 				if reply, err = h.fn(ctx, env.Body, emit); !notHandled(err) {
 					break
 				}
 			}
-			rep := envelope{Kind: "rep", ID: env.ID, From: r.me.Load(), Body: reply}
+			rep := envelope{Kind: "rep", ID: env.ID, From: r.me(), Body: reply}
 			if err != nil {
 				rep.Err = err.Error()
 			}

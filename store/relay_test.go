@@ -360,16 +360,7 @@ func TestReadyOnlyOnceTheListenerIsBack(t *testing.T) {
 	})()
 	ctx, cancel := context.WithTimeout(context.Background(), relayWait)
 	defer cancel()
-	admin, name := adminConn(t, url)
-	exec := func(stmt string) {
-		t.Helper()
-		if _, err := admin.Exec(ctx, stmt); err != nil {
-			t.Fatalf("%s: %v", stmt, err)
-		}
-	}
-	ident := pgx.Identifier{name}.Sanitize()
-	exec("ALTER DATABASE " + ident + " ALLOW_CONNECTIONS false")
-	exec("SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = '" + name + "'")
+	allow := pgtest.Outage(t, url)
 	for a.Ping(ctx) == nil {
 		if ctx.Err() != nil {
 			t.Fatal("the store still says it can be used with the database refusing connections")
@@ -378,7 +369,7 @@ func TestReadyOnlyOnceTheListenerIsBack(t *testing.T) {
 	}
 	// Long enough for the listener's backoff to grow past a second.
 	time.Sleep(2 * time.Second)
-	exec("ALTER DATABASE " + ident + " ALLOW_CONNECTIONS true")
+	allow()
 	for a.Ping(ctx) != nil {
 		if ctx.Err() != nil {
 			t.Fatal("the store did not come back")

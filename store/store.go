@@ -307,11 +307,8 @@ func (s *Store) Claimed(ctx context.Context) (claimed context.Context, stop cont
 // writes from now on, the relay's messages and holds, and its end.
 func (s *Store) newClaim(old, cur int32) {
 	s.instance.Store(cur)
-	if t, ok := s.sink.(*auditTable); ok {
-		t.instance.Store(cur)
-	}
 	if s.relay != nil {
-		s.relay.renew(old, cur)
+		s.relay.renew(old)
 	}
 }
 

@@ -337,38 +337,12 @@ func TestFleetReadinessNeedsTheStore(t *testing.T) {
 	if got := ready(); got != http.StatusOK {
 		t.Fatalf("/readyz with the database up: %d", got)
 	}
-	u, err := url.Parse(dbURL)
-	if err != nil {
-		t.Fatal(err)
-	}
-	name := strings.TrimPrefix(u.Path, "/")
-	admin := *u
-	admin.Path = "/postgres"
-	ctx := context.Background()
-	conn, err := pgx.Connect(ctx, admin.String())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Close(ctx)
-	exec := func(sql string) {
-		t.Helper()
-		if _, err := conn.Exec(ctx, sql); err != nil {
-			t.Fatalf("%s: %v", sql, err)
-		}
-	}
-	ident := pgx.Identifier{name}.Sanitize()
-	exec("ALTER DATABASE " + ident + " ALLOW_CONNECTIONS false")
-	exec("SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = '" + name + "'")
+	allow := pgtest.Outage(t, dbURL)
 	if got := ready(); got != http.StatusServiceUnavailable {
 		t.Errorf("/readyz with the database refusing connections: %d, want 503", got)
 	}
-	exec("ALTER DATABASE " + ident + " ALLOW_CONNECTIONS true")
+	allow()
 	// The pool and the listener connect again on their own.
-	deadline := time.Now().Add(fleetWait)
-	for ready() != http.StatusOK {
-		if time.Now().After(deadline) {
-			t.Fatal("/readyz did not come back once the database took connections again")
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+	pollUntil(t, "/readyz did not come back once the database took connections again", 50*time.Millisecond,
+		func() bool { return ready() == http.StatusOK })
 }

@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"io"
 	"net/http"
-	"net/url"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -126,58 +125,32 @@ func TestFleetReplicaWithoutItsClaimTakesNoCalls(t *testing.T) {
 	if res, err := echo(); err != nil || res.IsError {
 		t.Fatalf("a call with the claim held: %v %+v", err, res)
 	}
-	allow := outage(t, dbURL)
+	allow := pgtest.Outage(t, dbURL)
 	// The listener hears of its connection's end a moment later.
-	deadline := time.Now().Add(fleetWait)
-	for reps[0].w.Store().Claim() == nil {
-		if time.Now().After(deadline) {
-			t.Fatal("the replica did not find out that its claim's connection was gone")
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+	pollUntil(t, "the replica did not find out that its claim's connection was gone", 10*time.Millisecond,
+		func() bool { return reps[0].w.Store().Claim() != nil })
 	if res, err := echo(); err == nil || !strings.Contains(err.Error(), "cannot take calls now") {
 		t.Errorf("a call without the claim: %v %+v; want it refused, saying why", err, res)
 	}
 	allow()
-	deadline = time.Now().Add(fleetWait)
-	for reps[0].w.Store().Claim() != nil {
-		if time.Now().After(deadline) {
-			t.Fatal("the claim did not come back once the database took connections again")
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+	pollUntil(t, "the claim did not come back once the database took connections again", 50*time.Millisecond,
+		func() bool { return reps[0].w.Store().Claim() == nil })
 	if res, err := echo(); err != nil || res.IsError {
 		t.Errorf("a call with the claim back: %v %+v", err, res)
 	}
 }
 
-// outage makes the fleet's database refuse connections and ends those it
-// has; the function it returns lets them in again.
-func outage(t *testing.T, dbURL string) (allow func()) {
+// pollUntil asks ok every so often until it reports true, and fails t
+// with what once fleetWait has passed without.
+func pollUntil(t *testing.T, what string, every time.Duration, ok func() bool) {
 	t.Helper()
-	u, err := url.Parse(dbURL)
-	if err != nil {
-		t.Fatal(err)
-	}
-	name := strings.TrimPrefix(u.Path, "/")
-	admin := *u
-	admin.Path = "/postgres"
-	ctx := context.Background()
-	conn, err := pgx.Connect(ctx, admin.String())
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { conn.Close(ctx) })
-	exec := func(sql string) {
-		t.Helper()
-		if _, err := conn.Exec(ctx, sql); err != nil {
-			t.Fatalf("%s: %v", sql, err)
+	deadline := time.Now().Add(fleetWait)
+	for !ok() {
+		if time.Now().After(deadline) {
+			t.Fatal(what)
 		}
+		time.Sleep(every)
 	}
-	ident := pgx.Identifier{name}.Sanitize()
-	exec("ALTER DATABASE " + ident + " ALLOW_CONNECTIONS false")
-	exec("SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = '" + name + "'")
-	return func() { exec("ALTER DATABASE " + ident + " ALLOW_CONNECTIONS true") }
 }
 
 // Issue 22.9: in a fleet a session is idle from the end of its last

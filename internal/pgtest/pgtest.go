@@ -386,3 +386,34 @@ func removeAbandoned() {
 		}
 	}
 }
+
+// Outage makes the database of dbURL (one that [DB] gave) refuse new
+// connections and ends those it has: the database is down for whoever
+// uses it, while the cluster runs. The function it returns lets
+// connections in again.
+func Outage(t testing.TB, dbURL string) (allow func()) {
+	t.Helper()
+	u, err := url.Parse(dbURL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	name := strings.TrimPrefix(u.Path, "/")
+	admin := *u
+	admin.Path = "/postgres"
+	ctx := context.Background()
+	conn, err := pgx.Connect(ctx, admin.String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { conn.Close(ctx) })
+	exec := func(sql string) {
+		t.Helper()
+		if _, err := conn.Exec(ctx, sql); err != nil {
+			t.Fatalf("%s: %v", sql, err)
+		}
+	}
+	ident := pgx.Identifier{name}.Sanitize()
+	exec("ALTER DATABASE " + ident + " ALLOW_CONNECTIONS false")
+	exec("SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = '" + name + "'")
+	return func() { exec("ALTER DATABASE " + ident + " ALLOW_CONNECTIONS true") }
+}

@@ -6,8 +6,10 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -156,7 +158,7 @@ func (t *approvalTable) EndSession(ctx context.Context, session string) error {
 type requestTable struct {
 	pool     *pgxpool.Pool
 	listener *listener
-	instance string
+	instance *atomic.Int32 // the store's: a new id once it claims again after being taken for lost
 	// poll bounds a wait between two reads of a request: notifications
 	// are the way a waiter learns, this the way it cannot miss one.
 	poll time.Duration
@@ -208,7 +210,7 @@ func (t *requestTable) Submit(ctx context.Context, r approval.Request) (approval
 		return approval.Request{}, err
 	}
 	if r.Instance == "" {
-		r.Instance = t.instance
+		r.Instance = strconv.Itoa(int(t.instance.Load()))
 	}
 	wait := r.Deadline.Sub(local)
 	tx, err := t.pool.Begin(ctx)

@@ -12,8 +12,10 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
+	"github.com/toolwire/toolwire/approval"
 	"github.com/toolwire/toolwire/audit"
 	"github.com/toolwire/toolwire/internal/pgtest"
+	"github.com/toolwire/toolwire/tool"
 )
 
 // loginAs makes a role of its own for one instance of the test's database
@@ -154,6 +156,13 @@ func TestATakenForLostReplicaClaimsAgainAndGivesNoSecondOutcome(t *testing.T) {
 	}
 	if !errors.Is(context.Cause(running), ErrTakenForLost) {
 		t.Errorf("the cause of a call context of the old claim: %v, want ErrTakenForLost", context.Cause(running))
+	}
+	// What it holds from now on is named by the new id, a call waiting
+	// for an operator too.
+	waiting, err := a.Pending().Submit(ctx, approval.Request{Key: tool.ApprovalKey{Caller: "c", Tool: "demo__write_note"},
+		Tool: "demo__write_note", Deadline: time.Now().Add(time.Minute)})
+	if err != nil || waiting.Instance != strconv.Itoa(int(cur)) {
+		t.Errorf("a call waiting for an operator after the new claim: held by %q, %v; want %d", waiting.Instance, err, cur)
 	}
 	fresh, stopFresh := a.Claimed(ctx)
 	defer stopFresh()

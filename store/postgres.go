@@ -84,9 +84,10 @@ func openPostgres(ctx context.Context, rawURL, redacted string, opts *Options) (
 		session:  &sessionTable{pool: pool, listener: l},
 		grace:    claimGrace,
 		grants:   &approvalTable{db: pool},
-		requests: &requestTable{pool: pool, listener: l, instance: strconv.Itoa(int(instance)), poll: 5 * time.Second},
+		requests: &requestTable{pool: pool, listener: l, poll: 5 * time.Second},
 	}
 	s.instance.Store(instance)
+	s.requests.instance = &s.instance
 	s.sink = newAuditTable(pool, opts.AuditSigningKey, &s.instance, logger)
 	s.relay = newRelay(s, cfg.ConnConfig)
 	l.onNewClaim(s.newClaim)

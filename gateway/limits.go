@@ -348,7 +348,7 @@ func clientFromToken(v string) tool.Client {
 	if err != nil || json.Unmarshal(b, &c) != nil {
 		return tool.Client{}
 	}
-	if !slices.Contains(protocolVersions, c.P) || modern(c.P) {
+	if !servedLegacy(c.P) {
 		c.P = ""
 	}
 	return tool.Client{Protocol: c.P, Name: clientName(c.N, "")}
@@ -397,7 +397,7 @@ func legacyMessage(body []byte) (id string, kind int, c tool.Client) {
 			kind = legacyCancel
 		}
 	case "initialize":
-		if v := msg.Params.ProtocolVersion; slices.Contains(protocolVersions, v) && !modern(v) {
+		if v := msg.Params.ProtocolVersion; servedLegacy(v) {
 			c.Protocol = v
 		}
 		c.Name = clientName(msg.Params.ClientInfo.Name, msg.Params.ClientInfo.Version)

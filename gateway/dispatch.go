@@ -79,19 +79,37 @@ func (d *dispatcher) modern(r *http.Request) bool {
 
 // peek reads r's body up to limit bytes (limit < 0: all of it) and puts
 // back a body that reads the same bytes, then the rest. complete says
-// whether what it returns is the whole body.
+// whether what it returns is the whole body. A body another peek (with
+// the same limit) put back, and that nothing has read since, is not read
+// again: the layers on a request's way each peek at it.
 func peek(r *http.Request, limit int64) (body []byte, complete bool) {
+	if p, ok := r.Body.(*replayed); ok && p.head != nil && p.limit == limit && p.head.Len() == len(p.body) {
+		return p.body, p.complete
+	}
 	src := io.Reader(r.Body)
 	if limit >= 0 {
 		src = io.LimitReader(r.Body, limit+1)
 	}
 	body, err := io.ReadAll(src)
-	r.Body = &replayed{Reader: io.MultiReader(bytes.NewReader(body), r.Body), Closer: r.Body}
-	return body, err == nil && (limit < 0 || int64(len(body)) <= limit)
+	complete = err == nil && (limit < 0 || int64(len(body)) <= limit)
+	head := bytes.NewReader(body)
+	p := &replayed{Reader: io.MultiReader(head, r.Body), Closer: r.Body}
+	if err == nil {
+		p.head, p.body, p.limit, p.complete = head, body, limit, complete
+	}
+	r.Body = p
+	return body, complete
 }
 
-// replayed is a request body read again from its start.
+// replayed is a request body read again from its start. When peek made
+// it, head reads the body it peeked at (with limit, and complete as it
+// said), ahead of the rest.
 type replayed struct {
 	io.Reader
 	io.Closer
+
+	head     *bytes.Reader
+	body     []byte
+	limit    int64
+	complete bool
 }

@@ -363,20 +363,7 @@ func TestATitledMultiSelectIsRelayed(t *testing.T) {
 		}
 		return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: "upstream got " + r.Action}}}, nil
 	})
-	up := httptest.NewServer(mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return srv }, nil))
-	t.Cleanup(func() { up.CloseClientConnections(); up.Close() })
-	reg := tool.NewRegistry(nil)
-	conn, err := mcpclient.Connect(ctxT(t), config.Server{Name: "up", Transport: "http", URL: up.URL, DefaultTier: "read"}, reg,
-		&mcpclient.Options{Logger: slog.New(slog.DiscardHandler), Relay: mcpclient.RelayCapabilities{Elicitation: true}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = conn.Close() })
-	gw := New(tool.NewExecutor(reg, nil), &Options{Upstreams: []Upstream{conn.Catalog()}, Logger: slog.New(slog.DiscardHandler)})
-	h := gw.Handler(&HTTPOptions{})
-	ts := httptest.NewServer(h)
-	t.Cleanup(func() { ts.CloseClientConnections(); ts.Close(); h.Close() })
-	b := &bridge{url: ts.URL}
+	b, _ := elicitingGateway(t, srv, nil)
 	for _, rev := range []string{"2025-11-25", Revision2026} {
 		var shown []string
 		cs := b.dial(t, "", rev, &mcp.ClientOptions{ElicitationHandler: func(_ context.Context, req *mcp.ElicitRequest) (*mcp.ElicitResult, error) {
@@ -566,4 +553,25 @@ func TestRetriesInProgressAreBoundedPerCaller(t *testing.T) {
 	cancel()
 	receive(t, waiting, "the waiting retry's end")
 	b.up.sig.wait(t, "bounded cancelled")
+}
+
+// elicitingGateway serves srv over HTTP (with opts) as the upstream "up"
+// of a gateway that relays its elicitations to its clients, and returns
+// the bridge to the gateway and toolwire's connection to the upstream.
+func elicitingGateway(t *testing.T, srv *mcp.Server, opts *mcp.StreamableHTTPOptions) (*bridge, *mcpclient.Server) {
+	t.Helper()
+	up := httptest.NewServer(mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return srv }, opts))
+	t.Cleanup(func() { up.CloseClientConnections(); up.Close() })
+	reg := tool.NewRegistry(nil)
+	conn, err := mcpclient.Connect(ctxT(t), config.Server{Name: "up", Transport: "http", URL: up.URL, DefaultTier: "read"}, reg,
+		&mcpclient.Options{Logger: slog.New(slog.DiscardHandler), Relay: mcpclient.RelayCapabilities{Elicitation: true}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = conn.Close() })
+	gw := New(tool.NewExecutor(reg, nil), &Options{Upstreams: []Upstream{conn.Catalog()}, Logger: slog.New(slog.DiscardHandler)})
+	h := gw.Handler(&HTTPOptions{})
+	ts := httptest.NewServer(h)
+	t.Cleanup(func() { ts.CloseClientConnections(); ts.Close(); h.Close() })
+	return &bridge{url: ts.URL}, conn
 }

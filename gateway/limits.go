@@ -348,7 +348,7 @@ func clientFromToken(v string) tool.Client {
 	if err != nil || json.Unmarshal(b, &c) != nil {
 		return tool.Client{}
 	}
-	if !slices.Contains(protocolVersions, c.P) || modern(c.P) {
+	if !servedLegacy(c.P) {
 		c.P = ""
 	}
 	return tool.Client{Protocol: c.P, Name: clientName(c.N, "")}
@@ -397,7 +397,7 @@ func legacyMessage(body []byte) (id string, kind int, c tool.Client) {
 			kind = legacyCancel
 		}
 	case "initialize":
-		if v := msg.Params.ProtocolVersion; slices.Contains(protocolVersions, v) && !modern(v) {
+		if v := msg.Params.ProtocolVersion; servedLegacy(v) {
 			c.Protocol = v
 		}
 		c.Name = clientName(msg.Params.ClientInfo.Name, msg.Params.ClientInfo.Version)
@@ -755,20 +755,32 @@ func (t *tracker) startCall(ctx context.Context, s *session) (context.Context, f
 	// The fleet's bucket is asked with the call's slot held (so that the
 	// concurrency limits cannot be overrun meanwhile), outside the lock:
 	// it is a round trip to the store.
-	if t.limiter != nil && perSecond > 0 {
-		if burst <= 0 {
-			burst = max(1, int(math.Ceil(perSecond)))
-		}
-		ok, err := t.limiter.Allow(ctx, s.caller, perSecond, burst)
-		if err != nil || !ok {
-			done()
-			if err != nil {
-				return nil, nil, LimitRateUnchecked
-			}
-			return nil, nil, LimitCallRate
-		}
+	if limit := t.fleetRate(ctx, s.caller, perSecond, burst); limit != "" {
+		done()
+		return nil, nil, limit
 	}
 	return ctx, done, ""
+}
+
+// fleetRate asks the fleet's [CallLimiter], if any, for one call of
+// caller at perSecond (burst <= 0: the rate rounded up), and names the
+// limit that refuses it ("" when none does). It is a round trip to the
+// store: call it outside t.mu.
+func (t *tracker) fleetRate(ctx context.Context, caller string, perSecond float64, burst int) string {
+	if t.limiter == nil || perSecond <= 0 {
+		return ""
+	}
+	if burst <= 0 {
+		burst = max(1, int(math.Ceil(perSecond)))
+	}
+	ok, err := t.limiter.Allow(ctx, caller, perSecond, burst)
+	switch {
+	case err != nil:
+		return LimitRateUnchecked
+	case !ok:
+		return LimitCallRate
+	}
+	return ""
 }
 
 // startRetry admits a 2026-07-28 retry (a tools/call carrying a
@@ -804,18 +816,9 @@ func (t *tracker) startRetry(ctx context.Context, s *session) (func(), string) {
 			c.retries--
 		}
 	}
-	if t.limiter != nil && perSecond > 0 {
-		if burst <= 0 {
-			burst = max(1, int(math.Ceil(perSecond)))
-		}
-		ok, err := t.limiter.Allow(ctx, s.caller, perSecond, burst)
-		if err != nil || !ok {
-			done()
-			if err != nil {
-				return nil, LimitRateUnchecked
-			}
-			return nil, LimitCallRate
-		}
+	if limit := t.fleetRate(ctx, s.caller, perSecond, burst); limit != "" {
+		done()
+		return nil, limit
 	}
 	return done, ""
 }

@@ -27,10 +27,16 @@ var protocolVersions = []string{Revision2026, latestLegacy, "2025-06-18", "2025-
 // asked, as go-sdk negotiates it: the one asked for when the gateway
 // serves it and it has an initialize, else the latest that has one.
 func negotiated(asked string) string {
-	if slices.Contains(protocolVersions, asked) && !modern(asked) {
+	if servedLegacy(asked) {
 		return asked
 	}
 	return latestLegacy
+}
+
+// servedLegacy reports whether v is a revision the gateway serves that
+// has an initialize (one before 2026-07-28).
+func servedLegacy(v string) bool {
+	return slices.Contains(protocolVersions, v) && !modern(v)
 }
 
 // modern reports whether version is a revision without sessions. Revisions

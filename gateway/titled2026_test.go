@@ -3,17 +3,10 @@ package gateway
 import (
 	"context"
 	"encoding/json"
-	"log/slog"
-	"net/http"
-	"net/http/httptest"
 	"strings"
 	"testing"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
-
-	"github.com/toolwire/toolwire/config"
-	"github.com/toolwire/toolwire/mcpclient"
-	"github.com/toolwire/toolwire/tool"
 )
 
 // Issue 22.20: a go-sdk upstream that speaks 2026-07-28 asks, in the
@@ -39,24 +32,10 @@ func TestATitledMultiSelectIsRelayedFromA2026Upstream(t *testing.T) {
 			"pick": &mcp.ElicitParams{Message: "Pick some options", RequestedSchema: schema},
 		}, RequestState: "asked"}, nil
 	})
-	up := httptest.NewServer(mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return srv },
-		&mcp.StreamableHTTPOptions{Stateless: true}))
-	t.Cleanup(func() { up.CloseClientConnections(); up.Close() })
-	reg := tool.NewRegistry(nil)
-	conn, err := mcpclient.Connect(ctxT(t), config.Server{Name: "up", Transport: "http", URL: up.URL, DefaultTier: "read"}, reg,
-		&mcpclient.Options{Logger: slog.New(slog.DiscardHandler), Relay: mcpclient.RelayCapabilities{Elicitation: true}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = conn.Close() })
+	b, conn := elicitingGateway(t, srv, &mcp.StreamableHTTPOptions{Stateless: true})
 	if p := conn.Status().Protocol; p != Revision2026 {
 		t.Fatalf("the upstream speaks %s, want %s", p, Revision2026)
 	}
-	gw := New(tool.NewExecutor(reg, nil), &Options{Upstreams: []Upstream{conn.Catalog()}, Logger: slog.New(slog.DiscardHandler)})
-	h := gw.Handler(&HTTPOptions{})
-	ts := httptest.NewServer(h)
-	t.Cleanup(func() { ts.CloseClientConnections(); ts.Close(); h.Close() })
-	b := &bridge{url: ts.URL}
 	for _, rev := range []string{"2025-11-25", Revision2026} {
 		var shown []string
 		cs := b.dial(t, "", rev, &mcp.ClientOptions{ElicitationHandler: func(_ context.Context, req *mcp.ElicitRequest) (*mcp.ElicitResult, error) {

@@ -10,7 +10,6 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"github.com/toolwire/toolwire/audit"
@@ -100,7 +99,7 @@ func TestRetrySafeCallSurvivesALostSession(t *testing.T) {
 
 			done := make(chan *tool.Result, 1)
 			go func() { done <- call(t, ex, "flaky__"+tc.tool, `{"key":"k"}`) }()
-			awaitFile(t, marker+".called")
+			eventually(t, marker+".called exists", func() bool { _, err := os.Stat(marker + ".called"); return err == nil })
 			pid, err := os.ReadFile(pidFile)
 			if err != nil {
 				t.Fatal(err)
@@ -145,19 +144,6 @@ func TestRetrySafeCallSurvivesALostSession(t *testing.T) {
 			}
 		})
 	}
-}
-
-// awaitFile waits, bounded, until path exists.
-func awaitFile(t *testing.T, path string) {
-	t.Helper()
-	deadline := time.Now().Add(waitTime)
-	for time.Now().Before(deadline) {
-		if _, err := os.Stat(path); err == nil {
-			return
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
-	t.Fatalf("%s did not appear within %s", path, waitTime)
 }
 
 func readOr(t *testing.T, path string) string {

@@ -62,15 +62,13 @@ func chat(s *session, e *env, in *lineReader) error {
 	var turns turnInterrupts
 	defer e.interrupts.handle(turns.fire)()
 	for {
-		turn, cancelTurn := context.WithCancel(s.ctx)
-		restore := turns.begin(cancelTurn)
+		turn, endTurn := turns.begin(s.ctx)
 		if interactive {
 			fmt.Fprint(e.stderr, "> ")
 		}
 		line, err := readLine(turn, in)
 		if err != nil {
-			restore()
-			cancelTurn()
+			endTurn()
 			switch {
 			case errors.Is(err, io.EOF):
 				if interactive {
@@ -86,17 +84,14 @@ func chat(s *session, e *env, in *lineReader) error {
 		line = strings.TrimSpace(line)
 		switch line {
 		case "":
-			restore()
-			cancelTurn()
+			endTurn()
 			continue
 		case "exit", "quit":
-			restore()
-			cancelTurn()
+			endTurn()
 			return nil
 		}
 		_, err = conv.Send(turn, line)
-		restore()
-		cancelTurn()
+		endTurn()
 		s.ui.endText()
 		switch {
 		case err == nil:
@@ -128,9 +123,11 @@ func (t *turnInterrupts) fire() {
 	t.fired = true
 }
 
-// begin makes cancel the turn's, cancelling it at once for a Ctrl-C that
-// came before; end ends it.
-func (t *turnInterrupts) begin(cancel context.CancelFunc) (end func()) {
+// begin starts a turn: its context, a child of parent, is cancelled at
+// once for a Ctrl-C that came before, and by one that comes while it is
+// in progress. end ends the turn and cancels its context.
+func (t *turnInterrupts) begin(parent context.Context) (turn context.Context, end func()) {
+	turn, cancel := context.WithCancel(parent)
 	t.mu.Lock()
 	t.cancel = cancel
 	if t.fired {
@@ -138,10 +135,11 @@ func (t *turnInterrupts) begin(cancel context.CancelFunc) (end func()) {
 		cancel()
 	}
 	t.mu.Unlock()
-	return func() {
+	return turn, func() {
 		t.mu.Lock()
 		t.cancel = nil
 		t.mu.Unlock()
+		cancel()
 	}
 }
 

@@ -115,14 +115,12 @@ func TestCtrlCBetweenTurnsCancelsTheNextTurn(t *testing.T) {
 	defer restore()
 
 	ints.fire() // between turns
-	first, cancelFirst := context.WithCancel(context.Background())
-	end := turns.begin(cancelFirst)
+	first, end := turns.begin(context.Background())
 	if first.Err() == nil {
 		t.Fatal("a Ctrl-C before the turn began did not cancel it")
 	}
 	end()
-	second, cancelSecond := context.WithCancel(context.Background())
-	end = turns.begin(cancelSecond)
+	second, end := turns.begin(context.Background())
 	if second.Err() != nil {
 		t.Fatal("a Ctrl-C already delivered cancelled the turn after")
 	}
@@ -131,9 +129,7 @@ func TestCtrlCBetweenTurnsCancelsTheNextTurn(t *testing.T) {
 		t.Fatal("a Ctrl-C during the turn did not cancel it")
 	}
 	end()
-	third, cancelThird := context.WithCancel(context.Background())
-	defer cancelThird()
-	end = turns.begin(cancelThird)
+	third, end := turns.begin(context.Background())
 	defer end()
 	if third.Err() != nil || commandCancelled {
 		t.Fatalf("third turn cancelled %v, command cancelled %v; want neither", third.Err(), commandCancelled)

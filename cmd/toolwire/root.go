@@ -138,15 +138,15 @@ func open(ctx context.Context, e *env, g *globalFlags, file *config.File, opts *
 		}
 	}
 	w, err := workspace.Open(ctx, file, &o)
+	if err != nil {
+		lines.finish()
+	}
 	switch {
 	case errors.Is(err, workspace.ErrNotStarted):
-		lines.finish()
 		return nil, &exitError{exitToolErr, err}
 	case errors.Is(err, workspace.ErrNoAuditFile):
-		lines.finish()
 		return nil, &exitError{exitUsage, fmt.Errorf("%w (set audit.file or pass --audit)", workspace.ErrNoAuditFile)}
 	case err != nil:
-		lines.finish()
 		return nil, &exitError{exitUsage, storeFlagHint(err)}
 	}
 	lines.opened(w.Manager().Status())

@@ -252,7 +252,7 @@ func (q *FileQueue) update(ctx context.Context, change func(*queueFile, time.Tim
 			return now.Sub(end) > q.keep
 		})
 		return cerr
-	}, marshal)
+	}, Encode)
 	var kept *keepChange
 	if err != nil && !errors.As(err, &kept) {
 		return err
@@ -264,10 +264,10 @@ func (q *FileQueue) update(ctx context.Context, change func(*queueFile, time.Tim
 	return err
 }
 
-// marshal encodes v as JSON without indenting or escaping HTML: either
-// would change the bytes of the arguments a request holds, which are kept
-// as validated.
-func marshal(v any) ([]byte, error) {
+// Encode encodes v as JSON without indenting or escaping HTML: either
+// would change the bytes of the arguments a [Request] holds, which are
+// kept as validated. Every store of requests encodes them with it.
+func Encode(v any) ([]byte, error) {
 	var b bytes.Buffer
 	enc := json.NewEncoder(&b)
 	enc.SetEscapeHTML(false)

@@ -29,13 +29,9 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io/fs"
-	"os"
-	"path/filepath"
 	"slices"
 	"time"
 
-	"github.com/toolwire/toolwire/internal/sharedfile"
 	"github.com/toolwire/toolwire/tool"
 )
 
@@ -294,51 +290,20 @@ func (f *Files) Revoke(ctx context.Context, id string) error {
 	})
 }
 
-func (f *Files) read() (*file, error) {
-	raw, err := os.ReadFile(f.path)
-	if errors.Is(err, fs.ErrNotExist) {
-		return &file{Version: 1}, nil
-	}
-	if err != nil {
-		return nil, fmt.Errorf("approvals %s: %w", f.path, err)
-	}
-	var all file
-	if err := json.Unmarshal(raw, &all); err != nil {
-		return nil, fmt.Errorf("approvals %s: corrupt: %w", f.path, err)
-	}
-	if all.Version != 1 {
-		return nil, fmt.Errorf("approvals %s: version %d: want 1", f.path, all.Version)
-	}
-	return &all, nil
-}
+func (f *Files) read() (*file, error) { return readVersioned[file](f.path, "approvals") }
 
 // update changes the file under its lock, dropping expired approvals.
 func (f *Files) update(ctx context.Context, change func(*file) error) error {
-	if err := os.MkdirAll(filepath.Dir(f.path), 0o700); err != nil {
-		return fmt.Errorf("approvals %s: %w", f.path, err)
-	}
-	unlock, err := sharedfile.Lock(ctx, f.path+".lock")
-	if err != nil {
-		return fmt.Errorf("approvals %s: lock: %w", f.path, err)
-	}
-	defer unlock()
-	all, err := f.read()
-	if err != nil {
-		return err
-	}
-	if err := change(all); err != nil {
-		return err
-	}
-	now := f.now()
-	all.Approvals = slices.DeleteFunc(all.Approvals, func(g Grant) bool { return !now.Before(g.Expires) })
-	raw, err := json.MarshalIndent(all, "", "  ")
-	if err != nil {
-		return err
-	}
-	if err := sharedfile.WriteAtomic(f.path, raw); err != nil {
-		return fmt.Errorf("approvals %s: %w", f.path, err)
-	}
-	return nil
+	return updateVersioned(ctx, f.path, "approvals", func(all *file) error {
+		if err := change(all); err != nil {
+			return err
+		}
+		now := f.now()
+		all.Approvals = slices.DeleteFunc(all.Approvals, func(g Grant) bool { return !now.Before(g.Expires) })
+		return nil
+	}, indent)
 }
+
+func indent(v any) ([]byte, error) { return json.MarshalIndent(v, "", "  ") }
 
 var _ Grants = (*Files)(nil)

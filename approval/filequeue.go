@@ -7,14 +7,10 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io/fs"
 	"os"
-	"path/filepath"
 	"slices"
 	"sync"
 	"time"
-
-	"github.com/toolwire/toolwire/internal/sharedfile"
 )
 
 // FileQueue is the [Queue] of one machine: the requests in one JSON file
@@ -238,72 +234,40 @@ func index(all *queueFile, id string) int {
 }
 
 func (q *FileQueue) read() (*queueFile, error) {
-	raw, err := os.ReadFile(q.path)
-	if errors.Is(err, fs.ErrNotExist) {
-		return &queueFile{Version: 1}, nil
-	}
-	if err != nil {
-		return nil, fmt.Errorf("pending approvals %s: %w", q.path, err)
-	}
-	var all queueFile
-	if err := json.Unmarshal(raw, &all); err != nil {
-		return nil, fmt.Errorf("pending approvals %s: corrupt: %w", q.path, err)
-	}
-	if all.Version != 1 {
-		return nil, fmt.Errorf("pending approvals %s: version %d: want 1", q.path, all.Version)
-	}
-	return &all, nil
+	return readVersioned[queueFile](q.path, "pending approvals")
 }
 
 // update changes the file under its lock, dropping the requests whose
 // outcome (or deadline) is older than q.keep, and wakes this process's
 // waiters. A change returning errUnchanged writes nothing.
 func (q *FileQueue) update(ctx context.Context, change func(*queueFile, time.Time) error) error {
-	if err := os.MkdirAll(filepath.Dir(q.path), 0o700); err != nil {
-		return fmt.Errorf("pending approvals %s: %w", q.path, err)
-	}
-	unlock, err := sharedfile.Lock(ctx, q.path+".lock")
-	if err != nil {
-		return fmt.Errorf("pending approvals %s: lock: %w", q.path, err)
-	}
-	defer unlock()
-	all, err := q.read()
-	if err != nil {
-		return err
-	}
-	now := q.now()
-	cerr := change(all, now)
-	var kept *keepChange
-	if cerr != nil && !errors.As(cerr, &kept) {
+	err := updateVersioned(ctx, q.path, "pending approvals", func(all *queueFile) error {
+		now := q.now()
+		cerr := change(all, now)
+		all.Requests = slices.DeleteFunc(all.Requests, func(r Request) bool {
+			end := r.Closed
+			if end.IsZero() {
+				end = r.Deadline
+			}
+			return now.Sub(end) > q.keep
+		})
 		return cerr
-	}
-	all.Requests = slices.DeleteFunc(all.Requests, func(r Request) bool {
-		end := r.Closed
-		if end.IsZero() {
-			end = r.Deadline
-		}
-		return now.Sub(end) > q.keep
-	})
-	raw, err := marshal(all)
-	if err != nil {
+	}, Encode)
+	var kept *keepChange
+	if err != nil && !errors.As(err, &kept) {
 		return err
-	}
-	if err := sharedfile.WriteAtomic(q.path, raw); err != nil {
-		return fmt.Errorf("pending approvals %s: %w", q.path, err)
 	}
 	q.mu.Lock()
 	close(q.changed)
 	q.changed = make(chan struct{})
 	q.mu.Unlock()
-	return cerr
+	return err
 }
 
-var _ Queue = (*FileQueue)(nil)
-
-// marshal encodes v as JSON without indenting or escaping HTML: either
-// would change the bytes of the arguments a request holds, which are kept
-// as validated.
-func marshal(v any) ([]byte, error) {
+// Encode encodes v as JSON without indenting or escaping HTML: either
+// would change the bytes of the arguments a [Request] holds, which are
+// kept as validated. Every store of requests encodes them with it.
+func Encode(v any) ([]byte, error) {
 	var b bytes.Buffer
 	enc := json.NewEncoder(&b)
 	enc.SetEscapeHTML(false)

@@ -10,6 +10,7 @@ import (
 
 	"github.com/chromedp/chromedp"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
+	"github.com/toolwire/toolwire/approval"
 	"github.com/toolwire/toolwire/gateway"
 )
 
@@ -39,6 +40,31 @@ func (f *fixture) callInBackground(ctx context.Context, name string, args map[st
 		out <- callResult{res, err}
 	}()
 	return out
+}
+
+// waitingCall calls name with args in the background and returns, once q
+// lists it as the one call waiting for an operator, its ID and where the
+// call's result will come. The call ending first, or ctx, fails the test.
+func (f *fixture) waitingCall(ctx context.Context, q approval.Queue, name string, args map[string]any) (string, <-chan callResult) {
+	f.t.Helper()
+	changed := q.Watch(ctx)
+	done := f.callInBackground(ctx, name, args)
+	for {
+		select {
+		case <-changed:
+		case r := <-done:
+			f.t.Fatalf("the call ended before anyone decided: %v %q", r.err, resultText(r.res))
+		case <-ctx.Done():
+			f.t.Fatal("the call never waited for an operator")
+		}
+		p, err := q.Pending(ctx)
+		if err != nil {
+			f.t.Fatal(err)
+		}
+		if len(p) == 1 && p[0].Tool == name {
+			return p[0].ID, done
+		}
+	}
 }
 
 func resultText(res *mcp.CallToolResult) string {
@@ -171,21 +197,7 @@ func TestLastingScopeNeedsAnAuthenticatedCaller(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
 	q := f.w.Pending()
-	changed := q.Watch(ctx)
-	done := f.callInBackground(ctx, "demo__delete_note", map[string]any{"title": "x"})
-	var id string
-	for id == "" {
-		select {
-		case <-changed:
-		case r := <-done:
-			t.Fatalf("the call ended before anyone decided: %v %q", r.err, resultText(r.res))
-		case <-ctx.Done():
-			t.Fatal("the call never waited")
-		}
-		if p, err := q.Pending(ctx); err == nil && len(p) == 1 {
-			id = p[0].ID
-		}
-	}
+	id, done := f.waitingCall(ctx, q, "demo__delete_note", map[string]any{"title": "x"})
 	c := f.client()
 	f.signIn(c)
 	_, page := f.get(c, "/approvals")
@@ -224,21 +236,7 @@ func TestDecisionsNeedCSRFAndOrigin(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
 	q := f.w.Pending()
-	changed := q.Watch(ctx)
-	done := f.callInBackground(ctx, "demo__delete_note", map[string]any{"title": "x"})
-	var id string
-	for id == "" {
-		select {
-		case <-changed:
-		case r := <-done:
-			t.Fatalf("the call ended before anyone decided: %v %q", r.err, resultText(r.res))
-		case <-ctx.Done():
-			t.Fatal("the call never waited")
-		}
-		if p, err := q.Pending(ctx); err == nil && len(p) == 1 {
-			id = p[0].ID
-		}
-	}
+	id, done := f.waitingCall(ctx, q, "demo__delete_note", map[string]any{"title": "x"})
 	c, other := f.client(), f.client()
 	f.signIn(c)
 	f.signIn(other)

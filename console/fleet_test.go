@@ -28,25 +28,7 @@ func TestApproveFromAnotherReplicasConsole(t *testing.T) {
 	if q == nil {
 		t.Fatal("the replica keeps no queue")
 	}
-	changed := q.Watch(ctx)
-	done := holder.callInBackground(ctx, "demo__delete_note", map[string]any{"title": "fleet-note"})
-	var id string
-	for id == "" {
-		select {
-		case <-changed:
-		case r := <-done:
-			t.Fatalf("the call ended before anyone decided: %v %+v", r.err, r.res)
-		case <-ctx.Done():
-			t.Fatal("the call never showed on the other replica")
-		}
-		p, err := q.Pending(ctx)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if len(p) == 1 && p[0].Tool == "demo__delete_note" {
-			id = p[0].ID
-		}
-	}
+	id, done := holder.waitingCall(ctx, q, "demo__delete_note", map[string]any{"title": "fleet-note"})
 	c := other.client()
 	other.signIn(c)
 	_, page := other.get(c, "/approvals")

@@ -93,11 +93,12 @@ func pageKey(token string) string {
 // returns its token; close it with closePage. In a fleet the page is
 // recorded as held here first, and open fails when it cannot be.
 func (a *approvalPages) open(ctx context.Context, call tool.PendingCall, origin string) (string, *approvalPage, error) {
-	return a.openPage(ctx, &approvalPage{call: call, origin: normalOrigin(origin), decided: make(chan struct{})})
+	return a.openRequest(ctx, call, origin, nil, "", nil)
 }
 
 // openRequest makes the page of the pending request id in q, for call,
-// linked at origin, offering scopes; close it with closePage.
+// linked at origin, offering scopes (q nil: a page deciding itself, as
+// open makes); close it with closePage.
 func (a *approvalPages) openRequest(ctx context.Context, call tool.PendingCall, origin string, q approval.Queue, id string, scopes []approval.Scope) (string, *approvalPage, error) {
 	return a.openPage(ctx, &approvalPage{call: call, origin: normalOrigin(origin), decided: make(chan struct{}), queue: q, request: id, scopes: scopes})
 }

@@ -700,7 +700,7 @@ func TestWebhookErrorsKeepTheURLAndSecretOut(t *testing.T) {
 	addr := ln.URL
 	ln.Close() // nothing listens there now: the POST fails to connect
 	w := &Webhook{URL: addr + "/services/T000/B000/XXXXsecretpath", Secret: []byte("signing-secret"), Attempts: 1}
-	err := w.post(ctxT(t), []byte(`{}`), time.Now)
+	err := w.post(ctxT(t), []byte(`{}`))
 	if err == nil {
 		t.Fatal("a POST to nothing succeeded")
 	}

@@ -66,7 +66,7 @@ func (w *Webhook) Notify(r approval.Request, link string, logger *slog.Logger) {
 	go func() {
 		ctx, cancel := context.WithDeadline(context.Background(), r.Deadline)
 		defer cancel()
-		if err := w.post(ctx, body, time.Now); err != nil {
+		if err := w.post(ctx, body); err != nil {
 			logger.Warn("approval webhook: nobody was told of the call waiting for an operator", "approval", r.ID, "error", err.Error())
 		}
 	}()
@@ -74,7 +74,7 @@ func (w *Webhook) Notify(r approval.Request, link string, logger *slog.Logger) {
 
 // post sends body until it is taken, a 4xx refuses it, the attempts are
 // spent or ctx ends.
-func (w *Webhook) post(ctx context.Context, body []byte, now func() time.Time) error {
+func (w *Webhook) post(ctx context.Context, body []byte) error {
 	client := w.Client
 	if client == nil {
 		client = &http.Client{Timeout: 10 * time.Second}
@@ -94,7 +94,7 @@ func (w *Webhook) post(ctx context.Context, body []byte, now func() time.Time) e
 			case <-t.C:
 			}
 		}
-		retry, err := w.send(ctx, client, body, now())
+		retry, err := w.send(ctx, client, body, time.Now())
 		if err == nil {
 			return nil
 		}

@@ -1,13 +1,11 @@
 package store
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"strconv"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -225,16 +223,12 @@ func (t *requestTable) Submit(ctx context.Context, r approval.Request) (approval
 	if err := tx.QueryRow(ctx, "SELECT clock_timestamp(), clock_timestamp() + $1::interval", wait).Scan(&r.Created, &r.Deadline); err != nil {
 		return approval.Request{}, fmt.Errorf("store: submit approval request: %w", err)
 	}
-	var buf bytes.Buffer
-	enc := json.NewEncoder(&buf)
-	enc.SetEscapeHTML(false) // the arguments are kept byte for byte
-	err = enc.Encode(r)
-	body := strings.TrimSuffix(buf.String(), "\n")
+	body, err := approval.Encode(r)
 	if err != nil {
 		return approval.Request{}, err
 	}
 	if _, err := tx.Exec(ctx, `INSERT INTO toolwire.approval_requests (id, body, state, created_at, deadline) VALUES ($1, $2, 'pending', $3, $4)`,
-		r.ID, body, r.Created, r.Deadline); err != nil {
+		r.ID, string(body), r.Created, r.Deadline); err != nil {
 		return approval.Request{}, fmt.Errorf("store: submit approval request: %w", err)
 	}
 	if err := t.commit(ctx, tx, r.ID); err != nil {

@@ -120,10 +120,20 @@ func ApprovalsOf(st *store.Store) approval.Grants {
 	if st.Kind() == store.Postgres {
 		return st.Approvals()
 	}
-	if st.Kind() != store.Files || st.Pins() == nil || st.Pins().Path() == "" {
+	dir := beside(st)
+	if dir == "" {
 		return nil
 	}
-	return approval.NewFiles(filepath.Join(filepath.Dir(st.Pins().Path()), ApprovalsFile))
+	return approval.NewFiles(filepath.Join(dir, ApprovalsFile))
+}
+
+// beside is the directory of a files store's pins file, where its
+// approval files are kept; "" for another store, or one without a file.
+func beside(st *store.Store) string {
+	if st.Kind() != store.Files || st.Pins() == nil || st.Pins().Path() == "" {
+		return ""
+	}
+	return filepath.Dir(st.Pins().Path())
 }
 
 // PendingOf returns the queue of calls waiting for an operator that st
@@ -136,11 +146,12 @@ func PendingOf(st *store.Store, grants approval.Grants) approval.Queue {
 	if st.Kind() == store.Postgres {
 		return st.Pending() // grants are st's own, in the same transaction
 	}
-	if st.Kind() != store.Files || st.Pins() == nil || st.Pins().Path() == "" {
+	dir := beside(st)
+	if dir == "" {
 		return nil
 	}
 	host, _ := os.Hostname()
-	return approval.NewFileQueue(filepath.Join(filepath.Dir(st.Pins().Path()), PendingFile), grants, fmt.Sprintf("%s:%d", host, os.Getpid()))
+	return approval.NewFileQueue(filepath.Join(dir, PendingFile), grants, fmt.Sprintf("%s:%d", host, os.Getpid()))
 }
 
 // Approvals returns the lasting approvals the executor consults before it

@@ -116,14 +116,14 @@ func newApprovalsPendingCommand(e *env, g *globalFlags) *cobra.Command {
 }
 
 // jsonTermSafe escapes, in JSON text, what a terminal would act on and
-// JSON leaves as it is (DEL, C1 controls, direction marks and overrides),
-// as \uXXXX: still the same JSON, but it cannot reorder or rewrite what
-// the operator reads.
+// JSON leaves as it is (DEL, C1 controls, direction marks and overrides:
+// the runes safetext escapes; JSON has escaped the other controls), as
+// \uXXXX: still the same JSON, but it cannot reorder or rewrite what the
+// operator reads.
 func jsonTermSafe(raw []byte) []byte {
 	var b bytes.Buffer
 	for _, r := range string(raw) {
-		if r == 0x7f || (r >= 0x80 && r <= 0x9f) || r == 0x061c || r == 0x200e || r == 0x200f ||
-			(r >= 0x202a && r <= 0x202e) || (r >= 0x2066 && r <= 0x2069) {
+		if safetext.Unsafe(r) {
 			fmt.Fprintf(&b, `\u%04x`, r)
 			continue
 		}
@@ -175,9 +175,7 @@ func newApprovalsDecideCommand(e *env, g *globalFlags, approve bool) *cobra.Comm
 			switch {
 			case errors.Is(err, approval.ErrNotFound):
 				return &exitError{exitUsage, fmt.Errorf("%w (toolwire approvals pending lists the calls waiting)", err)}
-			case errors.Is(err, approval.ErrDecided), errors.Is(err, approval.ErrExpired), errors.Is(err, approval.ErrWithdrawn):
-				return &exitError{exitToolErr, err}
-			case err != nil:
+			case err != nil: // decided already, expired, withdrawn, or the store's
 				return &exitError{exitToolErr, err}
 			}
 			said, lasting := "approved", "approval"

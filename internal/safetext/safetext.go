@@ -33,6 +33,10 @@ func Escape(s string) string {
 	return b.String()
 }
 
+// Unsafe reports whether [Escape] escapes r: for a writer of another
+// escape syntax (JSON's \uXXXX) that must escape the same runes.
+func Unsafe(r rune) bool { return unsafeRune(r) }
+
 func unsafeRune(r rune) bool {
 	switch {
 	case r == '\n' || r == '\t':

@@ -80,18 +80,36 @@ func (d *dispatcher) modern(r *http.Request) bool {
 // peek reads r's body up to limit bytes (limit < 0: all of it) and puts
 // back a body that reads the same bytes, then the rest. complete says
 // whether what it returns is the whole body.
+//
+// A body that an earlier peek read whole, and that nothing has read
+// since, is not copied again: the middleware in front of the handlers
+// (tasks, the dispatcher, the stateless tracker) each peek the same body.
 func peek(r *http.Request, limit int64) (body []byte, complete bool) {
+	if p, ok := r.Body.(*replayed); ok && p.whole && p.front.Len() == len(p.body) {
+		if limit >= 0 && int64(len(p.body)) > limit {
+			return p.body[:limit+1], false // as much as a first peek would read
+		}
+		return p.body, true
+	}
 	src := io.Reader(r.Body)
 	if limit >= 0 {
 		src = io.LimitReader(r.Body, limit+1)
 	}
 	body, err := io.ReadAll(src)
-	r.Body = &replayed{Reader: io.MultiReader(bytes.NewReader(body), r.Body), Closer: r.Body}
-	return body, err == nil && (limit < 0 || int64(len(body)) <= limit)
+	front := bytes.NewReader(body)
+	whole := err == nil && (limit < 0 || int64(len(body)) <= limit)
+	r.Body = &replayed{Reader: io.MultiReader(front, r.Body), Closer: r.Body, body: body, front: front, whole: whole}
+	return body, whole
 }
 
 // replayed is a request body read again from its start.
 type replayed struct {
 	io.Reader
 	io.Closer
+
+	// Set by peek: the bytes it read, front reading them, and whether
+	// they are the whole body.
+	body  []byte
+	front *bytes.Reader
+	whole bool
 }

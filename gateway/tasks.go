@@ -117,7 +117,8 @@ func (tr *taskRunner) taskBodies(next http.Handler, limit int64) http.Handler {
 			next.ServeHTTP(w, r)
 			return
 		}
-		if modern(r.Header.Get(protocolHeader)) && bytes.Contains(body, []byte(`"tasks/`)) {
+		taskMethod := bytes.Contains(body, []byte(`"tasks/`))
+		if taskMethod && modern(r.Header.Get(protocolHeader)) {
 			if id, method, problem := routedTask(r, body); problem != "" {
 				writeRPCError(w, http.StatusBadRequest, id, mcp.CodeHeaderMismatch, problem+" ("+method+" is routed by its task's id: SEP-2663)")
 				return
@@ -128,7 +129,7 @@ func (tr *taskRunner) taskBodies(next http.Handler, limit int64) http.Handler {
 		switch {
 		case bytes.Contains(body, []byte(`"tools/call"`)) && bytes.Contains(body, []byte(`"task"`)):
 			moved, ok = tr.moveTask(body)
-		case r.Header.Get(sessionHeader) != "" && bytes.Contains(body, []byte(`"tasks/`)):
+		case taskMethod && r.Header.Get(sessionHeader) != "":
 			moved, ok = tr.asPing(body)
 		}
 		if ok {

@@ -79,37 +79,48 @@ func (d *dispatcher) modern(r *http.Request) bool {
 
 // peek reads r's body up to limit bytes (limit < 0: all of it) and puts
 // back a body that reads the same bytes, then the rest. complete says
-// whether what it returns is the whole body. A body another peek (with
-// the same limit) put back, and that nothing has read since, is not read
-// again: the layers on a request's way each peek at it.
+// whether what it returns is the whole body.
+//
+// The layers on a request's way (tasks, the dispatcher, the stateless
+// tracker) each peek at the same body, so a body an earlier peek put back,
+// and that nothing has read since, is not read again when what that peek
+// read answers this one: it read the whole body, or under the same limit.
 func peek(r *http.Request, limit int64) (body []byte, complete bool) {
-	if p, ok := r.Body.(*replayed); ok && p.head != nil && p.limit == limit && p.head.Len() == len(p.body) {
-		return p.body, p.complete
+	if p, ok := r.Body.(*replayed); ok && p.front != nil && p.front.Len() == len(p.body) {
+		switch {
+		case p.whole && limit >= 0 && int64(len(p.body)) > limit:
+			return p.body[:limit+1], false // as much as a first peek would read
+		case p.whole:
+			return p.body, true
+		case p.limit == limit:
+			return p.body, false
+		}
 	}
 	src := io.Reader(r.Body)
 	if limit >= 0 {
 		src = io.LimitReader(r.Body, limit+1)
 	}
 	body, err := io.ReadAll(src)
-	complete = err == nil && (limit < 0 || int64(len(body)) <= limit)
-	head := bytes.NewReader(body)
-	p := &replayed{Reader: io.MultiReader(head, r.Body), Closer: r.Body}
+	whole := err == nil && (limit < 0 || int64(len(body)) <= limit)
+	front := bytes.NewReader(body)
+	p := &replayed{Reader: io.MultiReader(front, r.Body), Closer: r.Body}
 	if err == nil {
-		p.head, p.body, p.limit, p.complete = head, body, limit, complete
+		p.body, p.front, p.limit, p.whole = body, front, limit, whole
 	}
 	r.Body = p
-	return body, complete
+	return body, whole
 }
 
-// replayed is a request body read again from its start. When peek made
-// it, head reads the body it peeked at (with limit, and complete as it
-// said), ahead of the rest.
+// replayed is a request body read again from its start.
 type replayed struct {
 	io.Reader
 	io.Closer
 
-	head     *bytes.Reader
-	body     []byte
-	limit    int64
-	complete bool
+	// Set by a peek that read without error: the bytes it read, front
+	// reading them ahead of the rest, the limit it read under, and whether
+	// they are the whole body.
+	body  []byte
+	front *bytes.Reader
+	limit int64
+	whole bool
 }

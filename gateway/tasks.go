@@ -117,7 +117,8 @@ func (tr *taskRunner) taskBodies(next http.Handler, limit int64) http.Handler {
 			next.ServeHTTP(w, r)
 			return
 		}
-		if modern(r.Header.Get(protocolHeader)) && bytes.Contains(body, []byte(`"tasks/`)) {
+		taskMethod := bytes.Contains(body, []byte(`"tasks/`))
+		if taskMethod && modern(r.Header.Get(protocolHeader)) {
 			if id, method, problem := routedTask(r, body); problem != "" {
 				writeRPCError(w, http.StatusBadRequest, id, mcp.CodeHeaderMismatch, problem+" ("+method+" is routed by its task's id: SEP-2663)")
 				return
@@ -128,7 +129,7 @@ func (tr *taskRunner) taskBodies(next http.Handler, limit int64) http.Handler {
 		switch {
 		case bytes.Contains(body, []byte(`"tools/call"`)) && bytes.Contains(body, []byte(`"task"`)):
 			moved, ok = tr.moveTask(body)
-		case r.Header.Get(sessionHeader) != "" && bytes.Contains(body, []byte(`"tasks/`)):
+		case taskMethod && r.Header.Get(sessionHeader) != "":
 			moved, ok = tr.asPing(body)
 		}
 		if ok {
@@ -228,18 +229,10 @@ func (tr *taskRunner) moveTask(body []byte) ([]byte, bool) {
 		return nil, false
 	}
 	delete(params, "task")
-	meta := map[string]json.RawMessage{}
-	if m, ok := params["_meta"]; ok && json.Unmarshal(m, &meta) != nil {
+	if setIn(params, t, "_meta", tr.key) != nil {
 		return nil, false // go-sdk refuses the _meta as it is
 	}
-	if meta == nil {
-		meta = map[string]json.RawMessage{}
-	}
-	meta[tr.key] = t
 	var err error
-	if params["_meta"], err = json.Marshal(meta); err != nil {
-		return nil, false
-	}
 	if msg["params"], err = json.Marshal(params); err != nil {
 		return nil, false
 	}
@@ -1030,16 +1023,7 @@ type initializeWithTasks struct {
 
 func (r *initializeWithTasks) MarshalJSON() ([]byte, error) {
 	return patchJSON(r.InitializeResult, func(m map[string]json.RawMessage) error {
-		caps := map[string]json.RawMessage{}
-		if c, ok := m["capabilities"]; ok {
-			if err := json.Unmarshal(c, &caps); err != nil {
-				return err
-			}
-		}
-		caps["tasks"] = json.RawMessage(`{"list":{},"cancel":{},"requests":{"tools":{"call":{}}}}`)
-		b, err := json.Marshal(caps)
-		m["capabilities"] = b
-		return err
+		return setIn(m, json.RawMessage(`{"list":{},"cancel":{},"requests":{"tools":{"call":{}}}}`), "capabilities", "tasks")
 	})
 }
 
@@ -1078,6 +1062,31 @@ func patchJSON(v any, patch func(map[string]json.RawMessage) error) ([]byte, err
 		return nil, err
 	}
 	return json.Marshal(m)
+}
+
+// setIn sets the member at path (one name or more) of obj to v, decoding
+// and encoding again each object on the way; an object absent or null on
+// the way is made anew.
+func setIn(obj map[string]json.RawMessage, v json.RawMessage, path ...string) error {
+	if len(path) == 1 {
+		obj[path[0]] = v
+		return nil
+	}
+	var inner map[string]json.RawMessage
+	if b, ok := obj[path[0]]; ok {
+		if err := json.Unmarshal(b, &inner); err != nil {
+			return err
+		}
+	}
+	if inner == nil {
+		inner = map[string]json.RawMessage{}
+	}
+	if err := setIn(inner, v, path[1:]...); err != nil {
+		return err
+	}
+	b, err := json.Marshal(inner)
+	obj[path[0]] = b
+	return err
 }
 
 // resumeTask follows r's upstream task to its result, through its tool's
@@ -1222,24 +1231,6 @@ type withTasksExtension struct {
 
 func (r *withTasksExtension) MarshalJSON() ([]byte, error) {
 	return patchJSON(r.Result, func(m map[string]json.RawMessage) error {
-		caps := map[string]json.RawMessage{}
-		if c, ok := m["capabilities"]; ok {
-			if err := json.Unmarshal(c, &caps); err != nil {
-				return err
-			}
-		}
-		ext := map[string]json.RawMessage{}
-		if e, ok := caps["extensions"]; ok {
-			if err := json.Unmarshal(e, &ext); err != nil {
-				return err
-			}
-		}
-		ext[tasksExtension] = json.RawMessage(`{}`)
-		var err error
-		if caps["extensions"], err = json.Marshal(ext); err != nil {
-			return err
-		}
-		m["capabilities"], err = json.Marshal(caps)
-		return err
+		return setIn(m, json.RawMessage(`{}`), "capabilities", "extensions", tasksExtension)
 	})
 }

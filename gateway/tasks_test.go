@@ -226,25 +226,10 @@ func (s *taskSession) callRaw(body []byte) (map[string]any, *taskRPCError) {
 		Result json.RawMessage `json:"result"`
 		Error  *taskRPCError   `json:"error"`
 	}
-	found := false
-	if strings.HasPrefix(resp.Header.Get("Content-Type"), "text/event-stream") {
-		sc := bufio.NewScanner(resp.Body)
-		sc.Buffer(make([]byte, 1<<20), 1<<22)
-		for sc.Scan() {
-			data, ok := strings.CutPrefix(sc.Text(), "data: ")
-			if !ok {
-				continue
-			}
-			msg.ID, msg.Result, msg.Error = nil, nil, nil
-			if json.Unmarshal([]byte(data), &msg) == nil && msg.ID != nil {
-				found = true
-				break
-			}
-		}
-	} else {
-		found = json.NewDecoder(resp.Body).Decode(&msg) == nil
-	}
-	if !found {
+	if !responseIn(resp, func(data []byte) bool {
+		msg.ID, msg.Result, msg.Error = nil, nil, nil
+		return json.Unmarshal(data, &msg) == nil && (msg.ID != nil || msg.Error != nil) // an error's id may be null
+	}) {
 		s.t.Fatal("no response")
 	}
 	if msg.Error != nil {
@@ -540,18 +525,27 @@ func call26(t *testing.T, url, token, method, name string, params map[string]any
 		t.Fatal(err)
 	}
 	defer resp.Body.Close()
-	raw, _ := io.ReadAll(resp.Body)
 	var msg map[string]any
-	if strings.HasPrefix(resp.Header.Get("Content-Type"), "text/event-stream") {
-		for _, line := range strings.Split(string(raw), "\n") {
-			if data, ok := strings.CutPrefix(line, "data: "); ok && json.Unmarshal([]byte(data), &msg) == nil && msg["id"] != nil {
-				break
-			}
-		}
-	} else {
-		_ = json.Unmarshal(raw, &msg)
-	}
+	responseIn(resp, func(data []byte) bool { return json.Unmarshal(data, &msg) == nil && msg["id"] != nil })
 	return resp.StatusCode, msg
+}
+
+// responseIn reads resp's body, JSON or a stream of events, and gives
+// decode each message in it until decode says it was the response it
+// looks for; it returns whether one was.
+func responseIn(resp *http.Response, decode func(data []byte) bool) bool {
+	if !strings.HasPrefix(resp.Header.Get("Content-Type"), "text/event-stream") {
+		raw, err := io.ReadAll(resp.Body)
+		return err == nil && decode(raw)
+	}
+	sc := bufio.NewScanner(resp.Body)
+	sc.Buffer(make([]byte, 1<<20), 1<<22)
+	for sc.Scan() {
+		if data, ok := strings.CutPrefix(sc.Text(), "data: "); ok && decode([]byte(data)) {
+			return true
+		}
+	}
+	return false
 }
 
 // TestTasksOfThe2026Extension: a 2026-07-28 client that declares the

@@ -291,6 +291,13 @@ func (s *Server) callTask(ctx context.Context, c *conn, name string, args json.R
 	if ut := tool.UpstreamTaskFrom(ctx); ut != nil && ut.Started != nil {
 		ut.Started(s.set.cfg.Name, task.TaskID)
 	}
+	return s.awaitTask(ctx, callCtx, cctx, c, task, era, what)
+}
+
+// awaitTask drives task, which the server runs for a call begun as
+// callCtx (cctx: the same under the server's timeout), to its result; it
+// cancels the task when cctx ends first. what names the call in an error.
+func (s *Server) awaitTask(ctx, callCtx, cctx context.Context, c *conn, task *taskState, era taskEra, what string) (*tool.Result, error) {
 	defer c.relay.followTask(task.TaskID, callCtx)()
 	r, err := s.driveTask(cctx, c, task, era)
 	if err != nil && cctx.Err() != nil {
@@ -318,16 +325,7 @@ func (s *Server) resumeTask(ctx context.Context, c *conn, name, id string) (*too
 	cctx, cancel := context.WithTimeout(callCtx, s.set.timeout)
 	defer cancel()
 	task := &taskState{TaskID: id, Status: "working"}
-	defer c.relay.followTask(task.TaskID, callCtx)()
-	r, err := s.driveTask(cctx, c, task, era)
-	if err != nil && cctx.Err() != nil {
-		s.cancelTask(c, task, era)
-	}
-	c.relay.catchUp(cctx)
-	if err != nil {
-		return nil, s.set.requestError(ctx, cctx, fmt.Sprintf("follow the task %q of a call of %q", id, name), authorizationOf(err))
-	}
-	return convertResult(r), nil
+	return s.awaitTask(ctx, callCtx, cctx, c, task, era, fmt.Sprintf("follow the task %q of a call of %q", id, name))
 }
 
 // createdTask reads tools/call's answer: a task, or (under the 2026

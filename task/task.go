@@ -214,7 +214,8 @@ type Backend interface {
 	Lost(ctx context.Context, instance string) (bool, error)
 }
 
-// trimError bounds a text a record keeps from a call (a status message).
+// trimText bounds s, a text a record keeps (a status message, an id in
+// an error), to n bytes, cut at a character's start and marked "…".
 func trimText(s string, n int) string {
 	if len(s) <= n {
 		return s

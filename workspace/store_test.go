@@ -62,7 +62,7 @@ func TestOpenOnPostgres(t *testing.T) {
 	if w.Store().Kind() != store.Postgres {
 		t.Fatalf("store %s, want PostgreSQL", w.Store().Kind())
 	}
-	if !strings.Contains(logs, `msg="state kept in PostgreSQL"`) || !strings.Contains(logs, `migrationsApplied="1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11"`) || !strings.Contains(logs, u.Host) {
+	if !strings.Contains(logs, `msg="state kept in PostgreSQL"`) || !strings.Contains(logs, `migrationsApplied="1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12"`) || !strings.Contains(logs, u.Host) {
 		t.Errorf("start-up log does not name the store and the migration applied:\n%s", logs)
 	}
 	if strings.Contains(logs, password) {

@@ -407,17 +407,17 @@ func (r *report) memTable(sb *strings.Builder) {
 	}
 	w := func(format string, args ...any) { fmt.Fprintf(sb, format, args...) }
 	w("\nMemory per open downstream session on the gateway (%d sessions opened by a go-sdk client in a child process: initialize, the standalone GET stream, one call each):\n\n", r.opts.Sessions)
-	table := [][]string{{"row", "idle RSS", "live heap / session", "stacks / session", "goroutines / session", "RSS / session", "how"}}
+	table := [][]string{{"row", "idle RSS", "of it anonymous", "live heap / session", "stacks / session", "goroutines / session", "RSS / session", "how"}}
 	for _, m := range r.mems {
 		if errors.Is(m.err, errStopped) {
-			table = append(table, []string{"`" + m.row.name + "`", "–", "–", "–", "–", "–", "not measured: the run was stopped"})
+			table = append(table, []string{"`" + m.row.name + "`", "–", "–", "–", "–", "–", "–", "not measured: the run was stopped"})
 			continue
 		}
 		if m.err != nil {
-			table = append(table, []string{"`" + m.row.name + "`", "–", "–", "–", "–", "–", "**failed**: " + oneLine(m.err)})
+			table = append(table, []string{"`" + m.row.name + "`", "–", "–", "–", "–", "–", "–", "**failed**: " + oneLine(m.err)})
 			continue
 		}
-		table = append(table, []string{"`" + m.row.name + "`", fmtBytes(m.res.idle),
+		table = append(table, []string{"`" + m.row.name + "`", fmtBytes(m.res.idle), fmtBytes(m.res.idleAnon),
 			fmtBytes(m.res.heap), fmtBytes(m.res.stacks), fmtOpt(m.res.goroutines, "%.1f"), fmtBytes(m.res.rss), m.row.what})
 	}
 	writeTable(sb, table)
@@ -587,6 +587,7 @@ func (r *report) gateways(sb *strings.Builder) {
 	if serve != nil && bare != nil && serve.err == nil && bare.err == nil {
 		s, b := serve.res, bare.res
 		t = append(t, []string{"`mem-serve` idle RSS at most 1.5× `mem-sdk-proxy`'s", fmt.Sprintf("%s (%s vs %s)", ratio(s.idle, b.idle), fmtBytes(s.idle), fmtBytes(b.idle)), yes(s.idle <= 1.5*b.idle)})
+		t = append(t, []string{"(not a target) `mem-serve` idle anonymous memory (heap, stacks; the rest is the executable's pages) beside `mem-sdk-proxy`'s", fmt.Sprintf("%s (%s vs %s)", ratio(s.idleAnon, b.idleAnon), fmtBytes(s.idleAnon), fmtBytes(b.idleAnon)), "–"})
 		t = append(t, []string{"`mem-serve` RSS per open session at most `mem-sdk-proxy`'s", fmt.Sprintf("%s vs %s", fmtBytes(s.rss), fmtBytes(b.rss)), yes(s.rss <= b.rss)})
 	}
 	if len(t) > 0 {

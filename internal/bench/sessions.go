@@ -43,6 +43,7 @@ type memResult struct {
 	goroutines float64
 	rss        float64 // bytes
 	idle       float64 // bytes of the process's resident set with one session, before the N; NaN in-process
+	idleAnon   float64 // of idle, the process's own memory (RssAnon); NaN in-process
 }
 
 // sessionsSettle is how long the gateway is left alone before each
@@ -146,6 +147,7 @@ func memGateway(ctx context.Context, b *bench) (*memResult, error) {
 		goroutines: float64(g1-g0) / float64(n),
 		rss:        math.NaN(),
 		idle:       math.NaN(),
+		idleAnon:   math.NaN(),
 	}
 	if rss0 >= 0 && rss1 >= 0 {
 		res.rss = float64(rss1-rss0) / float64(n)
@@ -193,6 +195,10 @@ func (b *bench) memProcess(ctx context.Context, url string, p *proc) (*memResult
 	if err != nil {
 		return nil, err
 	}
+	anon0, err := benchkit.AnonRSS(p.pid())
+	if err != nil {
+		return nil, err
+	}
 	n := b.opts.Sessions
 	s, err := b.openSessions(ctx, url, "demo__echo", n)
 	if err != nil {
@@ -205,7 +211,7 @@ func (b *bench) memProcess(ctx context.Context, url string, p *proc) (*memResult
 		return nil, err
 	}
 	return &memResult{sessions: n, heap: math.NaN(), stacks: math.NaN(), goroutines: math.NaN(),
-		idle: float64(rss0), rss: float64(rss1-rss0) / float64(n)}, nil
+		idle: float64(rss0), idleAnon: float64(anon0), rss: float64(rss1-rss0) / float64(n)}, nil
 }
 
 // warmGateway opens one session from this process and makes warm-up calls

@@ -47,13 +47,24 @@ func ProcessCPU(pid int) (time.Duration, error) {
 }
 
 // RSS returns the resident set size of process pid in bytes (VmRSS).
-func RSS(pid int) (int64, error) {
+func RSS(pid int) (int64, error) { return statusBytes(pid, "VmRSS") }
+
+// AnonRSS returns the part of process pid's resident set that is its own
+// memory (RssAnon: heap, stacks), in bytes. The rest of the resident set
+// is mostly the executable's pages, which the kernel may map whole (on
+// this machine's kernel a Go binary's code and tables are all resident
+// once it has run): shared and clean, they say how large the binary is,
+// not what the process holds.
+func AnonRSS(pid int) (int64, error) { return statusBytes(pid, "RssAnon") }
+
+// statusBytes reads field (a "NNN kB" line) of /proc/pid/status.
+func statusBytes(pid int, field string) (int64, error) {
 	raw, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/status")
 	if err != nil {
 		return 0, fmt.Errorf("process %d: %w", pid, err)
 	}
 	for line := range strings.Lines(string(raw)) {
-		if rest, ok := strings.CutPrefix(line, "VmRSS:"); ok {
+		if rest, ok := strings.CutPrefix(line, field+":"); ok {
 			f := strings.Fields(rest) // "12345 kB"
 			if len(f) != 2 || f[1] != "kB" {
 				break
@@ -65,7 +76,7 @@ func RSS(pid int) (int64, error) {
 			return kb << 10, nil
 		}
 	}
-	return 0, fmt.Errorf("process %d: no VmRSS in /proc status", pid)
+	return 0, fmt.Errorf("process %d: no %s in /proc status", pid, field)
 }
 
 // ProcessStat is what /proc/PID/stat says of a process that identifies it.

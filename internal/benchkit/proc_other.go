@@ -18,6 +18,7 @@ type ProcessStat struct {
 
 func ProcessCPU(pid int) (time.Duration, error)  { return 0, ErrNoProc }
 func RSS(pid int) (int64, error)                 { return 0, ErrNoProc }
+func AnonRSS(pid int) (int64, error)             { return 0, ErrNoProc }
 func Stat(pid int) (ProcessStat, error)          { return ProcessStat{}, ErrNoProc }
 func Descendants(pid int) ([]ProcessStat, error) { return nil, ErrNoProc }
 func MachineBusy() (time.Duration, error)        { return 0, ErrNoProc }

@@ -155,6 +155,16 @@ func passedEnv() map[string]string {
 	return m
 }
 
+// profileWritable returns the directories a confined child (a demo under
+// toolwire's sandbox) must be able to write for the hook to write its
+// profiles: the profile directory when profiling, else none.
+func profileWritable() []string {
+	if dir := os.Getenv(profileDirEnv); dir != "" {
+		return []string{dir}
+	}
+	return nil
+}
+
 // profiled is one profiling window: the row and phase, the operations it
 // covered, and the CPU profiles written (file names in the directory).
 type profiled struct {

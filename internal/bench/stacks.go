@@ -191,6 +191,14 @@ func (b *bench) toolwireStack(ctx context.Context, name string, cfg config.Serve
 	if err != nil {
 		return nil, nil, err
 	}
+	if dirs := profileWritable(); dirs != nil {
+		sb := config.Sandbox{}
+		if cfg.Sandbox != nil {
+			sb = *cfg.Sandbox
+		}
+		sb.Write = append(sb.Write[:len(sb.Write):len(sb.Write)], dirs...)
+		cfg.Sandbox = &sb
+	}
 	reg := tool.NewRegistry(&tool.RegistryOptions{Confirmer: denyAll})
 	ex := tool.NewExecutor(reg, &tool.ExecutorOptions{Audit: alog, Logger: b.quiet})
 	opts := &mcpclient.Options{Logger: b.quiet, Secrets: secrets, Audit: alog, HTTPClient: b.httpClient}
@@ -282,6 +290,10 @@ func (b *bench) startServe(ctx context.Context, name string, lim serveLimits, te
 		envBlock = "    env:\n" + env.String()
 	}
 	cfgPath := filepath.Join(b.dir, name+".yaml")
+	for _, dir := range profileWritable() {
+		// The demo is confined: the profiling hook writes here.
+		envBlock += "    sandbox:\n      write: [" + strconv.Quote(dir) + "]\n"
+	}
 	cfg := fmt.Sprintf("servers:\n  demo:\n    command: %s\n%saudit:\n  file: %s\nsecurity:\n  pinsFile: %s\n%s",
 		strconv.Quote(b.demoBin), envBlock,
 		strconv.Quote(filepath.Join(b.dir, name+"-audit.jsonl")),

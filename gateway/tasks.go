@@ -1122,7 +1122,20 @@ const codeMissingCapability = -32021
 
 // declaresTasks reports whether the 2026 client of req declared the tasks
 // extension in the request's capabilities.
+//
+// It is asked of every 2026 tools/call, so it reads the capabilities in
+// the request's _meta as they were decoded, as go-sdk's decoding them
+// would (the same key, "extensions" matched exactly): go-sdk's
+// ClientCapabilities encodes and decodes them again, a 32 KiB buffer a
+// call. Anything else (a 2025 session's initialize) goes that way.
 func declaresTasks(req mcp.Request) bool {
+	if p := paramsOf(req); p != nil {
+		if caps, ok := p.GetMeta()[mcp.MetaKeyClientCapabilities].(map[string]any); ok {
+			extensions, _ := caps["extensions"].(map[string]any)
+			_, declared := extensions[tasksExtension]
+			return declared
+		}
+	}
 	caps := capabilitiesOf(req)
 	if caps == nil || caps.Extensions == nil {
 		return false

@@ -818,3 +818,46 @@ func TestTasksWithoutSessions(t *testing.T) {
 		t.Errorf("tasks/result: %v, %v", res, rerr)
 	}
 }
+
+// TestDeclaresTasksReadsTheMetaAsDecoded: declaresTasks answers from the
+// request's _meta as it came, as go-sdk's decoding of the capabilities
+// would answer, and without encoding and decoding them again.
+func TestDeclaresTasksReadsTheMetaAsDecoded(t *testing.T) {
+	// Not parallel: testing.AllocsPerRun needs the test alone.
+	for _, capsJSON := range []string{
+		`{"extensions":{"io.modelcontextprotocol/tasks":{}}}`,
+		`{"extensions":{"io.modelcontextprotocol/tasks":null}}`,
+		`{"extensions":{"io.modelcontextprotocol/other":{}}}`,
+		`{"extensions":{"IO.modelcontextprotocol/TASKS":{}}}`,
+		`{"Extensions":{"io.modelcontextprotocol/tasks":{}}}`,
+		`{"extensions":["io.modelcontextprotocol/tasks"]}`,
+		`{"extensions":"io.modelcontextprotocol/tasks"}`,
+		`{"elicitation":{}}`,
+		`{}`,
+		`"io.modelcontextprotocol/tasks"`,
+		``,
+	} {
+		meta := mcp.Meta{}
+		if capsJSON != "" {
+			var caps any
+			if err := json.Unmarshal([]byte(capsJSON), &caps); err != nil {
+				t.Fatal(err)
+			}
+			meta[mcp.MetaKeyClientCapabilities] = caps
+		}
+		req := &mcp.ServerRequest[*mcp.CallToolParamsRaw]{Params: &mcp.CallToolParamsRaw{Meta: meta, Name: "demo__echo"}}
+		want := false
+		if caps := req.ClientCapabilities(); caps != nil {
+			_, want = caps.Extensions[tasksExtension]
+		}
+		if got := declaresTasks(req); got != want {
+			t.Errorf("capabilities %s: declaresTasks %v, go-sdk's decoding says %v", capsJSON, got, want)
+		}
+	}
+	var caps any
+	_ = json.Unmarshal([]byte(`{"extensions":{"io.modelcontextprotocol/tasks":{}}}`), &caps)
+	req := &mcp.ServerRequest[*mcp.CallToolParamsRaw]{Params: &mcp.CallToolParamsRaw{Meta: mcp.Meta{mcp.MetaKeyClientCapabilities: caps}}}
+	if n := testing.AllocsPerRun(100, func() { declaresTasks(req) }); n != 0 {
+		t.Errorf("declaresTasks allocates %v times a call; want none (it decoded the capabilities again)", n)
+	}
+}

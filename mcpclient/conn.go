@@ -211,6 +211,9 @@ func (d *dialer) dialAs(ctx, life context.Context, cfg config.Server, ep *endpoi
 	// inputRounds): innermost, where go-sdk's own loop would be.
 	opts.MultiRoundTrip = &mcp.MultiRoundTripOptions{Disabled: true}
 	client := mcp.NewClient(&mcp.Implementation{Name: "toolwire", Version: version.String()}, &opts)
+	// A tools/call over stdio is sent and decoded by toolwire (see
+	// stdiocall.go): innermost, inside the input rounds.
+	client.AddSendingMiddleware(stdioCalls(c))
 	client.AddSendingMiddleware(d.inputRounds(c))
 	client.AddRoots(roots...)
 	if err := registerTaskMethods(client); err != nil {

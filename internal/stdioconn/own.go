@@ -80,13 +80,34 @@ func (o *ownCalls) take(msg jsonrpc.Message) bool {
 // Answers are read only while the Conn is being read, as an MCP session
 // does all the time.
 func (c *Conn) Call(ctx context.Context, method string, params json.RawMessage) (*jsonrpc.Response, error) {
+	resp, _, err := c.call(ctx, method, params)
+	return resp, err
+}
+
+// Request is [Conn.Call] for a request whose end the peer must hear of:
+// when ctx ends before the answer, it also returns the
+// notifications/cancelled that names the request, for the caller to
+// write (a write to a peer that does not read may block, so it is the
+// caller's to bound), as a session's own calls are announced.
+func (c *Conn) Request(ctx context.Context, method string, params json.RawMessage) (resp *jsonrpc.Response, cancelled *jsonrpc.Request, err error) {
+	resp, id, err := c.call(ctx, method, params)
+	if err != nil && ctx.Err() != nil && errors.Is(err, ctx.Err()) {
+		raw, merr := json.Marshal(map[string]any{"requestId": id.Raw(), "reason": ctx.Err().Error()})
+		if merr == nil {
+			cancelled = &jsonrpc.Request{Method: "notifications/cancelled", Params: raw}
+		}
+	}
+	return resp, cancelled, err
+}
+
+func (c *Conn) call(ctx context.Context, method string, params json.RawMessage) (*jsonrpc.Response, jsonrpc.ID, error) {
 	o := &c.own
 	o.mu.Lock()
 	o.next++
 	id, err := jsonrpc.MakeID(fmt.Sprintf("stdioconn-%d", o.next))
 	if err != nil {
 		o.mu.Unlock()
-		return nil, err
+		return nil, jsonrpc.ID{}, err
 	}
 	if o.calls == nil {
 		o.calls = make(map[jsonrpc.ID]chan *jsonrpc.Response)
@@ -105,17 +126,17 @@ func (c *Conn) Call(ctx context.Context, method string, params json.RawMessage) 
 	}
 	if err := c.Write(ctx, &jsonrpc.Request{ID: id, Method: method, Params: params}); err != nil {
 		giveUp()
-		return nil, err
+		return nil, id, err
 	}
 	select {
 	case resp := <-answer:
-		return resp, nil
+		return resp, id, nil
 	case <-ctx.Done():
 		giveUp()
-		return nil, ctx.Err()
+		return nil, id, ctx.Err()
 	case <-c.done:
 		giveUp()
-		return nil, ErrClosed
+		return nil, id, ErrClosed
 	}
 }
 

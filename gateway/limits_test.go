@@ -620,7 +620,10 @@ func postOn(ctx context.Context, url, sid, body string) (*http.Response, error) 
 
 func TestSessionExpiryCancelsItsCallsInFlight(t *testing.T) {
 	t.Parallel()
-	r := newLimitRig(t, HTTPOptions{Limits: Limits{SessionIdleTimeout: 200 * time.Millisecond}})
+	// Long enough for initialize, initialized and the call to reach the
+	// session under the suite's load before it can expire (at 200 ms a
+	// loaded run saw the session gone at initialized).
+	r := newLimitRig(t, HTTPOptions{Limits: Limits{SessionIdleTimeout: 1500 * time.Millisecond}})
 	_, sid := initialize(t, r.url, "", nil)
 	if res, err := postOn(ctxT(t), r.url, sid, `{"jsonrpc":"2.0","method":"notifications/initialized"}`); err != nil || res.StatusCode != http.StatusAccepted {
 		t.Fatalf("initialized: %v %v", res, err)

@@ -107,7 +107,9 @@ func TestCallCancellationReachesTheServer(t *testing.T) {
 			cancels := filepath.Join(t.TempDir(), "cancels")
 			timeout := ""
 			if how == "timeout" {
-				timeout = "    timeout: 2s\n"
+				// Also the start's bound: long enough for the test binary
+				// to start as a confined server under the suite's load.
+				timeout = "    timeout: 6s\n"
 			}
 			f := newFixture(t, `  rec:
     command: `+quoteYAML(os.Args[0])+`

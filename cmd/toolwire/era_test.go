@@ -182,7 +182,10 @@ func TestCallOfAToolThatNeedsATask(t *testing.T) {
 // report) goes back to the model.
 func TestRunCallsAToolThatNeedsATask(t *testing.T) {
 	t.Parallel()
-	f := newFixture(t, everythingYAML(t))
+	// Required: run waits for the server instead of starting the model
+	// after 3 s without it (a node server under the suite's load may take
+	// longer), since the scripted model calls its tool in the first reply.
+	f := newFixture(t, everythingYAML(t)+"    required: true\n")
 	srv := agenttest.NewServer(t,
 		agenttest.OpenAIReply("", agenttest.Call{ID: "r1", Name: "every__simulate-research-query", Args: `{"topic":"go"}`}),
 		agenttest.OpenAIReply("Done."),

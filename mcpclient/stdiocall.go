@@ -7,8 +7,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"slices"
-	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
@@ -46,28 +44,20 @@ func stdioCalls(c *conn) mcp.Middleware {
 	}
 }
 
-// cancelWriteTimeout bounds the write of a cancelled call's announcement
-// to a server that does not read.
-const cancelWriteTimeout = 5 * time.Second
-
 // callOverStdio sends a tools/call with params on conn and returns its
 // result. A call whose ctx ends first is announced to the server, as the
-// session announces its own, on a goroutine of its own; the call's cancel
-// probe hears of the request and of the announcement as it would from
-// the session's writes (see noteWrite).
+// session announces its own: on a goroutine, since a server that does not
+// read holds the write until the connection closes; the call's cancel
+// probe hears of the request and of the announcement as it would from the
+// session's writes (see noteWrite), so that Close waits for it.
 func callOverStdio(ctx context.Context, conn *stdioconn.Conn, params json.RawMessage) (*mcp.CallToolResult, error) {
-	if p := probeOf(ctx); p != nil {
-		p.markSent() // the write may fail: then there is nothing to announce, and Close waits no longer for it
-	}
 	resp, cancelled, err := conn.Request(ctx, "tools/call", params)
 	if cancelled != nil {
-		wctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), cancelWriteTimeout)
-		go func() {
-			defer cancel()
-			noteWrite(wctx, cancelled, conn.Write(wctx, cancelled))
-		}()
-	} else if p := probeOf(ctx); p != nil {
-		p.markAnnounced() // nothing to announce
+		if p := probeOf(ctx); p != nil {
+			p.markSent()
+		}
+		wctx := context.WithoutCancel(ctx)
+		go func() { noteWrite(wctx, cancelled, conn.Write(wctx, cancelled)) }()
 	}
 	if errors.Is(err, stdioconn.ErrClosed) {
 		// What the session says of a connection that ended under a call:
@@ -81,21 +71,6 @@ func callOverStdio(ctx context.Context, conn *stdioconn.Conn, params json.RawMes
 		return nil, resp.Error
 	}
 	return decodeCallResult(resp.Result)
-}
-
-// textResult is the shape of the results decoded here: text content, and
-// nothing go-sdk's CallToolResult would keep that this does not.
-type textResult struct {
-	Meta              map[string]any    `json:"_meta,omitempty"`
-	Content           []json.RawMessage `json:"content"`
-	StructuredContent any               `json:"structuredContent,omitempty"`
-	IsError           bool              `json:"isError,omitempty"`
-	ResultType        string            `json:"resultType,omitempty"`
-}
-
-type textContent struct {
-	Type string  `json:"type"`
-	Text *string `json:"text"`
 }
 
 // decodeCallResult decodes a tools/call result: a plain result of text in
@@ -112,28 +87,61 @@ func decodeCallResult(raw json.RawMessage) (*mcp.CallToolResult, error) {
 	return &r, nil
 }
 
+// decodeTextResult decodes raw when it is a result of text content only,
+// with no member go-sdk's CallToolResult would read that this does not.
 func decodeTextResult(raw json.RawMessage) (*mcp.CallToolResult, bool) {
-	var w textResult
-	if !exactKeys(raw, "_meta", "content", "structuredContent", "isError", "resultType") || json.Unmarshal(raw, &w) != nil ||
-		(w.ResultType != "" && w.ResultType != "complete") {
+	var (
+		meta       map[string]any
+		content    []json.RawMessage
+		structured any
+		isError    bool
+		resultType string
+	)
+	ok := decodeObject(raw, func(name string) any {
+		switch name {
+		case "_meta":
+			return &meta
+		case "content":
+			return &content
+		case "structuredContent":
+			return &structured
+		case "isError":
+			return &isError
+		case "resultType":
+			return &resultType
+		}
+		return nil
+	})
+	if !ok || (resultType != "" && resultType != "complete") {
 		return nil, false
 	}
-	r := &mcp.CallToolResult{Meta: w.Meta, StructuredContent: w.StructuredContent, IsError: w.IsError, Content: make([]mcp.Content, 0, len(w.Content))}
-	for _, item := range w.Content {
-		var t textContent
-		if !exactKeys(item, "type", "text") || json.Unmarshal(item, &t) != nil || t.Type != "text" || t.Text == nil {
+	r := &mcp.CallToolResult{Meta: meta, StructuredContent: structured, IsError: isError, Content: make([]mcp.Content, 0, len(content))}
+	for _, item := range content {
+		var kind string
+		var text *string
+		ok := decodeObject(item, func(name string) any {
+			switch name {
+			case "type":
+				return &kind
+			case "text":
+				return &text
+			}
+			return nil
+		})
+		if !ok || kind != "text" || text == nil {
 			return nil, false
 		}
-		r.Content = append(r.Content, &mcp.TextContent{Text: *t.Text})
+		r.Content = append(r.Content, &mcp.TextContent{Text: *text})
 	}
 	return r, true
 }
 
-// exactKeys reports whether raw is a JSON object whose members are all
-// named in allowed, exactly: encoding/json would also take a member named
-// in another case for a field, and go-sdk's decoding would not, so such a
-// result goes to go-sdk's.
-func exactKeys(raw []byte, allowed ...string) bool {
+// decodeObject decodes raw, a JSON object, in one pass, each member into
+// what field returns for its name. It fails on a member field has nothing
+// for (nil), and on anything but one object: names are matched exactly,
+// where encoding/json would also match one in another case, which go-sdk's
+// decoding does not, so such a result goes to go-sdk's.
+func decodeObject(raw []byte, field func(name string) any) bool {
 	d := json.NewDecoder(bytes.NewReader(raw))
 	if t, err := d.Token(); err != nil || t != json.Delim('{') {
 		return false
@@ -143,13 +151,15 @@ func exactKeys(raw []byte, allowed ...string) bool {
 		if err != nil {
 			return false
 		}
-		if k, _ := t.(string); !slices.Contains(allowed, k) {
-			return false
-		}
-		var value json.RawMessage
-		if d.Decode(&value) != nil {
+		name, _ := t.(string)
+		dst := field(name)
+		if dst == nil || d.Decode(dst) != nil {
 			return false
 		}
 	}
-	return true
+	if _, err := d.Token(); err != nil { // the closing brace
+		return false
+	}
+	_, err := d.Token()
+	return errors.Is(err, io.EOF)
 }

@@ -87,8 +87,9 @@ func (c *Conn) Call(ctx context.Context, method string, params json.RawMessage) 
 // Request is [Conn.Call] for a request whose end the peer must hear of:
 // when ctx ends before the answer, it also returns the
 // notifications/cancelled that names the request, for the caller to
-// write (a write to a peer that does not read may block, so it is the
-// caller's to bound), as a session's own calls are announced.
+// write as a session announces its own calls (on a goroutine where it
+// must not wait: a write to a peer that does not read blocks until the
+// Conn closes).
 func (c *Conn) Request(ctx context.Context, method string, params json.RawMessage) (resp *jsonrpc.Response, cancelled *jsonrpc.Request, err error) {
 	resp, id, err := c.call(ctx, method, params)
 	if err != nil && ctx.Err() != nil && errors.Is(err, ctx.Err()) {

@@ -285,17 +285,21 @@ func (b *bench) startServe(ctx context.Context, name string, lim serveLimits, te
 	for k, v := range passedEnv() {
 		fmt.Fprintf(&env, "      %s: %s\n", k, strconv.Quote(v))
 	}
-	envBlock := ""
+	demo := "" // the demo server's settings after its command
 	if env.Len() > 0 {
-		envBlock = "    env:\n" + env.String()
+		demo = "    env:\n" + env.String()
+	}
+	if dirs := profileWritable(); dirs != nil {
+		// The demo is confined: the profiling hook writes there.
+		quoted := make([]string, len(dirs))
+		for i, dir := range dirs {
+			quoted[i] = strconv.Quote(dir)
+		}
+		demo += "    sandbox:\n      write: [" + strings.Join(quoted, ", ") + "]\n"
 	}
 	cfgPath := filepath.Join(b.dir, name+".yaml")
-	for _, dir := range profileWritable() {
-		// The demo is confined: the profiling hook writes here.
-		envBlock += "    sandbox:\n      write: [" + strconv.Quote(dir) + "]\n"
-	}
 	cfg := fmt.Sprintf("servers:\n  demo:\n    command: %s\n%saudit:\n  file: %s\nsecurity:\n  pinsFile: %s\n%s",
-		strconv.Quote(b.demoBin), envBlock,
+		strconv.Quote(b.demoBin), demo,
 		strconv.Quote(filepath.Join(b.dir, name+"-audit.jsonl")),
 		strconv.Quote(filepath.Join(b.dir, name+"-pins.json")),
 		limitsYAML[lim])

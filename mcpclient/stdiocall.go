@@ -90,6 +90,9 @@ func decodeCallResult(raw json.RawMessage) (*mcp.CallToolResult, error) {
 // decodeTextResult decodes raw when it is a result of text content only,
 // with no member go-sdk's CallToolResult would read that this does not.
 func decodeTextResult(raw json.RawMessage) (*mcp.CallToolResult, bool) {
+	if !nestsWithin(raw, maxNesting) {
+		return nil, false // go-sdk refuses it
+	}
 	var (
 		meta       map[string]any
 		content    []json.RawMessage
@@ -162,4 +165,32 @@ func decodeObject(raw []byte, field func(name string) any) bool {
 	}
 	_, err := d.Token()
 	return errors.Is(err, io.EOF)
+}
+
+// maxNesting is how deep go-sdk lets a result nest objects and arrays;
+// it refuses a deeper one, and so does a call through toolwire.
+const maxNesting = 1000
+
+// nestsWithin reports whether the JSON text raw nests objects and arrays
+// at most max deep (what is inside strings aside).
+func nestsWithin(raw []byte, max int) bool {
+	depth, inString, escaped := 0, false, false
+	for _, b := range raw {
+		switch {
+		case escaped:
+			escaped = false
+		case inString && b == '\\':
+			escaped = true
+		case b == '"':
+			inString = !inString
+		case inString:
+		case b == '{' || b == '[':
+			if depth++; depth > max {
+				return false
+			}
+		case b == '}' || b == ']':
+			depth--
+		}
+	}
+	return true
 }

@@ -3,6 +3,7 @@ package mcpclient
 import (
 	"encoding/json"
 	"runtime"
+	"strings"
 	"testing"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
@@ -34,6 +35,13 @@ func TestCallResultsDecodeAsGoSDKDecodesThem(t *testing.T) {
 		`{"content":[{"type":"text","text":"a"}],"resultType":"something_new"}`,
 		`{"content":null}`, `{"content":[null]}`, `{"content":[1]}`, `{"content":{}}`,
 		`{"structuredContent":[1,2]}`, `{}`, `null`, `[]`, `"x"`, `{"content":[{"type":"text","text":"a"}]} trailing`,
+		// Nested as deep as go-sdk allows, and one deeper (it refuses
+		// that), in structuredContent and in _meta; brackets in a string
+		// do not count.
+		`{"content":[],"structuredContent":` + strings.Repeat(`[`, 999) + strings.Repeat(`]`, 999) + `}`,
+		`{"content":[],"structuredContent":` + strings.Repeat(`[`, 1000) + strings.Repeat(`]`, 1000) + `}`,
+		`{"content":[],"_meta":` + strings.Repeat(`{"a":`, 1000) + `1` + strings.Repeat(`}`, 1000) + `}`,
+		`{"content":[{"type":"text","text":"` + strings.Repeat(`[{\"`, 1200) + `"}]}`,
 	} {
 		theirs, theirErr := goSDKDecode(raw)
 		ours, ourErr := decodeCallResult(json.RawMessage(raw))

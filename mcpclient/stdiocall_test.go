@@ -35,6 +35,11 @@ func TestCallResultsDecodeAsGoSDKDecodesThem(t *testing.T) {
 		`{"content":[{"type":"text","text":"a"}],"resultType":"something_new"}`,
 		`{"content":null}`, `{"content":[null]}`, `{"content":[1]}`, `{"content":{}}`,
 		`{"structuredContent":[1,2]}`, `{}`, `null`, `[]`, `"x"`, `{"content":[{"type":"text","text":"a"}]} trailing`,
+		// Text that is not valid UTF-8, a lone surrogate, a NUL, a
+		// number past float64's precision.
+		"{\"content\":[{\"type\":\"text\",\"text\":\"a\xff\xfeb\"}]}",
+		`{"content":[{"type":"text","text":"\ud800x"}]}`, `{"content":[{"type":"text","text":"a\u0000b"}]}`,
+		`{"content":[],"structuredContent":{"n":12345678901234567890}}`,
 		// Nested as deep as go-sdk allows, and one deeper (it refuses
 		// that), in structuredContent and in _meta; brackets in a string
 		// do not count.

@@ -213,10 +213,14 @@ type badCase struct {
 
 // plain checks a plain HTTP refusal: status, a body saying why, and no
 // JSON-RPC message.
-func plain(status int, why string) func(*testing.T, *reply) {
+func plain(status int, why ...string) func(*testing.T, *reply) {
 	return func(t *testing.T, r *reply) {
 		t.Helper()
-		if r.status != status || !strings.Contains(r.body, why) || r.msg != nil {
+		says := true
+		for _, w := range why {
+			says = says && strings.Contains(r.body, w)
+		}
+		if r.status != status || !says || r.msg != nil {
 			t.Errorf("status %d, body %q; want %d saying %q", r.status, r.body, status, why)
 		}
 	}
@@ -269,7 +273,9 @@ func unauthorized(url, token, why string) func(*testing.T, *reply) {
 }
 
 // badCases are the bad requests, each with the answer go-sdk (and the
-// gateway's executor, for arguments) gives it. mint makes JWTs as
+// gateway's executor, for arguments) gives it; where the 2025 sessions'
+// transport (toolwire's, sessionconn.go) words a refusal otherwise, what
+// both say. mint makes JWTs as
 // [badInputServer]'s does.
 func badCases(t *testing.T, url string, mint func(*ecdsa.PrivateKey, string, string, string, time.Time) string) []badCase {
 	t.Helper()
@@ -286,16 +292,16 @@ func badCases(t *testing.T, url string, mint func(*ecdsa.PrivateKey, string, str
 	return []badCase{
 		// (a) Not JSON: a plain 400, not a -32700 response.
 		{"truncated JSON, no session", bob, noSession, `{"jsonrpc":"2.0","id":1,"method":`,
-			plain(http.StatusBadRequest, "malformed payload: unmarshaling jsonrpc message: unexpected EOF")},
+			plain(http.StatusBadRequest, "malformed payload: ", "unexpected")},
 		{"truncated JSON", bob, ownSession, `{"jsonrpc":"2.0","id":1,"method":`,
-			plain(http.StatusBadRequest, "malformed payload: unmarshaling jsonrpc message: unexpected EOF")},
+			plain(http.StatusBadRequest, "malformed payload: ", "unexpected")},
 		{"not JSON at all", bob, ownSession, `hello`,
 			plain(http.StatusBadRequest, "malformed payload")},
 		// (b) JSON but not JSON-RPC: a plain 400, not -32600.
 		{"JSON without jsonrpc", bob, ownSession, `{"hello":"world"}`,
-			plain(http.StatusBadRequest, `malformed payload: invalid message version tag ""; expected "2.0"`)},
+			plain(http.StatusBadRequest, `malformed payload: `, `version`, `""`, `"2.0"`)},
 		{"jsonrpc 1.0", bob, ownSession, `{"jsonrpc":"1.0","id":3,"method":"tools/list"}`,
-			plain(http.StatusBadRequest, `invalid message version tag "1.0"`)},
+			plain(http.StatusBadRequest, `malformed payload: `, `version`, `"1.0"`, `"2.0"`)},
 		{"an object as id", bob, ownSession, `{"jsonrpc":"2.0","id":{"a":1},"method":"tools/list"}`,
 			plain(http.StatusBadRequest, "malformed payload: parse error: invalid ID type")},
 		{"empty batch", bob, ownSession, `[]`,

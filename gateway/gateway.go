@@ -216,6 +216,9 @@ func (g *Gateway) serve(visible func(name string) bool, perCaller func() bool, e
 	if g.tasks != nil {
 		srv.AddReceivingMiddleware(g.tasks.taskAdvert) // outside all that reads the results it rewrites
 	}
+	// Outermost: whatever any layer sends while serving a request of a
+	// 2025 session goes on the POST that carried the request.
+	srv.AddReceivingMiddleware(relatePost)
 	s.srv = srv
 	unwatch := []func(){g.ex.Registry().Watch(func() { s.poke(&s.toolsDirty) })}
 	s.sync()

@@ -150,6 +150,9 @@ func (g *Gateway) Handler(options *HTTPOptions) *Handler {
 	var sessions *stateful // the 2025 sessions; none when stateless
 	if !opts.Stateless {
 		sessions = newStateful(nil, tr, opts.Sessions, g.opts.Relay, limit, g.logger)
+		if g.tasks != nil {
+			sessions.methods = withTaskMethods(receivedMethods)
+		}
 		sessions.replyKey = replyKeyOf(g.sealer)
 		if opts.Verifier != nil {
 			// Outside the swappable one: a reload changes what verifies

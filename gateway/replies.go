@@ -89,10 +89,10 @@ func replyPrefix(instance string) string { return "tw" + instance + "-" }
 // relayReply is the relay's method of answers passed to their replica.
 const relayReply = "session.reply"
 
-// fleetTransport is a session's transport in a fleet: go-sdk's, with the
-// ids of the server's requests made the fleet's.
+// fleetTransport is a session's transport in a fleet: the layer's, with
+// the ids of the server's requests made the fleet's.
 type fleetTransport struct {
-	*mcp.StreamableServerTransport
+	*sessionTransport
 	// prefix returns the replica's [replyPrefix], asked for each request:
 	// a replica taken for lost goes on as a new instance.
 	prefix func() string
@@ -100,7 +100,7 @@ type fleetTransport struct {
 }
 
 func (t *fleetTransport) Connect(ctx context.Context) (mcp.Connection, error) {
-	c, err := t.StreamableServerTransport.Connect(ctx)
+	c, err := t.sessionTransport.Connect(ctx)
 	if err != nil {
 		return nil, err
 	}

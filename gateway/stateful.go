@@ -59,7 +59,8 @@ type stateful struct {
 	replyKey    []byte       // of the mac in the ids of a copy's requests (replies.go)
 	maxBody     int64        // < 0: no limit
 	logger      func() *slog.Logger
-	syncKey     string // marks the requests the layer serves its own copies
+	methods     map[string]methodRule // what the sessions' servers receive
+	syncKey     string                // marks the requests the layer serves its own copies
 	stopWatch   func()
 	stopReplies func()
 	syncs       atomic.Int64
@@ -73,7 +74,7 @@ type stateful struct {
 type held struct {
 	id   string
 	cred credential
-	t    *mcp.StreamableServerTransport
+	t    *sessionTransport
 	ss   *mcp.ServerSession
 	ts   *session // the tracker's
 
@@ -93,7 +94,7 @@ const syncHeader = "X-Toolwire-Session-Sync"
 func newStateful(getServer func(*http.Request) *mcp.Server, tr *tracker, store SessionStore, relay Relay, maxBody int64, logger func() *slog.Logger) *stateful {
 	h := &stateful{
 		getServer: getServer, tr: tr, store: store, maxBody: maxBody, logger: logger,
-		syncKey: rand.Text(), held: map[string]*held{}, rebuilding: map[string]chan struct{}{},
+		methods: receivedMethods, syncKey: rand.Text(), held: map[string]*held{}, rebuilding: map[string]chan struct{}{},
 	}
 	tr.exempt = h.isSync
 	if store != nil {
@@ -119,12 +120,12 @@ func (h *stateful) close() {
 // transport returns a new session's transport, and what to connect: in a
 // fleet, the ids of the requests it sends are the fleet's (see
 // fleetTransport).
-func (h *stateful) transport(id string) (*mcp.StreamableServerTransport, mcp.Transport) {
-	t := &mcp.StreamableServerTransport{SessionID: id}
+func (h *stateful) transport(id string) (*sessionTransport, mcp.Transport) {
+	t := newSessionTransport(id, h.methods)
 	if h.relay == nil {
 		return t, t
 	}
-	return t, &fleetTransport{StreamableServerTransport: t, prefix: func() string { return replyPrefix(h.relay.Instance()) }, key: h.replyKey}
+	return t, &fleetTransport{sessionTransport: t, prefix: func() string { return replyPrefix(h.relay.Instance()) }, key: h.replyKey}
 }
 
 // isSync reports whether req is one the layer serves its own copy.
@@ -272,7 +273,7 @@ func (h *stateful) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if h.store != nil {
 		defer h.keepAlive(sid)()
 	}
-	serveWhole(hs.t, w, r)
+	hs.t.ServeHTTP(w, r)
 }
 
 // protocol is the revision the session negotiated at its initialize (a
@@ -376,7 +377,7 @@ func (h *stateful) open(w http.ResponseWriter, r *http.Request) {
 	}
 	hs := &held{id: t.SessionID, cred: credentialOf(auth.TokenInfoFromContext(r.Context())), t: t, ss: ss, ts: s}
 	h.register(hs)
-	serveWhole(t, w, r)
+	t.ServeHTTP(w, r)
 	if !h.tr.bound(s) { // not an initialize, or it failed (or was not stored)
 		_ = ss.Close()
 		h.tr.release(s, EndClosed)

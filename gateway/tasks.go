@@ -713,15 +713,19 @@ func (d taskDownstream) ask(ctx context.Context, kind tool.RequestKind, params j
 	return d.downstream.ask(ctx, kind, params)
 }
 
-// unrelated hides from go-sdk the request that started a task: what the
-// task's call sends its client (a question, progress) then goes on the
-// session's own stream, since the request's stream ended with its
-// answer, the task. go-sdk keys the relation by a type of its own, found
-// by name: should it change, messages are refused as on a closed stream,
-// and an approval is refused (fail closed).
+// unrelated hides the request that started a task from the transport:
+// what the task's call sends its client (a question, progress) then goes
+// on the session's own stream, since the request's stream ended with its
+// answer, the task. A 2025 session's transport (sessionconn.go) keys the
+// relation by postKey; go-sdk's, which serves the rest, by a type of its
+// own, found by name: should it change, messages are refused as on a
+// closed stream, and an approval is refused (fail closed).
 type unrelated struct{ context.Context }
 
 func (u unrelated) Value(key any) any {
+	if _, ok := key.(postKey); ok {
+		return nil
+	}
 	if t := reflect.TypeOf(key); t != nil && t.PkgPath() == "github.com/modelcontextprotocol/go-sdk/mcp" && t.Name() == "idContextKey" {
 		return nil
 	}

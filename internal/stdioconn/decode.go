@@ -219,3 +219,23 @@ func plainString(b []byte) (string, bool) {
 	}
 	return string(inner), true
 }
+
+// DecodeBody decodes an HTTP request's body as go-sdk's Streamable HTTP
+// transport reads it: an array (or null) is a batch of at least one
+// message, anything else one message. Leading white space is skipped; the
+// nesting bound and the validation are Decode's.
+func DecodeBody(data []byte) (msgs []jsonrpc.Message, isBatch bool, err error) {
+	i := 0
+	for i < len(data) && isSpace(data[i]) {
+		i++
+	}
+	if i < len(data) && (data[i] == '[' || data[i] == 'n') {
+		msgs, err = decodeBatch(data, false)
+		return msgs, true, err
+	}
+	msg, err := Decode(data)
+	if err != nil {
+		return nil, false, err
+	}
+	return []jsonrpc.Message{msg}, false, nil
+}

@@ -123,3 +123,7 @@ func wireError(err error) *jsonrpc.Error {
 	}
 	return we
 }
+
+// AppendMessage appends msg to buf as jsonrpc.EncodeMessage encodes it
+// (see appendMessage), for a transport of toolwire's own other than stdio.
+func AppendMessage(buf *bytes.Buffer, msg jsonrpc.Message) error { return appendMessage(buf, msg) }

@@ -1,0 +1,330 @@
+package gateway
+
+import (
+	"bufio"
+	"context"
+	"crypto/rand"
+	"encoding/json"
+	"errors"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+)
+
+// ownSessions serves srv's 2025 sessions on sessionTransport, as the
+// stateful layer does, without its limits, binding or store.
+type ownSessions struct {
+	srv *mcp.Server
+
+	mu       sync.Mutex
+	sessions map[string]*sessionTransport
+	served   map[string]*mcp.ServerSession
+}
+
+func newOwnSessions(srv *mcp.Server) *ownSessions {
+	return &ownSessions{srv: srv, sessions: map[string]*sessionTransport{}, served: map[string]*mcp.ServerSession{}}
+}
+
+func (o *ownSessions) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	sid := r.Header.Get(sessionHeader)
+	o.mu.Lock()
+	t := o.sessions[sid]
+	o.mu.Unlock()
+	if t == nil {
+		if sid != "" {
+			http.Error(w, "session not found", http.StatusNotFound)
+			return
+		}
+		t = newSessionTransport(rand.Text(), receivedMethods)
+		ss, err := o.srv.Connect(context.WithoutCancel(r.Context()), t, nil)
+		if err != nil {
+			http.Error(w, err.Error(), http.StatusInternalServerError)
+			return
+		}
+		o.mu.Lock()
+		o.sessions[t.SessionID], o.served[t.SessionID] = t, ss
+		o.mu.Unlock()
+	}
+	t.ServeHTTP(w, r)
+}
+
+func (o *ownSessions) session(id string) *mcp.ServerSession {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	return o.served[id]
+}
+
+// sessionServer is a go-sdk server, with the middleware by which what a
+// request's handler sends finds its POST, and one tool, "step", that reports
+// progress when asked to and returns "done"; "hold" waits for release.
+func sessionServer(release <-chan struct{}) *mcp.Server {
+	srv := mcp.NewServer(&mcp.Implementation{Name: "t", Version: "1"}, &mcp.ServerOptions{HasTools: true})
+	srv.AddReceivingMiddleware(relatePost) // as the gateway's servers have it
+	obj := &jsonSchemaObject{Type: "object"}
+	srv.AddTool(&mcp.Tool{Name: "step", InputSchema: obj}, func(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+		if tok := req.Params.GetProgressToken(); tok != nil {
+			_ = req.Session.NotifyProgress(ctx, &mcp.ProgressNotificationParams{ProgressToken: tok, Progress: 1, Total: 2, Message: "half"})
+		}
+		return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: "done"}}}, nil
+	})
+	srv.AddTool(&mcp.Tool{Name: "hold", InputSchema: obj}, func(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+		select {
+		case <-release:
+		case <-ctx.Done():
+		}
+		return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: "released"}}}, nil
+	})
+	return srv
+}
+
+type jsonSchemaObject struct {
+	Type string `json:"type"`
+}
+
+// rawPost posts body to url in session sid with accept, and returns the
+// status, the content type and the body.
+func rawPost(t *testing.T, url, sid, accept, body string, header ...string) (int, string, string) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, url, strings.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Accept", accept)
+	req.Header.Set(protocolHeader, "2025-11-25")
+	if sid != "" {
+		req.Header.Set(sessionHeader, sid)
+	}
+	for i := 0; i+1 < len(header); i += 2 {
+		req.Header.Set(header[i], header[i+1])
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return resp.StatusCode, mediaType(resp.Header.Get("Content-Type")), string(b)
+}
+
+const (
+	streamFirst = "text/event-stream, application/json"
+	jsonFirst   = "application/json, text/event-stream"
+)
+
+// eventData returns the data of each event of an event stream.
+func eventData(body string) []string {
+	var out []string
+	sc := bufio.NewScanner(strings.NewReader(body))
+	for sc.Scan() {
+		if d, ok := strings.CutPrefix(sc.Text(), "data: "); ok {
+			out = append(out, d)
+		}
+	}
+	return out
+}
+
+// TestSessionRefusesWhatGoSDKRefuses posts every method go-sdk's server
+// receives, and some it does not, as calls and as notifications, with
+// params and without, to a session on go-sdk's transport and to one on
+// toolwire's, and wants the same status, the same refusal and the same
+// messages back: the session's method table is go-sdk's, and its codec
+// gives go-sdk's bytes.
+func TestSessionRefusesWhatGoSDKRefuses(t *testing.T) {
+	t.Parallel()
+	release := make(chan struct{})
+	defer close(release)
+	srv := sessionServer(release)
+	theirs := httptest.NewServer(mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return srv }, nil))
+	defer theirs.Close()
+	ours := httptest.NewServer(newOwnSessions(srv))
+	defer ours.Close()
+	theirSID, ourSID := openSession(t, theirs.URL, "2025-11-25"), openSession(t, ours.URL, "2025-11-25")
+
+	methods := slices.Sorted(func(yield func(string) bool) {
+		for m := range receivedMethods {
+			if !yield(m) {
+				return
+			}
+		}
+	})
+	// subscriptions/listen holds its answer open (2026-07-28's), and
+	// initialize is a session's first request: both are served whole
+	// elsewhere.
+	methods = slices.DeleteFunc(methods, func(m string) bool { return m == "subscriptions/listen" })
+	methods = append(methods, "no/such", "tools/calls", "")
+	id := 10
+	for _, m := range methods {
+		for _, form := range []string{"call+params", "call", "notification+params", "notification"} {
+			msg := map[string]any{"jsonrpc": "2.0", "method": m}
+			if strings.HasPrefix(form, "call") {
+				id++
+				msg["id"] = id
+			}
+			if strings.HasSuffix(form, "+params") {
+				msg["params"] = map[string]any{}
+			}
+			body, _ := json.Marshal(msg)
+			ts, _, tb := rawPost(t, theirs.URL, theirSID, streamFirst, string(body))
+			os, _, ob := rawPost(t, ours.URL, ourSID, streamFirst, string(body))
+			if ts != os {
+				t.Errorf("%s: status %d from toolwire's transport, %d from go-sdk's (bodies %q, %q)", body, os, ts, ob, tb)
+				continue
+			}
+			if ts == http.StatusBadRequest && ob != tb {
+				t.Errorf("%s: refused with %q, go-sdk refuses it with %q", body, ob, tb)
+			}
+			if ts == http.StatusOK && !slices.Equal(eventData(ob), eventData(tb)) {
+				t.Errorf("%s: answered %q, go-sdk answers %q", body, eventData(ob), eventData(tb))
+			}
+		}
+	}
+}
+
+// TestSessionAnswersWholeOrStreams: a call whose answer is its response
+// alone goes as JSON to a client that prefers JSON, and as an event stream
+// to one that names the stream first; a call that reports progress first
+// goes as an event stream with the progress before the response, which
+// is the call's POST's, not the GET stream's.
+func TestSessionAnswersWholeOrStreams(t *testing.T) {
+	t.Parallel()
+	release := make(chan struct{})
+	defer close(release)
+	ts := httptest.NewServer(newOwnSessions(sessionServer(release)))
+	defer ts.Close()
+	sid := openSession(t, ts.URL, "2025-11-25")
+
+	call := `{"jsonrpc":"2.0","id":"a","method":"tools/call","params":{"name":"step","arguments":{}}}`
+	status, ctype, body := rawPost(t, ts.URL, sid, jsonFirst, call)
+	if status != http.StatusOK || ctype != "application/json" || !strings.Contains(body, `"id":"a"`) || !strings.Contains(body, `"done"`) {
+		t.Errorf("a plain call, JSON preferred: %d %s %q; want its response as JSON", status, ctype, body)
+	}
+	status, ctype, body = rawPost(t, ts.URL, sid, streamFirst, call)
+	if data := eventData(body); status != http.StatusOK || ctype != "text/event-stream" || len(data) != 1 || !strings.Contains(data[0], `"done"`) {
+		t.Errorf("a plain call, the stream preferred: %d %s %q; want one event", status, ctype, body)
+	}
+	withProgress := `{"jsonrpc":"2.0","id":7,"method":"tools/call","params":{"name":"step","arguments":{},"_meta":{"progressToken":"p1"}}}`
+	status, ctype, body = rawPost(t, ts.URL, sid, jsonFirst, withProgress)
+	data := eventData(body)
+	if status != http.StatusOK || ctype != "text/event-stream" || len(data) != 2 ||
+		!strings.Contains(data[0], `"notifications/progress"`) || !strings.Contains(data[0], `"p1"`) ||
+		!strings.Contains(data[1], `"id":7`) || !strings.Contains(data[1], `"done"`) {
+		t.Errorf("a call with progress: %d %s %q; want the progress, then the response, as events", status, ctype, body)
+	}
+}
+
+// TestSessionRefusesHostileRequests: an id already in flight, a second
+// GET stream, and a Last-Event-ID (nothing is kept to resume from) are
+// refused, and the session goes on serving.
+func TestSessionRefusesHostileRequests(t *testing.T) {
+	t.Parallel()
+	release := make(chan struct{})
+	ts := httptest.NewServer(newOwnSessions(sessionServer(release)))
+	defer ts.Close()
+	sid := openSession(t, ts.URL, "2025-11-25")
+
+	held := make(chan string, 1)
+	go func() {
+		_, _, body := rawPost(t, ts.URL, sid, jsonFirst, `{"jsonrpc":"2.0","id":5,"method":"tools/call","params":{"name":"hold","arguments":{}}}`)
+		held <- body
+	}()
+	// The held call is in flight once a second call of its id is refused;
+	// until then the second may be the first.
+	deadline := time.Now().Add(10 * time.Second)
+	var status int
+	var body string
+	for time.Now().Before(deadline) {
+		status, _, body = rawPost(t, ts.URL, sid, jsonFirst, `{"jsonrpc":"2.0","id":5,"method":"ping"}`)
+		if status == http.StatusBadRequest {
+			break
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	if status != http.StatusBadRequest || !strings.Contains(body, `duplicate in-flight request ID 5`) || !strings.Contains(body, `"id":5`) {
+		t.Errorf("a second call with an id in flight: %d %q; want 400 and a JSON-RPC error naming it", status, body)
+	}
+	close(release)
+	if got := <-held; !strings.Contains(got, "released") {
+		t.Errorf("the held call answered %q; want its result", got)
+	}
+
+	status, _, body = rawPost(t, ts.URL, sid, jsonFirst, `{"jsonrpc":"2.0","id":6,"method":"ping"}`, "Last-Event-ID", "x_1")
+	if status != http.StatusBadRequest || !strings.Contains(body, "Last-Event-ID") {
+		t.Errorf("a POST with Last-Event-ID: %d %q; want 400", status, body)
+	}
+
+	get := func(ctx context.Context, lastEventID string) *http.Response {
+		req, _ := http.NewRequestWithContext(ctx, http.MethodGet, ts.URL, nil)
+		req.Header.Set("Accept", "text/event-stream")
+		req.Header.Set(sessionHeader, sid)
+		if lastEventID != "" {
+			req.Header.Set("Last-Event-ID", lastEventID)
+		}
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return resp
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	first := get(ctx, "")
+	if first.StatusCode != http.StatusOK || mediaType(first.Header.Get("Content-Type")) != "text/event-stream" {
+		t.Fatalf("the GET stream: %d %s", first.StatusCode, first.Header.Get("Content-Type"))
+	}
+	second := get(context.Background(), "")
+	_, _ = io.Copy(io.Discard, second.Body)
+	second.Body.Close()
+	if second.StatusCode != http.StatusConflict {
+		t.Errorf("a second GET stream: %d; want 409", second.StatusCode)
+	}
+	resumed := get(context.Background(), "x_1")
+	_, _ = io.Copy(io.Discard, resumed.Body)
+	resumed.Body.Close()
+	if resumed.StatusCode != http.StatusBadRequest {
+		t.Errorf("a GET with Last-Event-ID: %d; want 400", resumed.StatusCode)
+	}
+	cancel()
+	first.Body.Close()
+
+	if status, _, body := rawPost(t, ts.URL, sid, jsonFirst, `{"jsonrpc":"2.0","id":8,"method":"ping"}`); status != http.StatusOK || !strings.Contains(body, `"id":8`) {
+		t.Errorf("a ping after all that: %d %q; want it answered", status, body)
+	}
+}
+
+// TestRejectedIsGoSDKs: a message the transport declines (here a request
+// to the client with no stream to carry it) fails at once without
+// breaking the session, because it wraps go-sdk's own sentinel; with any
+// other error go-sdk would close the session.
+func TestRejectedIsGoSDKs(t *testing.T) {
+	t.Parallel()
+	if errors.Is(rejected(), errDeclined) {
+		t.Fatal("go-sdk's sentinel for a declined message could not be had")
+	}
+	release := make(chan struct{})
+	defer close(release)
+	own := newOwnSessions(sessionServer(release))
+	ts := httptest.NewServer(own)
+	defer ts.Close()
+	sid := openSession(t, ts.URL, "2025-11-25")
+	ss := own.session(sid)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if _, err := ss.ListRoots(ctx, nil); err == nil || ctx.Err() != nil {
+		t.Fatalf("a request with nowhere to go: err %v (context %v); want it refused at once", err, ctx.Err())
+	}
+	if status, _, body := rawPost(t, ts.URL, sid, jsonFirst, `{"jsonrpc":"2.0","id":9,"method":"ping"}`); status != http.StatusOK || !strings.Contains(body, `"id":9`) {
+		t.Errorf("the session after a declined message: %d %q; want it serving", status, body)
+	}
+}

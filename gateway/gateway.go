@@ -6,10 +6,12 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
 
+	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"github.com/toolwire/toolwire/internal/version"
 	"github.com/toolwire/toolwire/task"
@@ -203,22 +205,31 @@ func (g *Gateway) serve(visible func(name string) bool, perCaller func() bool, e
 		opts.SubscribeHandler, opts.UnsubscribeHandler = s.subscribe, s.unsubscribe
 	}
 	srv = mcp.NewServer(&mcp.Implementation{Name: g.opts.Name, Version: version.String()}, opts)
+	// The receiving middleware, outermost first: go-sdk's server runs
+	// every request through it, and a 2025 session's tools/call served
+	// directly (served.direct) through the same chain.
+	var mws []mcp.Middleware
+	// Whatever any layer sends while serving a request of a 2025 session
+	// goes on the POST that carried the request.
+	mws = append(mws, relatePost)
+	if g.tasks != nil {
+		mws = append(mws, g.tasks.taskAdvert) // outside all that reads the results it rewrites
+	}
+	mws = append(mws, g.opts.Middleware...) // telemetry: sees what the rest refuse
+	mws = append(mws, extra...)
 	// capInitialize changes the initialize request in place before
 	// go-sdk's own handler keeps it; nothing of the gateway's reads the
 	// revision an initialize asked for.
+	mws = append(mws, s.guard, g.forwardLogLevel, capInitialize)
 	if g.tasks != nil {
 		g.tasks.register(srv)
-		srv.AddReceivingMiddleware(g.tasks.taskCalls(s)) // innermost: a task's call passes all the rest
+		mws = append(mws, g.tasks.taskCalls(s)) // innermost: a task's call passes all the rest
 	}
-	srv.AddReceivingMiddleware(s.guard, g.forwardLogLevel, capInitialize)
-	srv.AddReceivingMiddleware(extra...)
-	srv.AddReceivingMiddleware(g.opts.Middleware...) // telemetry: outermost, added last
-	if g.tasks != nil {
-		srv.AddReceivingMiddleware(g.tasks.taskAdvert) // outside all that reads the results it rewrites
+	srv.AddReceivingMiddleware(mws...)
+	s.direct = s.callTool
+	for _, mw := range slices.Backward(mws) {
+		s.direct = mw(s.direct)
 	}
-	// Outermost: whatever any layer sends while serving a request of a
-	// 2025 session goes on the POST that carried the request.
-	srv.AddReceivingMiddleware(relatePost)
 	s.srv = srv
 	unwatch := []func(){g.ex.Registry().Watch(func() { s.poke(&s.toolsDirty) })}
 	s.sync()
@@ -251,9 +262,39 @@ type served struct {
 	// toolsDirty and catalogDirty say what a wake-up is for.
 	toolsDirty, catalogDirty atomic.Bool
 
-	mu      sync.Mutex
-	offered map[string]*tool.Tool // what the server lists now, by served name
-	catalog catalog               // the upstreams' resources and prompts it offers
+	// direct serves a tools/call through the server's middleware, as
+	// go-sdk's server would (callTool), for a session's transport that
+	// decoded the request itself (sessionconn.go).
+	direct mcp.MethodHandler
+
+	mu       sync.Mutex
+	offered  map[string]*tool.Tool      // what the server lists now, by served name
+	handlers map[string]mcp.ToolHandler // the handlers of the tools offered, by served name
+	catalog  catalog                    // the upstreams' resources and prompts it offers
+}
+
+// callTool is go-sdk's server's own handling of tools/call (its
+// Server.callTool), on the served tools' handlers: an unknown tool is an
+// invalid-params error, and a result without content gets an empty list
+// rather than null.
+func (s *served) callTool(ctx context.Context, _ string, req mcp.Request) (mcp.Result, error) {
+	r, ok := req.(*mcp.CallToolRequest)
+	if !ok {
+		return nil, fmt.Errorf("gateway: a direct call of %T", req)
+	}
+	s.mu.Lock()
+	h := s.handlers[r.Params.Name]
+	s.mu.Unlock()
+	if h == nil {
+		return nil, &jsonrpc.Error{Code: jsonrpc.CodeInvalidParams, Message: fmt.Sprintf("unknown tool %q", r.Params.Name)}
+	}
+	res, err := h(ctx, r)
+	if err == nil && res != nil && res.Content == nil {
+		whole := *res
+		whole.Content = []mcp.Content{}
+		res = &whole
+	}
+	return res, err
 }
 
 // poke asks for a resync of what dirty marks. It runs in the goroutine
@@ -307,18 +348,22 @@ func (s *served) sync() {
 	if len(gone) > 0 {
 		s.srv.RemoveTools(gone...)
 	}
+	handlers := make(map[string]mcp.ToolHandler, len(want))
 	for name, t := range want {
 		if s.offered[name] == t {
+			handlers[name] = s.handlers[name]
 			continue // same registration: nothing to tell clients
 		}
+		h := s.g.handler(t)
+		handlers[name] = h
 		s.srv.AddTool(&mcp.Tool{
 			Name:        name,
 			Description: t.Description,
 			InputSchema: advertisedSchema(t),
 			Annotations: Annotations(t),
-		}, s.g.handler(t))
+		}, h)
 	}
-	s.offered = want
+	s.offered, s.handlers = want, handlers
 }
 
 // handler runs a call that arrived through the gateway through the

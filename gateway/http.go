@@ -182,7 +182,7 @@ func (g *Gateway) Handler(options *HTTPOptions) *Handler {
 	}), limit))
 	h := stateless
 	if sessions != nil {
-		sessions.getServer = getServer
+		sessions.getServer, sessions.servedBy = getServer, byRole.servedBy
 		h = &dispatcher{stateful: sessions, stateless: stateless, maxBody: limit}
 	}
 	h = g.tasks.taskBodies(h, limit)
@@ -368,6 +368,19 @@ func (r *roleServers) get(role string, visible func(string) bool) *mcp.Server {
 	r.servers[role], r.served[role] = made, sv
 	r.stops = append(r.stops, stop)
 	return made
+}
+
+// servedBy returns the sync state of srv, a server get made and kept,
+// or nil.
+func (r *roleServers) servedBy(srv *mcp.Server) *served {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for role, s := range r.servers {
+		if s == srv {
+			return r.served[role]
+		}
+	}
+	return nil
 }
 
 func (r *roleServers) stopAll() {

@@ -45,15 +45,26 @@ type sessionTransport struct {
 	SessionID string
 	methods   map[string]methodRule // what the session's server receives
 
+	// direct, when set, gives how to serve a POST's one tools/call
+	// itself, through the server's middleware, instead of handing it to
+	// the session (see stateful.directCalls); nil when the call is for the
+	// session after all.
+	direct func(req *jsonrpc.Request) func(context.Context) (mcp.Result, error)
+
 	connected atomic.Bool
 	incoming  chan jsonrpc.Message
 	done      chan struct{}
 	closing   sync.Once
+	// ctx has the values of the context the session was connected with,
+	// as the session's handlers have them; it ends when the session does.
+	ctx    context.Context
+	cancel context.CancelFunc
 
 	mu        sync.Mutex
 	calls     map[jsonrpc.ID]*postAnswer        // calls in flight, by id: the POST that answers each
 	posts     map[*mcp.RequestExtra]*postAnswer // the POSTs held open, by the extra of their requests
 	listening *eventStream                      // the client's GET stream; nil while none is open
+	directs   map[jsonrpc.ID]context.CancelFunc // the calls served directly, in flight
 }
 
 func newSessionTransport(id string, methods map[string]methodRule) *sessionTransport {
@@ -64,15 +75,19 @@ func newSessionTransport(id string, methods map[string]methodRule) *sessionTrans
 		done:      make(chan struct{}),
 		calls:     map[jsonrpc.ID]*postAnswer{},
 		posts:     map[*mcp.RequestExtra]*postAnswer{},
+		directs:   map[jsonrpc.ID]context.CancelFunc{},
+		ctx:       context.Background(),
+		cancel:    func() {},
 	}
 }
 
 // Connect gives the session its connection; a transport is connected
 // once.
-func (t *sessionTransport) Connect(context.Context) (mcp.Connection, error) {
+func (t *sessionTransport) Connect(ctx context.Context) (mcp.Connection, error) {
 	if t.connected.Swap(true) {
 		return nil, errors.New("transport already connected")
 	}
+	t.ctx, t.cancel = context.WithCancel(context.WithoutCancel(ctx))
 	return sessionConn{t}, nil
 }
 
@@ -93,7 +108,10 @@ func (c sessionConn) Read(ctx context.Context) (jsonrpc.Message, error) {
 }
 
 func (c sessionConn) Close() error {
-	c.t.closing.Do(func() { close(c.t.done) })
+	c.t.closing.Do(func() {
+		close(c.t.done)
+		c.t.cancel() // the calls served directly, as go-sdk cancels its handlers'
+	})
 	return nil
 }
 
@@ -196,6 +214,9 @@ func (t *sessionTransport) servePOST(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 		req.Extra = extra
+		if req.Method == "notifications/cancelled" {
+			t.cancelDirect(req.Params) // and the session hears of it too
+		}
 		if req.IsCall() {
 			calls = append(calls, req.ID)
 		}
@@ -223,7 +244,7 @@ func (t *sessionTransport) servePOST(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	defer t.release(p, extra, calls)
-	if !t.publish(msgs) {
+	if !t.startDirect(msgs, isBatch) && !t.publish(msgs) {
 		return // the session ended: p.end says so on the answer
 	}
 	select {
@@ -293,6 +314,91 @@ func withTaskMethods(methods map[string]methodRule) map[string]methodRule {
 		all[m] = methodRule{paramsOptional: true}
 	}
 	return all
+}
+
+// startDirect starts serving the POST's one message with t.direct, if it
+// is a tools/call that t.direct takes, and reports whether it did.
+//
+// The call runs in a goroutine of its own, as go-sdk's session runs a
+// call, so that the POST ends when its client goes and the session is
+// idle while the call runs on. What the session would do for it is done
+// here: its context has the session's values and ends when the session
+// ends or the client cancels the call (cancelDirect); its response is
+// written whatever became of the call, as go-sdk writes it, with the same
+// encoding.
+func (t *sessionTransport) startDirect(msgs []jsonrpc.Message, isBatch bool) bool {
+	if t.direct == nil || isBatch {
+		return false
+	}
+	req, ok := msgs[0].(*jsonrpc.Request)
+	if !ok || req.Method != "tools/call" || !req.IsCall() {
+		return false
+	}
+	run := t.direct(req)
+	if run == nil {
+		return false
+	}
+	ctx, cancel := context.WithCancel(t.ctx)
+	t.mu.Lock()
+	t.directs[req.ID] = cancel
+	t.mu.Unlock()
+	go func() {
+		defer func() {
+			t.mu.Lock()
+			delete(t.directs, req.ID)
+			t.mu.Unlock()
+			cancel()
+		}()
+		res, err := run(ctx)
+		resp := &jsonrpc.Response{ID: req.ID}
+		switch {
+		case err != nil:
+			resp.Error = err // AppendMessage words it as go-sdk does
+		case res == nil:
+			resp.Error = &jsonrpc.Error{Code: jsonrpc.CodeInternalError, Message: "tools/call returned neither a result nor an error"}
+		default:
+			raw, err := marshalResult(res)
+			if err != nil {
+				resp.Error = &jsonrpc.Error{Code: jsonrpc.CodeInternalError, Message: "encode the result: " + err.Error()}
+			}
+			resp.Result = raw
+		}
+		_ = sessionConn{t}.Write(ctx, resp)
+	}()
+	return true
+}
+
+// marshalResult encodes a result as go-sdk's connection does: without
+// HTML escaping, and without the encoder's newline.
+func marshalResult(res mcp.Result) (json.RawMessage, error) {
+	var buf bytes.Buffer
+	enc := json.NewEncoder(&buf)
+	enc.SetEscapeHTML(false)
+	if err := enc.Encode(res); err != nil {
+		return nil, err
+	}
+	return bytes.TrimRight(buf.Bytes(), "\n"), nil
+}
+
+// cancelDirect cancels the call served directly that a
+// notifications/cancelled with params names, if there is one in flight.
+func (t *sessionTransport) cancelDirect(params json.RawMessage) {
+	var p struct {
+		RequestID any `json:"requestId"`
+	}
+	if len(params) == 0 || stdioconn.Unmarshal(params, &p) != nil {
+		return
+	}
+	id, err := jsonrpc.MakeID(p.RequestID)
+	if err != nil || !id.IsValid() {
+		return
+	}
+	t.mu.Lock()
+	cancel := t.directs[id]
+	t.mu.Unlock()
+	if cancel != nil {
+		cancel()
+	}
 }
 
 // hold registers p as the POST answering calls, unless one of them is

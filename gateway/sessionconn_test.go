@@ -328,3 +328,62 @@ func TestRejectedIsGoSDKs(t *testing.T) {
 		t.Errorf("the session after a declined message: %d %q; want it serving", status, body)
 	}
 }
+
+// TestDirectCallsAnswerAsTheSessionDoes posts the same tools/call bodies,
+// well-formed and hostile, to a gateway whose sessions serve tools/call
+// directly and to one whose sessions hand every call to go-sdk's session,
+// and wants the same answers, byte for byte: the direct path decodes as
+// go-sdk decodes (exact member names, the last of duplicate members),
+// leaves go-sdk's refusals to go-sdk, and runs the same middleware and
+// handlers.
+func TestDirectCallsAnswerAsTheSessionDoes(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t, ApprovalPolicy{Write: Allow, Destructive: Deny})
+	serve := func(direct bool) (string, *Handler) {
+		h := f.gw.Handler(&HTTPOptions{})
+		if !direct {
+			h.sessions.servedBy = nil
+		}
+		ts := httptest.NewServer(h)
+		t.Cleanup(func() { ts.CloseClientConnections(); ts.Close(); h.Close() })
+		return ts.URL, h
+	}
+	directURL, directH := serve(true)
+	sessionURL, _ := serve(false)
+	directSID := openSession(t, directURL, "2025-11-25")
+	sessionSID := openSession(t, sessionURL, "2025-11-25")
+	directH.sessions.mu.Lock()
+	wired := directH.sessions.held[directSID].t.direct != nil
+	directH.sessions.mu.Unlock()
+	if !wired {
+		t.Fatal("the session of the direct gateway serves no call directly")
+	}
+
+	for _, params := range []string{
+		`{"name":"read_file","arguments":{"path":"/a"}}`,
+		`{"name":"read_file","arguments":{"path":"/a"},"_meta":{"progressToken":"p"}}`,
+		`{"name":"write_file","arguments":{"path":"/b"}}`,
+		`{"name":"delete_file","arguments":{"path":"/c"}}`,
+		`{"name":"no_such_tool","arguments":{}}`,
+		`{"arguments":{}}`,
+		`{"name":"read_file","arguments":{"path":5}}`,
+		`{"name":"read_file","arguments":["/etc"]}`,
+		`{"name":"read_file"}`,
+		`{"name":"read_file","NAME":"delete_file","arguments":{"path":"/d"}}`,
+		`{"Name":"delete_file","name":"read_file","arguments":{"path":"/d"}}`,
+		`{"name":"delete_file","name":"read_file","arguments":{"path":"/e"}}`,
+		`{"name":"read_file","arguments":{"path":"/f","path":"/g"}}`,
+		`{"name":"read_file","arguments":{"path":"<b>&amp;</b>"}}`,
+		`{"name":"read_file","arguments":{"path":"/h"},"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28"}}`,
+		`null`,
+		`"x"`,
+		`{"name":"read_file","arguments":{"path":"/i"}`,
+	} {
+		body := `{"jsonrpc":"2.0","id":3,"method":"tools/call","params":` + params + `}`
+		ds, dt, db := rawPost(t, directURL+"/mcp", directSID, jsonFirst, body)
+		ss, st, sb := rawPost(t, sessionURL+"/mcp", sessionSID, jsonFirst, body)
+		if ds != ss || dt != st || db != sb {
+			t.Errorf("params %s:\n direct  %d %s %q\n session %d %s %q", params, ds, dt, db, ss, st, sb)
+		}
+	}
+}

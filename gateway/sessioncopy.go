@@ -80,6 +80,7 @@ func (h *stateful) rebuild(r *http.Request, rec *SessionRecord) (*held, error) {
 	if err != nil {
 		return nil, fmt.Errorf("session %s: connect its copy: %w", rec.ID, err)
 	}
+	t.direct = h.directCalls(server, ss)
 	hs := &held{id: rec.ID, cred: credential{rec.Credential, rec.Role}, t: t, ss: ss, ts: s}
 	h.tr.bind(s, ss)
 	h.register(hs)

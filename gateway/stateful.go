@@ -19,8 +19,10 @@ import (
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/auth"
+	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
+	"github.com/toolwire/toolwire/internal/stdioconn"
 	"github.com/toolwire/toolwire/netpolicy"
 )
 
@@ -53,6 +55,7 @@ import (
 // handler.
 type stateful struct {
 	getServer   func(*http.Request) *mcp.Server
+	servedBy    func(*mcp.Server) *served // the sync state of a server getServer gave; nil: none
 	tr          *tracker
 	store       SessionStore // nil: this process only
 	relay       Relay        // nil: one process; else the answers to a copy's requests find it
@@ -276,6 +279,40 @@ func (h *stateful) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	hs.t.ServeHTTP(w, r)
 }
 
+// directCalls returns how the session ss of server serves a tools/call
+// without go-sdk's session decoding it again (sessionTransport.direct):
+// the call's params decoded once, as go-sdk decodes them, and the request
+// go-sdk would make of them run through the server's middleware and its
+// tool's handler (served.direct). A call go-sdk would treat otherwise
+// goes to the session: one before the session's initialize, params that
+// do not decode or are null (go-sdk's refusals), and a request of
+// 2026-07-28's form (a protocol version in its _meta). nil when the
+// server is none of the gateway's.
+func (h *stateful) directCalls(server *mcp.Server, ss *mcp.ServerSession) func(*jsonrpc.Request) func(context.Context) (mcp.Result, error) {
+	if h.servedBy == nil {
+		return nil
+	}
+	sv := h.servedBy(server)
+	if sv == nil || sv.direct == nil {
+		return nil
+	}
+	return func(req *jsonrpc.Request) func(context.Context) (mcp.Result, error) {
+		if ss.InitializeParams() == nil || len(req.Params) == 0 {
+			return nil
+		}
+		var params *mcp.CallToolParamsRaw
+		if stdioconn.Unmarshal(req.Params, &params) != nil || params == nil {
+			return nil
+		}
+		if _, modern := params.Meta[mcp.MetaKeyProtocolVersion]; modern {
+			return nil
+		}
+		extra, _ := req.Extra.(*mcp.RequestExtra)
+		call := &mcp.CallToolRequest{Session: ss, Params: params, Extra: extra}
+		return func(ctx context.Context) (mcp.Result, error) { return sv.direct(ctx, "tools/call", call) }
+	}
+}
+
 // protocol is the revision the session negotiated at its initialize (a
 // copy's record keeps the negotiated one as its initialize's).
 func (hs *held) protocol() string {
@@ -375,6 +412,7 @@ func (h *stateful) open(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, "failed connection", http.StatusInternalServerError)
 		return
 	}
+	t.direct = h.directCalls(server, ss)
 	hs := &held{id: t.SessionID, cred: credentialOf(auth.TokenInfoFromContext(r.Context())), t: t, ss: ss, ts: s}
 	h.register(hs)
 	t.ServeHTTP(w, r)

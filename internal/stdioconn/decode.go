@@ -239,3 +239,9 @@ func DecodeBody(data []byte) (msgs []jsonrpc.Message, isBatch bool, err error) {
 	}
 	return []jsonrpc.Message{msg}, false, nil
 }
+
+// Unmarshal decodes data into v as go-sdk decodes a message's params:
+// member names matched exactly, the nesting bound checked, the value
+// validated whole. It reads data in place, without go-sdk's streaming
+// decoder and its buffer.
+func Unmarshal(data []byte, v any) error { return unmarshal(data, v, false) }

@@ -14,10 +14,10 @@ import (
 // request (2026-07-28).
 const protocolHeader = "Mcp-Protocol-Version"
 
-// dispatcher serves every revision on one endpoint, in front of two of
-// go-sdk's Streamable HTTP handlers over the same per-role servers: a
-// stateful one for the 2025 revisions, which open sessions, and a
-// stateless one for 2026-07-28, which has none. The spec leaves it to a
+// dispatcher serves every revision on one endpoint, in front of two
+// Streamable HTTP handlers over the same per-role servers: toolwire's
+// session layer for the 2025 revisions, which open sessions, and go-sdk's
+// stateless handler for 2026-07-28, which has none. The spec leaves it to a
 // server that speaks both to tell them apart by how the client opens
 // (basic/versioning, "Compatibility Matrix"); the signals, most reliable
 // first:

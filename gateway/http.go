@@ -118,7 +118,7 @@ const MetadataPath = "/.well-known/oauth-protected-resource"
 // go-sdk does by default.
 //
 // Every revision is served on /mcp: the dispatcher sends the requests of
-// 2025 clients, which open sessions, to go-sdk's stateful handler and
+// 2025 clients, which open sessions, to toolwire's session layer and
 // those of 2026-07-28 clients, which have none, to its stateless one (see
 // [dispatcher]); both serve the same per-role servers. With
 // opts.Stateless, every request goes to the stateless one.

@@ -28,8 +28,8 @@ import (
 
 // stateful serves the sessions of the 2025 revisions, in place of go-sdk's
 // stateful StreamableHTTPHandler (whose sessions live in one process's
-// memory), on go-sdk's public API: a session is a
-// mcp.StreamableServerTransport with its SessionID, connected to its
+// memory), on go-sdk's public API: a session is a sessionTransport (the
+// layer's own, sessionconn.go) with its SessionID, connected to its
 // role's server with Server.Connect, and every request of the session is
 // served by that transport.
 //

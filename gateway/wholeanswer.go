@@ -10,8 +10,9 @@ import (
 // A POST whose answer is one JSON-RPC response and nothing before it is
 // answered with that response as application/json, when the client
 // accepts it, instead of as an event stream of one event: go-sdk's
-// transports answer every POST with an event stream (their JSON option is
-// not reachable from a transport of one's own), and a stream costs both
+// stateless handler, which serves 2026-07-28 requests, answers every POST
+// with an event stream (the 2025 sessions' own transport, sessionconn.go,
+// decides for itself), and a stream costs both
 // ends more than a body (chunked framing, a flush per event, the client's
 // event reader). Nothing the client could see earlier is held back: the
 // first message that is not the final response (progress, a log line, an

@@ -1,6 +1,7 @@
 package gateway
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -204,7 +205,8 @@ func (g *Gateway) serve(visible func(name string) bool, perCaller func() bool, e
 		opts.CompletionHandler = s.complete
 		opts.SubscribeHandler, opts.UnsubscribeHandler = s.subscribe, s.unsubscribe
 	}
-	srv = mcp.NewServer(&mcp.Implementation{Name: g.opts.Name, Version: version.String()}, opts)
+	s.impl = &mcp.Implementation{Name: g.opts.Name, Version: version.String()}
+	srv = mcp.NewServer(s.impl, opts)
 	// The receiving middleware, outermost first: go-sdk's server runs
 	// every request through it, and a 2025 session's tools/call served
 	// directly (served.direct) through the same chain.
@@ -267,10 +269,28 @@ type served struct {
 	// decoded the request itself (sessionconn.go).
 	direct mcp.MethodHandler
 
-	mu       sync.Mutex
-	offered  map[string]*tool.Tool      // what the server lists now, by served name
-	handlers map[string]mcp.ToolHandler // the handlers of the tools offered, by served name
-	catalog  catalog                    // the upstreams' resources and prompts it offers
+	impl *mcp.Implementation // what the server says it is
+
+	mu      sync.Mutex
+	offered map[string]*tool.Tool // what the server lists now, by served name
+	tools   map[string]servedTool // how the tools offered are called, by served name
+	catalog catalog               // the upstreams' resources and prompts it offers
+}
+
+// servedTool is how a tool offered is called.
+type servedTool struct {
+	handler mcp.ToolHandler
+	// headerBound says that the tool's schema may bind arguments to
+	// headers (x-mcp-header), which go-sdk checks on a 2026-07-28 call.
+	headerBound bool
+}
+
+// headerBound reports whether the tool offered as name may bind arguments
+// to headers.
+func (s *served) headerBound(name string) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.tools[name].headerBound
 }
 
 // callTool is go-sdk's server's own handling of tools/call (its
@@ -283,18 +303,40 @@ func (s *served) callTool(ctx context.Context, _ string, req mcp.Request) (mcp.R
 		return nil, fmt.Errorf("gateway: a direct call of %T", req)
 	}
 	s.mu.Lock()
-	h := s.handlers[r.Params.Name]
+	h := s.tools[r.Params.Name].handler
 	s.mu.Unlock()
 	if h == nil {
 		return nil, &jsonrpc.Error{Code: jsonrpc.CodeInvalidParams, Message: fmt.Sprintf("unknown tool %q", r.Params.Name)}
 	}
 	res, err := h(ctx, r)
-	if err == nil && res != nil && res.Content == nil {
+	if err != nil || res == nil {
+		return res, err
+	}
+	// go-sdk's checks of a multi round-trip result (its
+	// handleMultiRoundTripResult), for a client that has them (2026-07-28).
+	asks := res.InputRequests != nil
+	if asks && (len(res.Content) > 0 || res.StructuredContent != nil) {
+		return nil, &jsonrpc.Error{Code: jsonrpc.CodeInternalError, Message: "server bug: result has both content and inputRequests"}
+	}
+	multiRoundTrip := r.Session != nil && modern(sessionRevision(r.Session))
+	if multiRoundTrip {
+		res = withResultType(res, asks)
+	}
+	if res.Content == nil && !(multiRoundTrip && asks) {
 		whole := *res
 		whole.Content = []mcp.Content{}
 		res = &whole
 	}
-	return res, err
+	return res, nil
+}
+
+// sessionRevision is the revision a session's initialize (or the _meta of
+// a 2026-07-28 request) named, as go-sdk reads it, or "".
+func sessionRevision(ss *mcp.ServerSession) string {
+	if ip := ss.InitializeParams(); ip != nil {
+		return ip.ProtocolVersion
+	}
+	return ""
 }
 
 // poke asks for a resync of what dirty marks. It runs in the goroutine
@@ -348,22 +390,23 @@ func (s *served) sync() {
 	if len(gone) > 0 {
 		s.srv.RemoveTools(gone...)
 	}
-	handlers := make(map[string]mcp.ToolHandler, len(want))
+	tools := make(map[string]servedTool, len(want))
 	for name, t := range want {
 		if s.offered[name] == t {
-			handlers[name] = s.handlers[name]
+			tools[name] = s.tools[name]
 			continue // same registration: nothing to tell clients
 		}
-		h := s.g.handler(t)
-		handlers[name] = h
+		schema := advertisedSchema(t)
+		st := servedTool{handler: s.g.handler(t), headerBound: bytes.Contains(schema, []byte("x-mcp-header"))}
+		tools[name] = st
 		s.srv.AddTool(&mcp.Tool{
 			Name:        name,
 			Description: t.Description,
-			InputSchema: advertisedSchema(t),
+			InputSchema: schema,
 			Annotations: Annotations(t),
-		}, h)
+		}, st.handler)
 	}
-	s.offered, s.handlers = want, handlers
+	s.offered, s.tools = want, tools
 }
 
 // handler runs a call that arrived through the gateway through the

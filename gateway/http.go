@@ -177,9 +177,15 @@ func (g *Gateway) Handler(options *HTTPOptions) *Handler {
 	// such a client cancels over HTTP, and how a parked call learns that
 	// its client went away.
 	// A whole answer goes as JSON (wholeanswer.go).
-	stateless := wholeAnswers(tr.wrapRequests(mcp.NewStreamableHTTPHandler(getServer, &mcp.StreamableHTTPOptions{
-		Stateless: true, PropagateRequestCancellation: true, MaxRequestBodyBytes: opts.MaxBodyBytes,
-	}), limit))
+	// A 2026-07-28 tools/call is served by modernCalls (modernconn.go)
+	// when it can answer as go-sdk would.
+	modernCalls := &modernCalls{
+		next: mcp.NewStreamableHTTPHandler(getServer, &mcp.StreamableHTTPOptions{
+			Stateless: true, PropagateRequestCancellation: true, MaxRequestBodyBytes: opts.MaxBodyBytes,
+		}),
+		getServer: getServer, servedBy: byRole.servedBy, maxBody: limit,
+	}
+	stateless := wholeAnswers(tr.wrapRequests(modernCalls, limit))
 	h := stateless
 	if sessions != nil {
 		sessions.getServer, sessions.servedBy = getServer, byRole.servedBy
@@ -212,7 +218,7 @@ func (g *Gateway) Handler(options *HTTPOptions) *Handler {
 		}
 		mux.Handle(path, cb)
 	}
-	return &Handler{mux: mux, servers: byRole, tracker: tr, verifier: verifier, sessions: sessions, relay: g.opts.Relay}
+	return &Handler{mux: mux, servers: byRole, tracker: tr, verifier: verifier, sessions: sessions, modern: modernCalls, relay: g.opts.Relay}
 }
 
 // Handler is the gateway's HTTP handler (see [Gateway.Handler]).
@@ -222,6 +228,7 @@ type Handler struct {
 	tracker  *tracker
 	verifier *swappableVerifier // nil without authentication
 	sessions *stateful          // nil when stateless
+	modern   *modernCalls       // the 2026-07-28 calls served without go-sdk's handler
 	relay    Relay              // names this replica (InstanceHeader); nil outside a fleet
 }
 

@@ -44,6 +44,10 @@ import (
 type sessionTransport struct {
 	SessionID string
 	methods   map[string]methodRule // what the session's server receives
+	// stateless says that the transport carries one 2026-07-28 request
+	// (modernconn.go): the server may not send the client requests of
+	// its own.
+	stateless bool
 
 	// direct, when set, gives how to serve a POST's one tools/call
 	// itself, through the server's middleware, instead of handing it to
@@ -140,6 +144,9 @@ func (c sessionConn) Write(ctx context.Context, msg jsonrpc.Message) error {
 			return rejectedf("response to %v: its POST is gone", resp.ID.Raw())
 		}
 		return p.send(data, true)
+	}
+	if req, ok := msg.(*jsonrpc.Request); ok && req.IsCall() && t.stateless {
+		return rejectedf("stateless servers cannot make requests")
 	}
 	if extra, _ := ctx.Value(postKey{}).(*mcp.RequestExtra); extra != nil {
 		t.mu.Lock()

@@ -9,6 +9,8 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"reflect"
+	"regexp"
 	"slices"
 	"strings"
 	"sync"
@@ -65,6 +67,12 @@ func (o *ownSessions) session(id string) *mcp.ServerSession {
 // request's handler sends finds its POST, and one tool, "step", that reports
 // progress when asked to and returns "done"; "hold" waits for release.
 func sessionServer(release <-chan struct{}) *mcp.Server {
+	return sessionServerEntered(release, nil)
+}
+
+// sessionServerEntered is sessionServer whose "hold" tells entered when a
+// call of it starts.
+func sessionServerEntered(release <-chan struct{}, entered chan<- struct{}) *mcp.Server {
 	srv := mcp.NewServer(&mcp.Implementation{Name: "t", Version: "1"}, &mcp.ServerOptions{HasTools: true})
 	srv.AddReceivingMiddleware(relatePost) // as the gateway's servers have it
 	obj := &jsonSchemaObject{Type: "object"}
@@ -75,6 +83,9 @@ func sessionServer(release <-chan struct{}) *mcp.Server {
 		return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: "done"}}}, nil
 	})
 	srv.AddTool(&mcp.Tool{Name: "hold", InputSchema: obj}, func(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+		if entered != nil {
+			entered <- struct{}{}
+		}
 		select {
 		case <-release:
 		case <-ctx.Done():
@@ -230,8 +241,8 @@ func TestSessionAnswersWholeOrStreams(t *testing.T) {
 // refused, and the session goes on serving.
 func TestSessionRefusesHostileRequests(t *testing.T) {
 	t.Parallel()
-	release := make(chan struct{})
-	ts := httptest.NewServer(newOwnSessions(sessionServer(release)))
+	release, entered := make(chan struct{}), make(chan struct{}, 1)
+	ts := httptest.NewServer(newOwnSessions(sessionServerEntered(release, entered)))
 	defer ts.Close()
 	sid := openSession(t, ts.URL, "2025-11-25")
 
@@ -240,18 +251,12 @@ func TestSessionRefusesHostileRequests(t *testing.T) {
 		_, _, body := rawPost(t, ts.URL, sid, jsonFirst, `{"jsonrpc":"2.0","id":5,"method":"tools/call","params":{"name":"hold","arguments":{}}}`)
 		held <- body
 	}()
-	// The held call is in flight once a second call of its id is refused;
-	// until then the second may be the first.
-	deadline := time.Now().Add(10 * time.Second)
-	var status int
-	var body string
-	for time.Now().Before(deadline) {
-		status, _, body = rawPost(t, ts.URL, sid, jsonFirst, `{"jsonrpc":"2.0","id":5,"method":"ping"}`)
-		if status == http.StatusBadRequest {
-			break
-		}
-		time.Sleep(5 * time.Millisecond)
+	select {
+	case <-entered:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the held call did not start")
 	}
+	status, _, body := rawPost(t, ts.URL, sid, jsonFirst, `{"jsonrpc":"2.0","id":5,"method":"ping"}`)
 	if status != http.StatusBadRequest || !strings.Contains(body, `duplicate in-flight request ID 5`) || !strings.Contains(body, `"id":5`) {
 		t.Errorf("a second call with an id in flight: %d %q; want 400 and a JSON-RPC error naming it", status, body)
 	}
@@ -385,5 +390,139 @@ func TestDirectCallsAnswerAsTheSessionDoes(t *testing.T) {
 		if ds != ss || dt != st || db != sb {
 			t.Errorf("params %s:\n direct  %d %s %q\n session %d %s %q", params, ds, dt, db, ss, st, sb)
 		}
+	}
+}
+
+// TestModernCallsAnswerAsGoSDKDoes posts the same 2026-07-28 tools/call
+// requests, well-formed and hostile (headers that disagree with the body,
+// a _meta go-sdk refuses, a parser differential), to a gateway that serves
+// them itself (modernCalls) and to one that gives every request to
+// go-sdk's stateless handler, and wants the same status, content type and
+// body, byte for byte; and wants the well-formed ones served by
+// modernCalls.
+func TestModernCallsAnswerAsGoSDKDoes(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t, ApprovalPolicy{Write: Allow, Destructive: Deny})
+	var own *Handler
+	serve := func(direct bool) string {
+		h := f.gw.Handler(&HTTPOptions{})
+		if direct {
+			own = h
+		} else {
+			h.modern.servedBy = nil
+		}
+		ts := httptest.NewServer(h)
+		t.Cleanup(func() { ts.CloseClientConnections(); ts.Close(); h.Close() })
+		return ts.URL + "/mcp"
+	}
+	ownURL, sdkURL := serve(true), serve(false)
+
+	meta := func(extra string) string {
+		return `"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientInfo":{"name":"raw","version":"1"},"io.modelcontextprotocol/clientCapabilities":{}` + extra + `}`
+	}
+	h26 := func(name string) []string {
+		return []string{protocolHeader, Revision2026, "Mcp-Method", "tools/call", "Mcp-Name", name}
+	}
+	for _, c := range []struct {
+		name, params string
+		header       []string
+		own          bool // served by modernCalls
+	}{
+		{"a read", `{"name":"read_file","arguments":{"path":"/a"},` + meta(``) + `}`, h26("read_file"), true},
+		{"with progress", `{"name":"read_file","arguments":{"path":"/a"},` + meta(`,"progressToken":7`) + `}`, h26("read_file"), true},
+		{"with a log level", `{"name":"read_file","arguments":{"path":"/a"},` + meta(`,"io.modelcontextprotocol/logLevel":"debug"`) + `}`, h26("read_file"), true},
+		{"a write, allowed", `{"name":"write_file","arguments":{"path":"/b"},` + meta(``) + `}`, h26("write_file"), true},
+		{"a destructive call, denied", `{"name":"delete_file","arguments":{"path":"/c"},` + meta(``) + `}`, h26("delete_file"), true},
+		{"an unknown tool", `{"name":"no_such_tool","arguments":{},` + meta(``) + `}`, h26("no_such_tool"), true},
+		{"arguments of the wrong type", `{"name":"read_file","arguments":{"path":5},` + meta(``) + `}`, h26("read_file"), true},
+		{"HTML in an argument", `{"name":"read_file","arguments":{"path":"<b>&</b>"},` + meta(``) + `}`, h26("read_file"), true},
+		{"a case differential", `{"name":"read_file","NAME":"delete_file","arguments":{"path":"/d"},` + meta(``) + `}`, h26("read_file"), true},
+		{"Mcp-Name of another tool", `{"name":"read_file","arguments":{"path":"/a"},` + meta(``) + `}`, h26("delete_file"), false},
+		{"no Mcp-Method", `{"name":"read_file","arguments":{"path":"/a"},` + meta(``) + `}`, []string{protocolHeader, Revision2026, "Mcp-Name", "read_file"}, false},
+		{"no _meta version", `{"name":"read_file","arguments":{"path":"/a"},"_meta":{"io.modelcontextprotocol/clientCapabilities":{}}}`, h26("read_file"), false},
+		{"an older _meta version", `{"name":"read_file","arguments":{"path":"/a"},"_meta":{"io.modelcontextprotocol/protocolVersion":"2025-11-25","io.modelcontextprotocol/clientCapabilities":{}}}`, h26("read_file"), false},
+		{"no capabilities", `{"name":"read_file","arguments":{"path":"/a"},"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28"}}`, h26("read_file"), false},
+		{"capabilities not an object", `{"name":"read_file","arguments":{"path":"/a"},"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":5}}`, h26("read_file"), false},
+		{"client info a string", `{"name":"read_file","arguments":{"path":"/a"},"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientInfo":"me","io.modelcontextprotocol/clientCapabilities":{}}}`, h26("read_file"), false},
+		{"client info null", `{"name":"read_file","arguments":{"path":"/a"},"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientInfo":null,"io.modelcontextprotocol/clientCapabilities":{}}}`, h26("read_file"), false},
+		{"params null", `null`, h26("read_file"), false},
+	} {
+		body := `{"jsonrpc":"2.0","id":"r1","method":"tools/call","params":` + c.params + `}`
+		before := own.modern.taken.Load()
+		os, ot, ob := rawPost(t, ownURL, "", jsonFirst, body, c.header...)
+		if taken := own.modern.taken.Load() != before; taken != c.own {
+			t.Errorf("%s: served by modernCalls %v, want %v", c.name, taken, c.own)
+		}
+		ss, st, sb := rawPost(t, sdkURL, "", jsonFirst, body, c.header...)
+		if os != ss || ot != st || ob != sb {
+			t.Errorf("%s:\n own    %d %s %q\n go-sdk %d %s %q", c.name, os, ot, ob, ss, st, sb)
+		}
+	}
+}
+
+// TestModernCallsAskAsGoSDKDoes: a 2026-07-28 call that needs an approval
+// is answered with the question (resultType input_required, content left
+// out) as go-sdk's handler answers it; only the sealed requestState, which
+// is random, differs.
+func TestModernCallsAskAsGoSDKDoes(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t, ApprovalPolicy{Write: Elicit, Destructive: Elicit})
+	var own *Handler
+	serve := func(direct bool) string {
+		h := f.gw.Handler(&HTTPOptions{})
+		if direct {
+			own = h
+		} else {
+			h.modern.servedBy = nil
+		}
+		ts := httptest.NewServer(h)
+		t.Cleanup(func() { ts.CloseClientConnections(); ts.Close(); h.Close() })
+		return ts.URL + "/mcp"
+	}
+	ownURL, sdkURL := serve(true), serve(false)
+	body := `{"jsonrpc":"2.0","id":4,"method":"tools/call","params":{"name":"write_file","arguments":{"path":"/w"},"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{"elicitation":{"form":{}}}}}}`
+	header := []string{protocolHeader, Revision2026, "Mcp-Method", "tools/call", "Mcp-Name", "write_file"}
+	state := regexp.MustCompile(`"requestState":"[^"]*"`)
+	os, ot, ob := rawPost(t, ownURL, "", jsonFirst, body, header...)
+	ss, st, sb := rawPost(t, sdkURL, "", jsonFirst, body, header...)
+	if own.modern.taken.Load() != 1 {
+		t.Errorf("modernCalls served %d calls, want the one", own.modern.taken.Load())
+	}
+	if !strings.Contains(ob, `"resultType":"input_required"`) || !state.MatchString(ob) {
+		t.Errorf("the question: %q; want input_required with a requestState", ob)
+	}
+	ob, sb = state.ReplaceAllString(ob, `"requestState":"…"`), state.ReplaceAllString(sb, `"requestState":"…"`)
+	if os != ss || ot != st || ob != sb {
+		t.Errorf("the question:\n own    %d %s %q\n go-sdk %d %s %q", os, ot, ob, ss, st, sb)
+	}
+}
+
+// TestWithResultTypeKeepsEveryField: withResultType copies every field
+// of go-sdk's tools/call result, and its templates carry the resultType.
+func TestWithResultTypeKeepsEveryField(t *testing.T) {
+	t.Parallel()
+	var names []string
+	rt := reflect.TypeFor[mcp.CallToolResult]()
+	for i := range rt.NumField() {
+		if rt.Field(i).IsExported() {
+			names = append(names, rt.Field(i).Name)
+		}
+	}
+	want := []string{"Meta", "Content", "StructuredContent", "IsError", "InputRequests", "RequestState"}
+	if !slices.Equal(names, want) {
+		t.Fatalf("go-sdk's CallToolResult has the fields %v; withResultType copies %v", names, want)
+	}
+	res := &mcp.CallToolResult{
+		Meta: mcp.Meta{"k": "v"}, Content: []mcp.Content{&mcp.TextContent{Text: "x"}}, StructuredContent: map[string]any{"a": 1.0},
+		IsError: true, InputRequests: mcp.InputRequestMap{}, RequestState: "s",
+	}
+	out := withResultType(res, true)
+	if !out.NeedsInput() || withResultType(res, false).NeedsInput() {
+		t.Fatalf("the resultType of the copies: %v and %v; want input_required, then complete", out.NeedsInput(), withResultType(res, false).NeedsInput())
+	}
+	a, _ := json.Marshal(res)
+	b, _ := json.Marshal(out)
+	if !strings.Contains(string(b), `"resultType":"input_required"`) || strings.Replace(string(b), `"resultType":"input_required",`, "", 1) != string(a) {
+		t.Errorf("the copy encodes as %s; want %s with its resultType", b, a)
 	}
 }

@@ -44,6 +44,51 @@ type modernCalls struct {
 	servedBy  func(*mcp.Server) *served // nil: every request goes to next
 	maxBody   int64
 	taken     atomic.Int64 // the calls served here, not by next
+
+	capsMu sync.Mutex
+	caps   map[string]*mcp.ClientCapabilities // decoded capabilities, by their JSON (capabilities)
+}
+
+// Bounds of modernCalls' cache of decoded capabilities: a client sends the
+// same ones with every request, and a client that sends ever new ones
+// costs a bounded map.
+const (
+	maxCachedCaps   = 256
+	maxCachedCapLen = 2048
+)
+
+// capabilities returns call.ClientCapabilities(): the client's
+// capabilities in the _meta, decoded as go-sdk decodes them, nil when they
+// are missing or do not decode. go-sdk re-encodes the value and decodes
+// that, into a fresh 32 KiB buffer; the answer is a function of that
+// encoding, so it is kept by it.
+func (m *modernCalls) capabilities(call *mcp.CallToolRequest) *mcp.ClientCapabilities {
+	raw := call.Params.Meta[mcp.MetaKeyClientCapabilities]
+	if raw == nil {
+		return nil
+	}
+	b, err := json.Marshal(raw)
+	if err != nil || len(b) > maxCachedCapLen {
+		return call.ClientCapabilities()
+	}
+	key := string(b)
+	m.capsMu.Lock()
+	caps, ok := m.caps[key]
+	m.capsMu.Unlock()
+	if ok {
+		return caps
+	}
+	caps = call.ClientCapabilities()
+	if caps == nil {
+		return nil
+	}
+	m.capsMu.Lock()
+	defer m.capsMu.Unlock()
+	if m.caps == nil || len(m.caps) >= maxCachedCaps {
+		m.caps = make(map[string]*mcp.ClientCapabilities)
+	}
+	m.caps[key] = caps
+	return caps
 }
 
 func (m *modernCalls) ServeHTTP(w http.ResponseWriter, r *http.Request) {
@@ -155,7 +200,7 @@ func (m *modernCalls) take(r *http.Request) *modernCall {
 		return nil
 	}
 	call := &mcp.CallToolRequest{Params: params}
-	caps := call.ClientCapabilities() // nil: missing or not capabilities, which go-sdk refuses
+	caps := m.capabilities(call) // nil: missing or not capabilities, which go-sdk refuses
 	if caps == nil {
 		return nil
 	}

@@ -526,3 +526,41 @@ func TestWithResultTypeKeepsEveryField(t *testing.T) {
 		t.Errorf("the copy encodes as %s; want %s with its resultType", b, a)
 	}
 }
+
+// TestModernCapabilitiesAreGoSDKs: the cache of decoded capabilities
+// answers what go-sdk's decoding answers, for good and hostile values,
+// from a cache that stays bounded.
+func TestModernCapabilitiesAreGoSDKs(t *testing.T) {
+	t.Parallel()
+	m := &modernCalls{}
+	values := []any{
+		map[string]any{},
+		map[string]any{"elicitation": map[string]any{"form": map[string]any{}}},
+		map[string]any{"roots": map[string]any{"listChanged": true}, "sampling": map[string]any{}},
+		map[string]any{"extensions": map[string]any{"io.modelcontextprotocol/tasks": map[string]any{}}},
+		map[string]any{"roots": 5},
+		map[string]any{"elicitation": "yes"},
+		"capabilities",
+		5.0,
+		[]any{},
+		map[string]any{"x": strings.Repeat("y", 3000)},
+	}
+	for round := range 2 { // the second round from the cache
+		for _, v := range values {
+			call := &mcp.CallToolRequest{Params: &mcp.CallToolParamsRaw{Meta: mcp.Meta{mcp.MetaKeyClientCapabilities: v}}}
+			got, want := m.capabilities(call), call.ClientCapabilities()
+			gb, _ := json.Marshal(got)
+			wb, _ := json.Marshal(want)
+			if (got == nil) != (want == nil) || string(gb) != string(wb) {
+				t.Errorf("round %d, capabilities %v: %s, go-sdk decodes %s", round, v, gb, wb)
+			}
+		}
+	}
+	for i := range 3 * maxCachedCaps {
+		call := &mcp.CallToolRequest{Params: &mcp.CallToolParamsRaw{Meta: mcp.Meta{mcp.MetaKeyClientCapabilities: map[string]any{"experimental": map[string]any{"n": float64(i)}}}}}
+		m.capabilities(call)
+	}
+	if n := len(m.caps); n > maxCachedCaps {
+		t.Errorf("the cache holds %d entries, more than %d", n, maxCachedCaps)
+	}
+}

@@ -47,6 +47,10 @@ var (
 	// benchLoop is the bench's own code: its main and this package, whose
 	// path is under toolwire/ but which is not a part of toolwire measured.
 	benchLoop = comp("the bench's own loop", `^main\.|^github\.com/toolwire/toolwire/internal/bench\.`)
+	// sessionTransport is the gateway's own Streamable HTTP layer at work
+	// on a request: reading, decoding and checking it, and writing the
+	// answer.
+	sessionTransport = `toolwire/gateway\.(\(\*sessionTransport\)\.(servePOST|serveGET|check|hold|release|publish)|sessionConn\.Write|\(\*postAnswer\)\.|\(\*eventStream\)\.|writeEventTo|marshalResult|\(\*modernCalls\)\.take|\(\*served\)\.modernResult|decodeImplementation|\(\*stateful\)\.directCalls\.func1$)|toolwire/internal/stdioconn\.(DecodeBody|Unmarshal|AppendMessage)$`
 	sdkHTTP   = comp("go-sdk Streamable HTTP transport + net/http", `^net/http\.|go-sdk/mcp\.\(\*(StreamableHTTPHandler|streamableServerConn|streamableClientConn|stream)\)|go-sdk/mcp\.(writeEvent|scanEvents)`)
 )
 
@@ -61,13 +65,17 @@ var components = map[string][]component{
 		benchLoop},
 	// toolwire serve: the gateway in front of a stdio upstream.
 	"serve": {gcBackground, stackGrowth, auditWrites, validation,
+		// Before the upstream leg, whose codec it shares: the functions
+		// of the session transport's own decoding and answering only
+		// (the call it starts runs below functions it does not name).
+		comp("toolwire session transport: decode, check, answer (gateway/sessionconn.go, modernconn.go)", sessionTransport),
 		comp("upstream leg: toolwire stdioconn", `toolwire/internal/stdioconn\.`),
 		comp("upstream leg: go-sdk client session (CallTool, response and result decodes)", `go-sdk/mcp\.\(\*ClientSession\)|jsonrpc2\.\(\*AsyncCall\)`),
 		comp("upstream leg: toolwire mcpclient", `toolwire/mcpclient\.`),
 		comp("toolwire executor, the rest (lookup, parse, re-encode, ordering)", `toolwire/tool\.`),
 		comp("toolwire gateway handler and result conversion", `toolwire/gateway\.(\(\*Gateway\)\.handler|toMCP|rewriteContent)`),
-		comp("go-sdk Streamable HTTP server + net/http (request, servePOST decodes, SSE write and flush)", sdkHTTP.re.String()),
-		comp("go-sdk server session (dispatch, params and _meta decodes, response encoding)", `modelcontextprotocol/go-sdk/`)},
+		comp("net/http, and go-sdk's Streamable HTTP for what the transport leaves to it", sdkHTTP.re.String()),
+		comp("go-sdk server session (dispatch, params and _meta decodes, response encoding; the ephemeral session of a 2026 call)", `modelcontextprotocol/go-sdk/`)},
 	// A bare pass-through of the peer rows: mcp-go's or go-sdk's.
 	"proxy": {gcBackground, stackGrowth,
 		comp("upstream leg: the proxy's stdio client (mcp-go's client, or go-sdk's client session)", `mark3labs/mcp-go/client|go-sdk/mcp\.\(\*ClientSession\)|jsonrpc2\.\(\*AsyncCall\)|go-sdk/mcp\.\(\*ioConn\)`),

@@ -51,7 +51,7 @@ var (
 	// on a request: reading, decoding and checking it, and writing the
 	// answer.
 	sessionTransport = `toolwire/gateway\.(\(\*sessionTransport\)\.(servePOST|serveGET|check|hold|release|publish)|sessionConn\.Write|\(\*postAnswer\)\.|\(\*eventStream\)\.|writeEventTo|marshalResult|\(\*modernCalls\)\.take|\(\*served\)\.modernResult|decodeImplementation|\(\*stateful\)\.directCalls\.func1$)|toolwire/internal/stdioconn\.(DecodeBody|Unmarshal|AppendMessage)$`
-	sdkHTTP   = comp("go-sdk Streamable HTTP transport + net/http", `^net/http\.|go-sdk/mcp\.\(\*(StreamableHTTPHandler|streamableServerConn|streamableClientConn|stream)\)|go-sdk/mcp\.(writeEvent|scanEvents)`)
+	sdkHTTP          = comp("go-sdk Streamable HTTP transport + net/http", `^net/http\.|go-sdk/mcp\.\(\*(StreamableHTTPHandler|streamableServerConn|streamableClientConn|stream)\)|go-sdk/mcp\.(writeEvent|scanEvents)`)
 )
 
 // components by the role of the profiled process.

@@ -534,8 +534,7 @@ func (t *tracker) refuseSession(w http.ResponseWriter, key, subject, limit strin
 }
 
 // bind records the go-sdk session an admitted session became, once its
-// initialize succeeded (or a copy, once rebuilt), and releases its slot
-// when the session ends.
+// initialize succeeded (or a copy, once rebuilt).
 func (t *tracker) bind(s *session, ss *mcp.ServerSession) {
 	t.mu.Lock()
 	if s.ss != nil || !s.stateful {
@@ -548,10 +547,9 @@ func (t *tracker) bind(s *session, ss *mcp.ServerSession) {
 	if s.counted {
 		t.observe(Event{Kind: SessionOpened, Caller: s.caller})
 	}
-	go func() {
-		_ = ss.Wait()
-		t.release(s, EndClosed)
-	}()
+	// Its slot is released when the session ends by the session layer,
+	// which waits for every session's end (stateful.register): one
+	// goroutine a session instead of two.
 }
 
 // bound reports whether s is a session that opened (its initialize

@@ -428,9 +428,12 @@ func (h *stateful) register(hs *held) {
 	h.mu.Lock()
 	h.held[hs.id] = hs
 	h.mu.Unlock()
-	// Lives as long as the session: Wait returns when it closes.
+	// Lives as long as the session: Wait returns when it closes. The one
+	// goroutine a session keeps waiting for its end, for the layer and
+	// the tracker both (tracker.bind leaves the release to it).
 	go func() {
 		_ = hs.ss.Wait()
+		h.tr.release(hs.ts, EndClosed)
 		h.mu.Lock()
 		defer h.mu.Unlock()
 		if h.held[hs.id] == hs {

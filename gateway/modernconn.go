@@ -126,7 +126,7 @@ func (m *modernCalls) serve(w http.ResponseWriter, r *http.Request) bool {
 	c.call.Session, c.call.Extra = ss, extra
 	p := &postAnswer{w: w, whole: prefersJSON(r.Header.Values("Accept")), pending: 1, answered: make(chan struct{})}
 	t.hold(p, extra, []jsonrpc.ID{c.id})
-	defer t.release(p, extra, []jsonrpc.ID{c.id})
+	defer t.release(p, extra)
 	// The request's context: closing the stream cancels the call, as
 	// go-sdk's handler does with PropagateRequestCancellation (and the
 	// tracker's cancellation of a stateless request reaches it).

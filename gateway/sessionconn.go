@@ -10,6 +10,7 @@ import (
 	"maps"
 	"net/http"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 
@@ -68,7 +69,7 @@ type sessionTransport struct {
 	calls     map[jsonrpc.ID]*postAnswer        // calls in flight, by id: the POST that answers each
 	posts     map[*mcp.RequestExtra]*postAnswer // the POSTs held open, by the extra of their requests
 	listening *eventStream                      // the client's GET stream; nil while none is open
-	directs   map[jsonrpc.ID]context.CancelFunc // the calls served directly, in flight
+	directs   map[jsonrpc.ID]*directCall        // the calls served directly, in flight
 }
 
 func newSessionTransport(id string, methods map[string]methodRule) *sessionTransport {
@@ -79,7 +80,7 @@ func newSessionTransport(id string, methods map[string]methodRule) *sessionTrans
 		done:      make(chan struct{}),
 		calls:     map[jsonrpc.ID]*postAnswer{},
 		posts:     map[*mcp.RequestExtra]*postAnswer{},
-		directs:   map[jsonrpc.ID]context.CancelFunc{},
+		directs:   map[jsonrpc.ID]*directCall{},
 		ctx:       context.Background(),
 		cancel:    func() {},
 	}
@@ -210,6 +211,11 @@ func (t *sessionTransport) servePOST(w http.ResponseWriter, r *http.Request) {
 	// handlers (the caller's token, the headers), and the mark by which
 	// what they send finds this POST.
 	extra := &mcp.RequestExtra{TokenInfo: auth.TokenInfoFromContext(r.Context()), Header: r.Header}
+	header := r.Header.Get(protocolHeader)
+	version := header
+	if version == "" {
+		version = "2025-03-26" // as go-sdk takes a request without the header
+	}
 	var calls []jsonrpc.ID
 	for _, msg := range msgs {
 		req, ok := msg.(*jsonrpc.Request)
@@ -220,15 +226,29 @@ func (t *sessionTransport) servePOST(w http.ResponseWriter, r *http.Request) {
 			http.Error(w, problem, http.StatusBadRequest)
 			return
 		}
-		req.Extra = extra
-		if req.Method == "notifications/cancelled" {
-			t.cancelDirect(req.Params) // and the session hears of it too
+		if refusal := sessionlessRefusal(req, header, version); refusal != nil {
+			writeResponse(w, http.StatusBadRequest, &jsonrpc.Response{ID: req.ID, Error: refusal})
+			return
 		}
+		req.Extra = extra
 		if req.IsCall() {
 			calls = append(calls, req.ID)
 		}
 		if req.Method == "initialize" {
 			w.Header().Set(sessionHeader, t.SessionID)
+		}
+	}
+	if !isBatch && version >= Revision2026 {
+		if req, ok := msgs[0].(*jsonrpc.Request); ok {
+			if problem := methodHeaderProblem(r.Header, req); problem != "" {
+				writeResponse(w, http.StatusBadRequest, &jsonrpc.Response{ID: req.ID, Error: &jsonrpc.Error{Code: mcp.CodeHeaderMismatch, Message: problem}})
+				return
+			}
+		}
+	}
+	for _, msg := range msgs {
+		if req, ok := msg.(*jsonrpc.Request); ok && req.Method == "notifications/cancelled" {
+			t.cancelDirect(req.Params) // and the session hears of it too
 		}
 	}
 	if len(calls) == 0 {
@@ -250,7 +270,7 @@ func (t *sessionTransport) servePOST(w http.ResponseWriter, r *http.Request) {
 		writeRPCError(w, http.StatusBadRequest, id, jsonrpc.CodeInvalidRequest, fmt.Sprintf("duplicate in-flight request ID %v", dup.Raw()))
 		return
 	}
-	defer t.release(p, extra, calls)
+	defer t.release(p, extra)
 	if !t.startDirect(msgs, isBatch) && !t.publish(msgs) {
 		return // the session ended: p.end says so on the answer
 	}
@@ -259,6 +279,88 @@ func (t *sessionTransport) servePOST(w http.ResponseWriter, r *http.Request) {
 	case <-r.Context().Done():
 	case <-t.done:
 	}
+}
+
+// sessionlessRefusal is go-sdk's refusal of a request of 2026-07-28's
+// form in a session (its stateful transport's checks): a call under a
+// version header of 2026-07-28 or later, or any request whose _meta names
+// a protocol version, is refused, except server/discover, which a client
+// sends to learn what the server speaks and which must then carry the
+// same version in its header and its _meta. header is the request's
+// version header as it came; version is the same, 2025-03-26 without one.
+func sessionlessRefusal(req *jsonrpc.Request, header, version string) *jsonrpc.Error {
+	metaVersion := metaProtocolVersion(req.Params)
+	if !(req.IsCall() && version >= Revision2026) && metaVersion == "" {
+		return nil
+	}
+	if req.Method != "server/discover" {
+		var legacy []string
+		for _, v := range protocolVersions {
+			if v < Revision2026 {
+				legacy = append(legacy, v)
+			}
+		}
+		data, _ := json.Marshal(mcp.UnsupportedProtocolVersionData{Supported: legacy, Requested: version})
+		return &jsonrpc.Error{
+			Code:    mcp.CodeUnsupportedProtocolVersion,
+			Message: fmt.Sprintf("protocol version %q is not supported by this server", version),
+			Data:    data,
+		}
+	}
+	switch {
+	case header == "":
+		return &jsonrpc.Error{Code: mcp.CodeHeaderMismatch, Message: fmt.Sprintf("Mcp-Protocol-Version header is required for requests carrying %q", mcp.MetaKeyProtocolVersion)}
+	case metaVersion == "":
+		return &jsonrpc.Error{Code: jsonrpc.CodeInvalidParams, Message: fmt.Sprintf("missing or invalid _meta field %q", mcp.MetaKeyProtocolVersion)}
+	case header != metaVersion:
+		return &jsonrpc.Error{Code: mcp.CodeHeaderMismatch, Message: fmt.Sprintf("Mcp-Protocol-Version header %q does not match request %s %q", header, mcp.MetaKeyProtocolVersion, metaVersion)}
+	}
+	return nil
+}
+
+// metaProtocolVersion is the protocol version params' _meta names, as
+// go-sdk reads it ("" when it names none, or params do not decode). Params
+// that cannot hold the _meta member, not even with an escape in its name,
+// are not decoded.
+func metaProtocolVersion(params json.RawMessage) string {
+	if len(params) == 0 || !bytes.Contains(params, []byte("_meta")) && !bytes.Contains(params, []byte(`\`)) {
+		return ""
+	}
+	var p struct {
+		Meta map[string]any `json:"_meta"`
+	}
+	if stdioconn.Unmarshal(params, &p) != nil {
+		return ""
+	}
+	v, _ := p.Meta[mcp.MetaKeyProtocolVersion].(string)
+	return v
+}
+
+// methodHeaderProblem is what go-sdk finds wrong with the Mcp-Method
+// header of a request under a version header of 2026-07-28 or later
+// (its validateMcpHeaders), or "". In a session only a notification gets
+// that far: a call under such a header is refused before
+// (sessionlessRefusal).
+func methodHeaderProblem(h http.Header, req *jsonrpc.Request) string {
+	switch m := h.Get("Mcp-Method"); {
+	case m == "":
+		return "missing required Mcp-Method header"
+	case m != req.Method:
+		return fmt.Sprintf("header mismatch: Mcp-Method header value '%s' does not match body value '%s'", m, req.Method)
+	}
+	return ""
+}
+
+// writeResponse answers with resp alone, as JSON, with status.
+func writeResponse(w http.ResponseWriter, status int, resp *jsonrpc.Response) {
+	var buf bytes.Buffer
+	if err := stdioconn.AppendMessage(&buf, resp); err != nil {
+		http.Error(w, err.Error(), http.StatusInternalServerError)
+		return
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(status)
+	_, _ = w.Write(buf.Bytes())
 }
 
 // check says what is wrong with req for the session's server, as go-sdk's
@@ -346,17 +448,20 @@ func (t *sessionTransport) startDirect(msgs []jsonrpc.Message, isBatch bool) boo
 		return false
 	}
 	ctx, cancel := context.WithCancel(t.ctx)
+	dc := &directCall{cancel: cancel}
 	t.mu.Lock()
-	t.directs[req.ID] = cancel
+	t.directs[req.ID] = dc
 	t.mu.Unlock()
 	go func() {
-		defer func() {
-			t.mu.Lock()
-			delete(t.directs, req.ID)
-			t.mu.Unlock()
-			cancel()
-		}()
+		defer cancel()
 		res, err := run(ctx)
+		// Forgotten before the answer goes: once it has, the client may
+		// use the id again, for a call of its own (compared by entry).
+		t.mu.Lock()
+		if t.directs[req.ID] == dc {
+			delete(t.directs, req.ID)
+		}
+		t.mu.Unlock()
 		resp := &jsonrpc.Response{ID: req.ID}
 		switch {
 		case err != nil:
@@ -401,12 +506,15 @@ func (t *sessionTransport) cancelDirect(params json.RawMessage) {
 		return
 	}
 	t.mu.Lock()
-	cancel := t.directs[id]
+	dc := t.directs[id]
 	t.mu.Unlock()
-	if cancel != nil {
-		cancel()
+	if dc != nil {
+		dc.cancel()
 	}
 }
+
+// directCall is a call served directly, in flight.
+type directCall struct{ cancel context.CancelFunc }
 
 // hold registers p as the POST answering calls, unless one of them is
 // already in flight (or named twice): then nothing is registered and the
@@ -431,16 +539,13 @@ func (t *sessionTransport) hold(p *postAnswer, extra *mcp.RequestExtra, calls []
 	return jsonrpc.ID{}, true
 }
 
-// release ends p: its calls not answered yet lose their POST (their
-// responses are refused), and what it never wrote is written as an empty
-// event stream, as go-sdk's transport left it.
-func (t *sessionTransport) release(p *postAnswer, extra *mcp.RequestExtra, calls []jsonrpc.ID) {
+// release ends p: what it never wrote is written as an empty event
+// stream, as go-sdk's transport left it. Its calls not answered yet stay
+// in flight under their ids, on an answer that refuses their responses,
+// until their responses come: as with go-sdk's transport, a call whose
+// client went is still running, and its id is not free.
+func (t *sessionTransport) release(p *postAnswer, extra *mcp.RequestExtra) {
 	t.mu.Lock()
-	for _, id := range calls {
-		if t.calls[id] == p {
-			delete(t.calls, id)
-		}
-	}
 	delete(t.posts, extra)
 	t.mu.Unlock()
 	p.end()
@@ -461,18 +566,32 @@ func (t *sessionTransport) publish(msgs []jsonrpc.Message) bool {
 
 func (t *sessionTransport) serveGET(w http.ResponseWriter, r *http.Request) {
 	if len(r.Header.Values("Last-Event-ID")) > 0 {
+		// go-sdk's words: the id's form first, then that nothing is kept.
+		eid := r.Header.Get("Last-Event-ID")
+		_, idx, ok := strings.Cut(eid, "_")
+		if n, err := strconv.Atoi(idx); !ok || strings.Contains(idx, "_") || err != nil || n < 0 {
+			http.Error(w, fmt.Sprintf("malformed Last-Event-ID %q", eid), http.StatusBadRequest)
+			return
+		}
 		http.Error(w, "stream replay unsupported", http.StatusBadRequest)
 		return
 	}
+	// Published with its header written: a message sent meanwhile waits
+	// for the header (l.mu), as go-sdk's transport sets its stream up
+	// before it takes messages.
 	l := &eventStream{w: w}
+	l.mu.Lock()
 	t.mu.Lock()
 	if t.listening != nil {
 		t.mu.Unlock()
+		l.mu.Unlock()
 		http.Error(w, "stream ID conflicts with ongoing stream", http.StatusConflict)
 		return
 	}
 	t.listening = l
 	t.mu.Unlock()
+	l.openLocked()
+	l.mu.Unlock()
 	defer func() {
 		t.mu.Lock()
 		if t.listening == l {
@@ -481,7 +600,6 @@ func (t *sessionTransport) serveGET(w http.ResponseWriter, r *http.Request) {
 		t.mu.Unlock()
 		l.end()
 	}()
-	l.open()
 	select {
 	case <-r.Context().Done():
 	case <-t.done:
@@ -556,12 +674,10 @@ type eventStream struct {
 	ended bool
 }
 
-// open writes the stream's header and a comment, so that the header goes
+// openLocked writes the stream's header and a comment, so that the header goes
 // out now through proxies that hold it until there is a body (as go-sdk's
 // transport does).
-func (l *eventStream) open() {
-	l.mu.Lock()
-	defer l.mu.Unlock()
+func (l *eventStream) openLocked() {
 	streamHeader(l.w)
 	_, _ = io.WriteString(l.w, ": ok\n\n")
 	_ = http.NewResponseController(l.w).Flush()
@@ -608,12 +724,14 @@ func writeEventTo(w http.ResponseWriter, data []byte) error {
 // request's extra (relatePost).
 type postKey struct{}
 
-// relatePost is the receiving middleware that marks a request's context
+// relatePost is the receiving middleware that marks a call's context
 // with its extra, by which sessionConn.Write finds the POST the request
 // came on.
 func relatePost(next mcp.MethodHandler) mcp.MethodHandler {
 	return func(ctx context.Context, method string, req mcp.Request) (mcp.Result, error) {
-		if extra := req.GetExtra(); extra != nil {
+		// What a notification's handler sends belongs to no request, as
+		// with go-sdk's transport: it goes on the GET stream.
+		if extra := req.GetExtra(); extra != nil && !strings.HasPrefix(method, "notifications/") {
 			ctx = context.WithValue(ctx, postKey{}, extra)
 		}
 		return next(ctx, method, req)

@@ -202,6 +202,85 @@ func TestSessionRefusesWhatGoSDKRefuses(t *testing.T) {
 			}
 		}
 	}
+
+	// Requests of 2026-07-28's form in a session: go-sdk's stateful
+	// transport refuses them, with the version of the header.
+	meta := func(v string) string {
+		return `"_meta":{"io.modelcontextprotocol/protocolVersion":"` + v + `"}`
+	}
+	for _, c := range []struct {
+		body   string
+		header []string
+	}{
+		{`{"jsonrpc":"2.0","id":101,"method":"tools/call","params":{"name":"step","arguments":{},` + meta("2026-07-28") + `}}`, nil},
+		{`{"jsonrpc":"2.0","id":102,"method":"tools/call","params":{"name":"step","arguments":{},` + meta("2025-11-25") + `}}`, nil},
+		{`{"jsonrpc":"2.0","id":103,"method":"ping","params":{` + meta("2026-07-28") + `}}`, nil},
+		{`{"jsonrpc":"2.0","id":104,"method":"tools/call","params":{"name":"step","arguments":{},"_meta":{"io.modelcontextprotocol\/protocolVersion":"2026-07-28"}}}`, nil},
+		{`{"jsonrpc":"2.0","id":105,"method":"tools/call","params":{"name":"step","arguments":{},"\u005fmeta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28"}}}`, nil},
+		{`{"jsonrpc":"2.0","id":106,"method":"tools/call","params":{"name":"step","arguments":{}}}`, []string{protocolHeader, Revision2026}},
+		{`{"jsonrpc":"2.0","id":107,"method":"tools/call","params":{"name":"step","arguments":{}}}`, []string{protocolHeader, ""}},
+		{`{"jsonrpc":"2.0","method":"notifications/roots/list_changed"}`, []string{protocolHeader, Revision2026}},
+		{`{"jsonrpc":"2.0","method":"notifications/roots/list_changed"}`, []string{protocolHeader, Revision2026, "Mcp-Method", "ping"}},
+		{`{"jsonrpc":"2.0","method":"notifications/roots/list_changed"}`, []string{protocolHeader, Revision2026, "Mcp-Method", "notifications/roots/list_changed"}},
+		{`{"jsonrpc":"2.0","id":108,"method":"server/discover","params":{` + meta("2026-07-28") + `}}`, nil},
+		{`{"jsonrpc":"2.0","id":109,"method":"server/discover","params":{` + meta("2026-07-28") + `}}`, []string{protocolHeader, Revision2026, "Mcp-Method", "server/discover"}},
+		{`{"jsonrpc":"2.0","id":110,"method":"server/discover","params":{}}`, []string{protocolHeader, Revision2026, "Mcp-Method", "server/discover"}},
+	} {
+		ts, _, tb := rawPost(t, theirs.URL, theirSID, streamFirst, c.body, c.header...)
+		os, _, ob := rawPost(t, ours.URL, ourSID, streamFirst, c.body, c.header...)
+		if ts != os || (ts != http.StatusOK && ob != tb) || (ts == http.StatusOK && !slices.Equal(eventData(ob), eventData(tb))) {
+			t.Errorf("%s (headers %q):\n toolwire's %d %q\n go-sdk's   %d %q", c.body, c.header, os, ob, ts, tb)
+		}
+	}
+}
+
+// TestADroppedPostsCallKeepsItsID: a call whose client went is still in
+// flight, as with go-sdk's transport: its id is refused to a new call
+// until the call is answered, and its answer is not given to another.
+func TestADroppedPostsCallKeepsItsID(t *testing.T) {
+	t.Parallel()
+	release, entered := make(chan struct{}), make(chan struct{}, 1)
+	ts := httptest.NewServer(newOwnSessions(sessionServerEntered(release, entered)))
+	defer ts.Close()
+	sid := openSession(t, ts.URL, "2025-11-25")
+
+	ctx, cancel := context.WithCancel(context.Background())
+	gone := make(chan struct{})
+	go func() {
+		defer close(gone)
+		req, _ := http.NewRequestWithContext(ctx, http.MethodPost, ts.URL, strings.NewReader(`{"jsonrpc":"2.0","id":5,"method":"tools/call","params":{"name":"hold","arguments":{}}}`))
+		req.Header.Set("Content-Type", "application/json")
+		req.Header.Set("Accept", jsonFirst)
+		req.Header.Set(sessionHeader, sid)
+		if resp, err := http.DefaultClient.Do(req); err == nil {
+			_, _ = io.Copy(io.Discard, resp.Body)
+			resp.Body.Close()
+		}
+	}()
+	select {
+	case <-entered:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the held call did not start")
+	}
+	cancel()
+	<-gone
+	status, _, body := rawPost(t, ts.URL, sid, jsonFirst, `{"jsonrpc":"2.0","id":5,"method":"ping"}`)
+	if status != http.StatusBadRequest || !strings.Contains(body, "duplicate in-flight request ID 5") {
+		t.Errorf("a ping with the id of a call whose client went: %d %q; want it refused as a duplicate", status, body)
+	}
+	close(release)
+	// Once the held call is answered (to nobody), its id is free.
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		status, _, body = rawPost(t, ts.URL, sid, jsonFirst, `{"jsonrpc":"2.0","id":5,"method":"ping"}`)
+		if status != http.StatusBadRequest || time.Now().After(deadline) {
+			break
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	if status != http.StatusOK || body != `{"jsonrpc":"2.0","id":5,"result":{}}` {
+		t.Errorf("a ping with the id once its call is answered: %d %q; want the ping's own answer", status, body)
+	}
 }
 
 // TestSessionAnswersWholeOrStreams: a call whose answer is its response

@@ -319,6 +319,14 @@ func (s *served) callTool(ctx context.Context, _ string, req mcp.Request) (mcp.R
 		return nil, &jsonrpc.Error{Code: jsonrpc.CodeInternalError, Message: "server bug: result has both content and inputRequests"}
 	}
 	multiRoundTrip := r.Session != nil && modern(sessionRevision(r.Session))
+	if asks && !multiRoundTrip {
+		// go-sdk's own innermost middleware would ask a 2025 client for
+		// the input and call the handler again; the gateway's handlers ask
+		// 2025 clients on the session themselves and never answer them so
+		// (only callModern does, for 2026-07-28). Should one, it fails
+		// here rather than send a question the client cannot read.
+		return nil, &jsonrpc.Error{Code: jsonrpc.CodeInternalError, Message: "a call of a 2025 client asked for input in its result"}
+	}
 	if multiRoundTrip {
 		res = withResultType(res, asks)
 	}

@@ -114,7 +114,6 @@ func (m *modernCalls) serve(w http.ResponseWriter, r *http.Request) bool {
 	if c == nil {
 		return false
 	}
-	m.taken.Add(1)
 	t := newSessionTransport("", receivedMethods)
 	t.stateless = true
 	ss, err := c.server.Connect(r.Context(), t, &mcp.ServerSessionOptions{State: c.state})
@@ -122,6 +121,7 @@ func (m *modernCalls) serve(w http.ResponseWriter, r *http.Request) bool {
 		return false // go-sdk's handler says so (500)
 	}
 	defer ss.Close()
+	m.taken.Add(1)
 	extra := &mcp.RequestExtra{TokenInfo: auth.TokenInfoFromContext(r.Context()), Header: r.Header}
 	c.call.Session, c.call.Extra = ss, extra
 	p := &postAnswer{w: w, whole: prefersJSON(r.Header.Values("Accept")), pending: 1, answered: make(chan struct{})}
@@ -131,19 +131,7 @@ func (m *modernCalls) serve(w http.ResponseWriter, r *http.Request) bool {
 	// go-sdk's handler does with PropagateRequestCancellation (and the
 	// tracker's cancellation of a stateless request reaches it).
 	res, err := c.served.direct(r.Context(), "tools/call", c.call)
-	resp := &jsonrpc.Response{ID: c.id}
-	switch {
-	case err != nil:
-		resp.Error = err
-	case res == nil:
-		resp.Error = &jsonrpc.Error{Code: jsonrpc.CodeInternalError, Message: "tools/call returned neither a result nor an error"}
-	default:
-		raw, err := c.served.modernResult(res)
-		if err != nil {
-			resp.Error = &jsonrpc.Error{Code: jsonrpc.CodeInternalError, Message: "encode the result: " + err.Error()}
-		}
-		resp.Result = raw
-	}
+	resp := callResponse(c.id, res, err, c.served.modernResult)
 	if status := errorStatus(resp.Error); status != 0 {
 		// A protocol error of 2026-07-28 is its HTTP status, and the
 		// response alone as JSON.

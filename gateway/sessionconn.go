@@ -189,13 +189,8 @@ func (t *sessionTransport) servePOST(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, "can't send Last-Event-ID for POST request", http.StatusBadRequest)
 		return
 	}
-	body, err := io.ReadAll(r.Body)
-	if err != nil {
-		if mbe := (*http.MaxBytesError)(nil); errors.As(err, &mbe) {
-			http.Error(w, fmt.Sprintf("request body exceeds %d bytes", mbe.Limit), http.StatusRequestEntityTooLarge)
-			return
-		}
-		http.Error(w, "failed to read body", http.StatusBadRequest)
+	body, ok := readBody(w, r)
+	if !ok {
 		return
 	}
 	if len(body) == 0 {
@@ -266,8 +261,9 @@ func (t *sessionTransport) servePOST(w http.ResponseWriter, r *http.Request) {
 		answered: make(chan struct{}),
 	}
 	if dup, ok := t.hold(p, extra, calls); !ok {
-		id, _ := json.Marshal(dup.Raw())
-		writeRPCError(w, http.StatusBadRequest, id, jsonrpc.CodeInvalidRequest, fmt.Sprintf("duplicate in-flight request ID %v", dup.Raw()))
+		writeResponse(w, http.StatusBadRequest, &jsonrpc.Response{ID: dup, Error: &jsonrpc.Error{
+			Code: jsonrpc.CodeInvalidRequest, Message: fmt.Sprintf("duplicate in-flight request ID %v", dup.Raw()),
+		}})
 		return
 	}
 	defer t.release(p, extra)
@@ -279,6 +275,21 @@ func (t *sessionTransport) servePOST(w http.ResponseWriter, r *http.Request) {
 	case <-r.Context().Done():
 	case <-t.done:
 	}
+}
+
+// readBody reads r's whole body, or answers as go-sdk's transport does
+// when it cannot (413 past the body's limit) and reports false.
+func readBody(w http.ResponseWriter, r *http.Request) ([]byte, bool) {
+	body, err := io.ReadAll(r.Body)
+	if err == nil {
+		return body, true
+	}
+	if mbe := (*http.MaxBytesError)(nil); errors.As(err, &mbe) {
+		http.Error(w, fmt.Sprintf("request body exceeds %d bytes", mbe.Limit), http.StatusRequestEntityTooLarge)
+	} else {
+		http.Error(w, "failed to read body", http.StatusBadRequest)
+	}
+	return nil, false
 }
 
 // sessionlessRefusal is go-sdk's refusal of a request of 2026-07-28's
@@ -390,7 +401,7 @@ type methodRule struct {
 
 // receivedMethods are the methods go-sdk's server receives, with go-sdk's
 // rules for each (its serverMethodInfos); a server with the gateway's
-// tasks receives taskMethods too. TestSessionRefusesWhatGoSDKRefuses
+// tasks receives its task methods too (withTaskMethods). TestSessionRefusesWhatGoSDKRefuses
 // holds the two tables together.
 var receivedMethods = map[string]methodRule{
 	"completion/complete":              {},
@@ -415,12 +426,14 @@ var receivedMethods = map[string]methodRule{
 }
 
 // withTaskMethods returns the methods a server with the gateway's tasks
-// receives (taskRunner.register): go-sdk's custom methods take missing
-// params.
+// receives (the 2025 and 2026 task methods, which taskRunner.register
+// adds): go-sdk's custom methods take missing params.
 func withTaskMethods(methods map[string]methodRule) map[string]methodRule {
 	all := maps.Clone(methods)
-	for _, m := range []string{"tasks/get", "tasks/result", "tasks/list", "tasks/cancel", "tasks/update"} {
-		all[m] = methodRule{paramsOptional: true}
+	for _, set := range []map[string]bool{taskMethods, taskMethods2026} {
+		for m := range set {
+			all[m] = methodRule{paramsOptional: true}
+		}
 	}
 	return all
 }
@@ -462,22 +475,28 @@ func (t *sessionTransport) startDirect(msgs []jsonrpc.Message, isBatch bool) boo
 			delete(t.directs, req.ID)
 		}
 		t.mu.Unlock()
-		resp := &jsonrpc.Response{ID: req.ID}
-		switch {
-		case err != nil:
-			resp.Error = err // AppendMessage words it as go-sdk does
-		case res == nil:
-			resp.Error = &jsonrpc.Error{Code: jsonrpc.CodeInternalError, Message: "tools/call returned neither a result nor an error"}
-		default:
-			raw, err := marshalResult(res)
-			if err != nil {
-				resp.Error = &jsonrpc.Error{Code: jsonrpc.CodeInternalError, Message: "encode the result: " + err.Error()}
-			}
-			resp.Result = raw
-		}
-		_ = sessionConn{t}.Write(ctx, resp)
+		_ = sessionConn{t}.Write(ctx, callResponse(req.ID, res, err, marshalResult))
 	}()
 	return true
+}
+
+// callResponse is the response to the call id that returned res or err,
+// as go-sdk's connection makes it, the result encoded by encode.
+func callResponse(id jsonrpc.ID, res mcp.Result, err error, encode func(mcp.Result) (json.RawMessage, error)) *jsonrpc.Response {
+	resp := &jsonrpc.Response{ID: id}
+	switch {
+	case err != nil:
+		resp.Error = err // AppendMessage words it as go-sdk does
+	case res == nil:
+		resp.Error = &jsonrpc.Error{Code: jsonrpc.CodeInternalError, Message: "tools/call returned neither a result nor an error"}
+	default:
+		raw, err := encode(res)
+		if err != nil {
+			resp.Error = &jsonrpc.Error{Code: jsonrpc.CodeInternalError, Message: "encode the result: " + err.Error()}
+		}
+		resp.Result = raw
+	}
+	return resp
 }
 
 // marshalResult encodes a result as go-sdk's connection does: without

@@ -75,7 +75,7 @@ func sessionServer(release <-chan struct{}) *mcp.Server {
 func sessionServerEntered(release <-chan struct{}, entered chan<- struct{}) *mcp.Server {
 	srv := mcp.NewServer(&mcp.Implementation{Name: "t", Version: "1"}, &mcp.ServerOptions{HasTools: true})
 	srv.AddReceivingMiddleware(relatePost) // as the gateway's servers have it
-	obj := &jsonSchemaObject{Type: "object"}
+	obj := json.RawMessage(`{"type":"object"}`)
 	srv.AddTool(&mcp.Tool{Name: "step", InputSchema: obj}, func(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
 		if tok := req.Params.GetProgressToken(); tok != nil {
 			_ = req.Session.NotifyProgress(ctx, &mcp.ProgressNotificationParams{ProgressToken: tok, Progress: 1, Total: 2, Message: "half"})
@@ -93,10 +93,6 @@ func sessionServerEntered(release <-chan struct{}, entered chan<- struct{}) *mcp
 		return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: "released"}}}, nil
 	})
 	return srv
-}
-
-type jsonSchemaObject struct {
-	Type string `json:"type"`
 }
 
 // rawPost posts body to url in session sid with accept, and returns the
@@ -413,6 +409,20 @@ func TestRejectedIsGoSDKs(t *testing.T) {
 	}
 }
 
+// serveGateway serves f's gateway on a listener of its own, its handler
+// changed by change first (nil: as it comes), and returns its URL and the
+// handler.
+func serveGateway(t *testing.T, f *fixture, change func(*Handler)) (string, *Handler) {
+	t.Helper()
+	h := f.gw.Handler(&HTTPOptions{})
+	if change != nil {
+		change(h)
+	}
+	ts := httptest.NewServer(h)
+	t.Cleanup(func() { ts.CloseClientConnections(); ts.Close(); h.Close() })
+	return ts.URL, h
+}
+
 // TestDirectCallsAnswerAsTheSessionDoes posts the same tools/call bodies,
 // well-formed and hostile, to a gateway whose sessions serve tools/call
 // directly and to one whose sessions hand every call to go-sdk's session,
@@ -423,17 +433,8 @@ func TestRejectedIsGoSDKs(t *testing.T) {
 func TestDirectCallsAnswerAsTheSessionDoes(t *testing.T) {
 	t.Parallel()
 	f := newFixture(t, ApprovalPolicy{Write: Allow, Destructive: Deny})
-	serve := func(direct bool) (string, *Handler) {
-		h := f.gw.Handler(&HTTPOptions{})
-		if !direct {
-			h.sessions.servedBy = nil
-		}
-		ts := httptest.NewServer(h)
-		t.Cleanup(func() { ts.CloseClientConnections(); ts.Close(); h.Close() })
-		return ts.URL, h
-	}
-	directURL, directH := serve(true)
-	sessionURL, _ := serve(false)
+	directURL, directH := serveGateway(t, f, nil)
+	sessionURL, _ := serveGateway(t, f, func(h *Handler) { h.sessions.servedBy = nil })
 	directSID := openSession(t, directURL, "2025-11-25")
 	sessionSID := openSession(t, sessionURL, "2025-11-25")
 	directH.sessions.mu.Lock()
@@ -482,19 +483,9 @@ func TestDirectCallsAnswerAsTheSessionDoes(t *testing.T) {
 func TestModernCallsAnswerAsGoSDKDoes(t *testing.T) {
 	t.Parallel()
 	f := newFixture(t, ApprovalPolicy{Write: Allow, Destructive: Deny})
-	var own *Handler
-	serve := func(direct bool) string {
-		h := f.gw.Handler(&HTTPOptions{})
-		if direct {
-			own = h
-		} else {
-			h.modern.servedBy = nil
-		}
-		ts := httptest.NewServer(h)
-		t.Cleanup(func() { ts.CloseClientConnections(); ts.Close(); h.Close() })
-		return ts.URL + "/mcp"
-	}
-	ownURL, sdkURL := serve(true), serve(false)
+	ownURL, own := serveGateway(t, f, nil)
+	sdkURL, _ := serveGateway(t, f, func(h *Handler) { h.modern.servedBy = nil })
+	ownURL, sdkURL = ownURL+"/mcp", sdkURL+"/mcp"
 
 	meta := func(extra string) string {
 		return `"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientInfo":{"name":"raw","version":"1"},"io.modelcontextprotocol/clientCapabilities":{}` + extra + `}`
@@ -546,19 +537,9 @@ func TestModernCallsAnswerAsGoSDKDoes(t *testing.T) {
 func TestModernCallsAskAsGoSDKDoes(t *testing.T) {
 	t.Parallel()
 	f := newFixture(t, ApprovalPolicy{Write: Elicit, Destructive: Elicit})
-	var own *Handler
-	serve := func(direct bool) string {
-		h := f.gw.Handler(&HTTPOptions{})
-		if direct {
-			own = h
-		} else {
-			h.modern.servedBy = nil
-		}
-		ts := httptest.NewServer(h)
-		t.Cleanup(func() { ts.CloseClientConnections(); ts.Close(); h.Close() })
-		return ts.URL + "/mcp"
-	}
-	ownURL, sdkURL := serve(true), serve(false)
+	ownURL, own := serveGateway(t, f, nil)
+	sdkURL, _ := serveGateway(t, f, func(h *Handler) { h.modern.servedBy = nil })
+	ownURL, sdkURL = ownURL+"/mcp", sdkURL+"/mcp"
 	body := `{"jsonrpc":"2.0","id":4,"method":"tools/call","params":{"name":"write_file","arguments":{"path":"/w"},"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{"elicitation":{"form":{}}}}}}`
 	header := []string{protocolHeader, Revision2026, "Mcp-Method", "tools/call", "Mcp-Name", "write_file"}
 	state := regexp.MustCompile(`"requestState":"[^"]*"`)

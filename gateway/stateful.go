@@ -204,13 +204,8 @@ func (h *stateful) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if r.Method == http.MethodPost && h.relay != nil {
-		body, err := io.ReadAll(r.Body)
-		if err != nil {
-			if mbe := (*http.MaxBytesError)(nil); errors.As(err, &mbe) {
-				http.Error(w, fmt.Sprintf("request body exceeds %d bytes", mbe.Limit), http.StatusRequestEntityTooLarge)
-				return
-			}
-			http.Error(w, "failed to read body", http.StatusBadRequest)
+		body, ok := readBody(w, r)
+		if !ok {
 			return
 		}
 		r.Body = io.NopCloser(bytes.NewReader(body))
@@ -284,10 +279,10 @@ func (h *stateful) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 // the call's params decoded once, as go-sdk decodes them, and the request
 // go-sdk would make of them run through the server's middleware and its
 // tool's handler (served.direct). A call go-sdk would treat otherwise
-// goes to the session: one before the session's initialize, params that
-// do not decode or are null (go-sdk's refusals), and a request of
-// 2026-07-28's form (a protocol version in its _meta). nil when the
-// server is none of the gateway's.
+// goes to the session: one before the session's initialize, and params
+// that do not decode or are null (go-sdk's refusals). (A request of
+// 2026-07-28's form never gets here: the transport refuses it,
+// sessionlessRefusal.) nil when the server is none of the gateway's.
 func (h *stateful) directCalls(server *mcp.Server, ss *mcp.ServerSession) func(*jsonrpc.Request) func(context.Context) (mcp.Result, error) {
 	if h.servedBy == nil {
 		return nil
@@ -302,9 +297,6 @@ func (h *stateful) directCalls(server *mcp.Server, ss *mcp.ServerSession) func(*
 		}
 		var params *mcp.CallToolParamsRaw
 		if stdioconn.Unmarshal(req.Params, &params) != nil || params == nil {
-			return nil
-		}
-		if _, modern := params.Meta[mcp.MetaKeyProtocolVersion]; modern {
 			return nil
 		}
 		extra, _ := req.Extra.(*mcp.RequestExtra)

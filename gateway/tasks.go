@@ -822,7 +822,9 @@ type taskListParams struct {
 	Cursor string `json:"cursor,omitempty"`
 }
 
-// register adds the task methods to srv.
+// register adds the task methods to srv: taskMethods and
+// taskMethods2026, which a session's transport takes as the server's
+// (withTaskMethods).
 func (tr *taskRunner) register(srv *mcp.Server) {
 	err := errors.Join(
 		mcp.AddReceivingCustomMethod(srv, "tasks/get", tr.get),

@@ -22,26 +22,19 @@ import (
 // final response waits, from when it is written until the handler
 // returns, which go-sdk does at once.
 
-// serveWhole serves r with h, answering with JSON where it can (see
-// above); a request that is not a POST, or whose client does not prefer
-// JSON (prefersJSON), goes to h as it came.
-func serveWhole(h http.Handler, w http.ResponseWriter, r *http.Request) {
-	if r.Method != http.MethodPost {
-		h.ServeHTTP(w, r)
-		return
-	}
-	if !prefersJSON(r.Header.Values("Accept")) {
-		h.ServeHTTP(w, r)
-		return
-	}
-	ww := &wholeWriter{w: w}
-	h.ServeHTTP(ww, r)
-	ww.finish()
-}
-
-// wholeAnswers is serveWhole as a handler.
+// wholeAnswers serves each request with h, answering a POST with JSON
+// where it can (see above); a request that is not a POST, or whose
+// client does not prefer JSON (prefersJSON), goes to h as it came.
 func wholeAnswers(h http.Handler) http.Handler {
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { serveWhole(h, w, r) })
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Method != http.MethodPost || !prefersJSON(r.Header.Values("Accept")) {
+			h.ServeHTTP(w, r)
+			return
+		}
+		ww := &wholeWriter{w: w}
+		h.ServeHTTP(ww, r)
+		ww.finish()
+	})
 }
 
 // prefersJSON reports whether Accept values prefer JSON to an event

@@ -73,7 +73,14 @@ func sessionServer(release <-chan struct{}) *mcp.Server {
 // sessionServerEntered is sessionServer whose "hold" tells entered when a
 // call of it starts.
 func sessionServerEntered(release <-chan struct{}, entered chan<- struct{}) *mcp.Server {
-	srv := mcp.NewServer(&mcp.Implementation{Name: "t", Version: "1"}, &mcp.ServerOptions{HasTools: true})
+	srv := mcp.NewServer(&mcp.Implementation{Name: "t", Version: "1"}, &mcp.ServerOptions{
+		HasTools: true,
+		// A notification's handler that sends something: it belongs to
+		// no request.
+		RootsListChangedHandler: func(ctx context.Context, req *mcp.RootsListChangedRequest) {
+			_ = req.Session.NotifyProgress(ctx, &mcp.ProgressNotificationParams{ProgressToken: "roots-changed", Progress: 1})
+		},
+	})
 	srv.AddReceivingMiddleware(relatePost) // as the gateway's servers have it
 	obj := json.RawMessage(`{"type":"object"}`)
 	srv.AddTool(&mcp.Tool{Name: "step", InputSchema: obj}, func(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
@@ -623,4 +630,38 @@ func TestModernCapabilitiesAreGoSDKs(t *testing.T) {
 	if n := len(m.caps); n > maxCachedCaps {
 		t.Errorf("the cache holds %d entries, more than %d", n, maxCachedCaps)
 	}
+}
+
+// TestANotificationsHandlerSendsOnTheGETStream: what the handler of a
+// notification sends belongs to no request, so it goes on the client's GET
+// stream, as with go-sdk's transport (not refused as if sent for a POST
+// that is over).
+func TestANotificationsHandlerSendsOnTheGETStream(t *testing.T) {
+	t.Parallel()
+	release := make(chan struct{})
+	defer close(release)
+	ts := httptest.NewServer(newOwnSessions(sessionServer(release)))
+	defer ts.Close()
+	sid := openSession(t, ts.URL, "2025-11-25")
+
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	req, _ := http.NewRequestWithContext(ctx, http.MethodGet, ts.URL, nil)
+	req.Header.Set("Accept", "text/event-stream")
+	req.Header.Set(sessionHeader, sid)
+	stream, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer stream.Body.Close()
+	if status, _, _ := rawPost(t, ts.URL, sid, jsonFirst, `{"jsonrpc":"2.0","method":"notifications/roots/list_changed"}`); status != http.StatusAccepted {
+		t.Fatalf("notifications/roots/list_changed: status %d, want 202", status)
+	}
+	sc := bufio.NewScanner(stream.Body)
+	for sc.Scan() {
+		if strings.HasPrefix(sc.Text(), "data: ") && strings.Contains(sc.Text(), `"roots-changed"`) {
+			return
+		}
+	}
+	t.Fatalf("the GET stream ended without what the notification's handler sent (%v)", sc.Err())
 }

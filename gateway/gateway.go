@@ -15,6 +15,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"github.com/toolwire/toolwire/internal/version"
+	"github.com/toolwire/toolwire/internal/warm"
 	"github.com/toolwire/toolwire/task"
 	"github.com/toolwire/toolwire/tool"
 )
@@ -95,6 +96,13 @@ type Gateway struct {
 	unanswered  error       // the cause of a parked call whose question waited past parkTimeout
 	tasks       *taskRunner // nil: no tasks offered
 }
+
+// callGoroutines are the goroutines the gateways of the process run
+// their calls on (a session's tools/call, a parked call): a goroutine that
+// ran a call waits a while for the next, so that the stack the first grew
+// serves it, where a new goroutine would start small and copy its stack
+// as it grows on every call (docs/performance.md).
+var callGoroutines warm.Pool
 
 func (g *Gateway) logger() *slog.Logger {
 	if g.opts.Logger != nil {

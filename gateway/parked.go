@@ -15,16 +15,16 @@ import (
 )
 
 // A tools/call of a 2026-07-28 client runs as a parked call: the executor
-// runs it once, on a goroutine of its own, under a context of the
-// gateway's (the limits' call slot when served over HTTP), not the
-// request's, since the call outlives the request when it has to ask the
-// client something. The request waits on the call through the gateway's
-// [Parking]: when the call asks (an approval, an upstream's question), the
-// request is answered with the question as an input request and a sealed
-// requestState; the client's retry delivers its answer and waits again,
-// for the next question or the result. Progress and log lines go to
-// whichever request is waiting at the time. The audit log sees one call
-// however many rounds it takes.
+// runs it once, on a goroutine of its own (one of callGoroutines), under a
+// context of the gateway's (the limits' call slot when served over HTTP),
+// not the request's, since the call outlives the request when it has to
+// ask the client something. The request waits on the call through the
+// gateway's [Parking]: when the call asks (an approval, an upstream's
+// question), the request is answered with the question as an input request
+// and a sealed requestState; the client's retry delivers its answer and
+// waits again, for the next question or the result. Progress and log lines
+// go to whichever request is waiting at the time. The audit log sees one
+// call however many rounds it takes.
 //
 // The call is cancelled when the client closes a request that waits on it
 // (go-sdk cancels the request's context when its stream closes, with
@@ -140,14 +140,15 @@ func (g *Gateway) startParked(ctx context.Context, req *mcp.CallToolRequest, nam
 	c.holder = holder
 	callCtx = tool.WithCaller(withDownstream(callCtx, c), relay{c})
 	args := req.Params.Arguments
-	go func() {
+	// On a goroutine of the pool's, whose stack an earlier call grew.
+	callGoroutines.Go(func() {
 		res := g.run(callCtx, name, args)
 		// The slot is free before the client hears of the result, so that
 		// the call it makes next is not refused for this one.
 		cancel(nil)
 		release()
 		holder.Finish(toMCP(res.Truncated(g.opts.MaxResultBytes), rewrite))
-	}()
+	})
 	return g.await(ctx, req, id, 0, nil)
 }
 

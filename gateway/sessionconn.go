@@ -441,12 +441,14 @@ func withTaskMethods(methods map[string]methodRule) map[string]methodRule {
 // startDirect starts serving the POST's one message with t.direct, if it
 // is a tools/call that t.direct takes, and reports whether it did.
 //
-// The call runs in a goroutine of its own, as go-sdk's session runs a
+// The call runs on a goroutine of its own, as go-sdk's session runs a
 // call, so that the POST ends when its client goes and the session is
-// idle while the call runs on. What the session would do for it is done
-// here: its context has the session's values and ends when the session
-// ends or the client cancels the call (cancelDirect); its response is
-// written whatever became of the call, as go-sdk writes it, with the same
+// idle while the call runs on (an idle session expires, and its calls
+// with it); the goroutine is one of callGoroutines, whose stack an
+// earlier call grew. What the session would do for the call is done here:
+// its context has the session's values and ends when the session ends or
+// the client cancels the call (cancelDirect); its response is written
+// whatever became of the call, as go-sdk writes it, with the same
 // encoding.
 func (t *sessionTransport) startDirect(msgs []jsonrpc.Message, isBatch bool) bool {
 	if t.direct == nil || isBatch {
@@ -465,7 +467,7 @@ func (t *sessionTransport) startDirect(msgs []jsonrpc.Message, isBatch bool) boo
 	t.mu.Lock()
 	t.directs[req.ID] = dc
 	t.mu.Unlock()
-	go func() {
+	callGoroutines.Go(func() {
 		defer cancel()
 		res, err := run(ctx)
 		// Forgotten before the answer goes: once it has, the client may
@@ -476,7 +478,7 @@ func (t *sessionTransport) startDirect(msgs []jsonrpc.Message, isBatch bool) boo
 		}
 		t.mu.Unlock()
 		_ = sessionConn{t}.Write(ctx, callResponse(req.ID, res, err, marshalResult))
-	}()
+	})
 	return true
 }
 

@@ -90,9 +90,8 @@ func OpenFileWith(path string, opts *FileSinkOptions) (*FileSink, error) {
 	return s, nil
 }
 
-// Write appends ev as one line. The line is encoded into a buffer the sink
-// reuses, straight from the wire struct (going through MarshalJSON would
-// have encoding/json compact the bytes a second time).
+// Write appends ev as one line, encoded (see encode) into a buffer the
+// sink reuses.
 func (s *FileSink) Write(ev *Event) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -166,9 +165,14 @@ func (s *FileSink) writeLines(evs []*Event) error {
 	})
 }
 
-// encode encodes ev into s.buf, under s.mu, from the reused wire struct.
+// encode encodes ev into s.buf, under s.mu: with appendLine, or from the
+// reused wire struct when appendLine leaves the event to encoding/json.
 func (s *FileSink) encode(ev *Event) error {
 	s.buf.Reset()
+	if line, ok := appendLine(s.buf.AvailableBuffer(), ev); ok {
+		s.buf.Write(line)
+		return nil
+	}
 	s.w = wireEvent{plainEvent: plainEvent(*ev)}
 	if ev.Duration > 0 {
 		s.durMS = durationMillis(ev.Duration)

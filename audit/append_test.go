@@ -68,7 +68,7 @@ func TestAppendLineWritesWhatEncodingJSONWrites(t *testing.T) {
 		{Kind: CallRequested},
 		{Time: time.Unix(0, 1).UTC(), Kind: CallRequested},
 		{Time: time.Date(9999, 12, 31, 23, 59, 59, 999_999_999, time.FixedZone("", 23*3600+59*60)), Kind: CallRequested},
-		{Time: time.Date(0, 1, 1, 0, 0, 0, 0, time.FixedZone("", -(23*3600 + 59*60))), Kind: CallRequested},
+		{Time: time.Date(0, 1, 1, 0, 0, 0, 0, time.FixedZone("", -(23*3600+59*60))), Kind: CallRequested},
 	}
 	for i := range events {
 		checkAppendLine(t, &events[i], false)

@@ -1,7 +1,6 @@
 package mcpclient
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -93,78 +92,34 @@ func decodeTextResult(raw json.RawMessage) (*mcp.CallToolResult, bool) {
 	if !nestsWithin(raw, maxNesting) {
 		return nil, false // go-sdk refuses it
 	}
-	var (
-		meta       map[string]any
-		content    []json.RawMessage
-		structured any
-		isError    bool
-		resultType string
-	)
-	ok := decodeObject(raw, func(name string) any {
-		switch name {
-		case "_meta":
-			return &meta
-		case "content":
-			return &content
-		case "structuredContent":
-			return &structured
-		case "isError":
-			return &isError
-		case "resultType":
-			return &resultType
-		}
-		return nil
-	})
-	if !ok || (resultType != "" && resultType != "complete") {
+	var res textResult
+	if stdioconn.UnmarshalKnown(raw, &res) != nil || (res.ResultType != "" && res.ResultType != "complete") {
 		return nil, false
 	}
-	r := &mcp.CallToolResult{Meta: meta, StructuredContent: structured, IsError: isError, Content: make([]mcp.Content, 0, len(content))}
-	for _, item := range content {
-		var kind string
-		var text *string
-		ok := decodeObject(item, func(name string) any {
-			switch name {
-			case "type":
-				return &kind
-			case "text":
-				return &text
-			}
-			return nil
-		})
-		if !ok || kind != "text" || text == nil {
+	r := &mcp.CallToolResult{Meta: res.Meta, StructuredContent: res.StructuredContent, IsError: res.IsError, Content: make([]mcp.Content, 0, len(res.Content))}
+	for _, item := range res.Content {
+		if item == nil || item.Type != "text" || item.Text == nil {
 			return nil, false
 		}
-		r.Content = append(r.Content, &mcp.TextContent{Text: *text})
+		r.Content = append(r.Content, &mcp.TextContent{Text: *item.Text})
 	}
 	return r, true
 }
 
-// decodeObject decodes raw, a JSON object, in one pass, each member into
-// what field returns for its name. It fails on a member field has nothing
-// for (nil), and on anything but one object: names are matched exactly,
-// where encoding/json would also match one in another case, which go-sdk's
-// decoding does not, so such a result goes to go-sdk's.
-func decodeObject(raw []byte, field func(name string) any) bool {
-	d := json.NewDecoder(bytes.NewReader(raw))
-	if t, err := d.Token(); err != nil || t != json.Delim('{') {
-		return false
-	}
-	for d.More() {
-		t, err := d.Token()
-		if err != nil {
-			return false
-		}
-		name, _ := t.(string)
-		dst := field(name)
-		if dst == nil || d.Decode(dst) != nil {
-			return false
-		}
-	}
-	if _, err := d.Token(); err != nil { // the closing brace
-		return false
-	}
-	_, err := d.Token()
-	return errors.Is(err, io.EOF)
+// textResult is a tools/call result of text content only: decoded with
+// UnmarshalKnown, any other member (an annotation, another content's
+// data) fails it, and the result goes to go-sdk.
+type textResult struct {
+	Meta              map[string]any `json:"_meta"`
+	Content           []*textContent `json:"content"`
+	StructuredContent any            `json:"structuredContent"`
+	IsError           bool           `json:"isError"`
+	ResultType        string         `json:"resultType"`
+}
+
+type textContent struct {
+	Type string  `json:"type"`
+	Text *string `json:"text"`
 }
 
 // maxNesting is how deep go-sdk lets a result nest objects and arrays;

@@ -94,3 +94,15 @@ func TestTextResultDecodeIsSmall(t *testing.T) {
 		t.Errorf("decoding a text result allocates %d bytes; want well under go-sdk's 32 KiB buffer", per)
 	}
 }
+
+// BenchmarkDecodeTextResult: what decoding a call's plain text answer
+// costs the upstream leg.
+func BenchmarkDecodeTextResult(b *testing.B) {
+	raw := json.RawMessage(`{"content":[{"type":"text","text":"echo: hello, world"}],"isError":false}`)
+	b.ReportAllocs()
+	for b.Loop() {
+		if _, err := decodeCallResult(raw); err != nil {
+			b.Fatal(err)
+		}
+	}
+}

@@ -245,3 +245,24 @@ func DecodeBody(data []byte) (msgs []jsonrpc.Message, isBatch bool, err error) {
 // validated whole. It reads data in place, without go-sdk's streaming
 // decoder and its buffer.
 func Unmarshal(data []byte, v any) error { return unmarshal(data, v, false) }
+
+// UnmarshalKnown decodes data, one JSON value and nothing after it but
+// white space, into v as [Unmarshal] does, and fails on an object member
+// v's struct has no field for: for a caller that decodes the shape of a
+// value it expects and leaves any other to go-sdk.
+func UnmarshalKnown(data []byte, v any) error {
+	if tooDeep(data) {
+		return errTooDeep
+	}
+	rest, err := segjson.Parse(data, v, parseFlags|segjson.DisallowUnknownFields)
+	if err != nil {
+		return err
+	}
+	if len(rest) > 0 {
+		return fmt.Errorf("invalid character %q after the value", rest[0])
+	}
+	if !segjson.Valid(data) {
+		return fmt.Errorf("invalid json value")
+	}
+	return nil
+}

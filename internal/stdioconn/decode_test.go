@@ -305,3 +305,31 @@ func FuzzValidAgreement(f *testing.F) {
 		}
 	})
 }
+
+// TestUnmarshalKnownRefusesWhatItDoesNotKnow: a member the struct has no
+// field for, one named in another case, bytes after the value, invalid
+// JSON inside a member and nesting past the bound all fail; the shape
+// itself decodes.
+func TestUnmarshalKnownRefusesWhatItDoesNotKnow(t *testing.T) {
+	type shape struct {
+		A string `json:"a"`
+		B []any  `json:"b"`
+	}
+	var ok shape
+	if err := UnmarshalKnown([]byte(` {"a":"x\u003c","b":[1,2]} `), &ok); err != nil || ok.A != "x<" || len(ok.B) != 2 {
+		t.Fatalf("the shape itself: %+v, %v", ok, err)
+	}
+	for _, raw := range []string{
+		`{"a":"x","c":1}`,
+		`{"A":"x"}`,
+		`{"a":"x"} {}`,
+		`{"a":"x"}]`,
+		`{"a":"x","b":[1,}`,
+		`{"b":[` + strings.Repeat(`[`, maxDepth) + strings.Repeat(`]`, maxDepth) + `]}`,
+	} {
+		var s shape
+		if err := UnmarshalKnown([]byte(raw), &s); err == nil {
+			t.Errorf("%.60s: decoded as %+v, want an error", raw, s)
+		}
+	}
+}

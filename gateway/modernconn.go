@@ -181,7 +181,7 @@ func (m *modernCalls) take(r *http.Request) *modernCall {
 		return nil
 	}
 	var params *mcp.CallToolParamsRaw
-	if stdioconn.Unmarshal(req.Params, &params) != nil || params == nil || params.Name != name {
+	if stdioconn.UnmarshalDecoded(req.Params, &params) != nil || params == nil || params.Name != name {
 		return nil
 	}
 	if v, _ := params.Meta[mcp.MetaKeyProtocolVersion].(string); v != version {

@@ -340,7 +340,7 @@ func metaProtocolVersion(params json.RawMessage) string {
 	var p struct {
 		Meta map[string]any `json:"_meta"`
 	}
-	if stdioconn.Unmarshal(params, &p) != nil {
+	if stdioconn.UnmarshalDecoded(params, &p) != nil {
 		return ""
 	}
 	v, _ := p.Meta[mcp.MetaKeyProtocolVersion].(string)
@@ -519,7 +519,7 @@ func (t *sessionTransport) cancelDirect(params json.RawMessage) {
 	var p struct {
 		RequestID any `json:"requestId"`
 	}
-	if len(params) == 0 || stdioconn.Unmarshal(params, &p) != nil {
+	if len(params) == 0 || stdioconn.UnmarshalDecoded(params, &p) != nil {
 		return
 	}
 	id, err := jsonrpc.MakeID(p.RequestID)

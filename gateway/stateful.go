@@ -296,7 +296,7 @@ func (h *stateful) directCalls(server *mcp.Server, ss *mcp.ServerSession) func(*
 			return nil
 		}
 		var params *mcp.CallToolParamsRaw
-		if stdioconn.Unmarshal(req.Params, &params) != nil || params == nil {
+		if stdioconn.UnmarshalDecoded(req.Params, &params) != nil || params == nil {
 			return nil
 		}
 		extra, _ := req.Extra.(*mcp.RequestExtra)

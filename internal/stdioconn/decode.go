@@ -246,6 +246,16 @@ func DecodeBody(data []byte) (msgs []jsonrpc.Message, isBatch bool, err error) {
 // decoder and its buffer.
 func Unmarshal(data []byte, v any) error { return unmarshal(data, v, false) }
 
+// UnmarshalDecoded decodes data, a value of a message that [Decode] or
+// [DecodeBody] returned (its params, say), into v as [Unmarshal] does,
+// without checking again what that decode checked of the whole message:
+// the nesting bound and that the bytes are valid JSON. A value from
+// anywhere else goes to Unmarshal.
+func UnmarshalDecoded(data []byte, v any) error {
+	_, err := segjson.Parse(data, v, parseFlags)
+	return err
+}
+
 // UnmarshalKnown decodes data, one JSON value and nothing after it but
 // white space, into v as [Unmarshal] does, and fails on an object member
 // v's struct has no field for: for a caller that decodes the shape of a

@@ -333,3 +333,34 @@ func TestUnmarshalKnownRefusesWhatItDoesNotKnow(t *testing.T) {
 		}
 	}
 }
+
+// TestUnmarshalDecodedIsUnmarshalForADecodedMessage: the params of a
+// message Decode returned decode the same with and without the checks
+// Decode made already.
+func TestUnmarshalDecodedIsUnmarshalForADecodedMessage(t *testing.T) {
+	for _, line := range []string{
+		`{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"a","arguments":{"x":[1,2,{"y":null}]},"_meta":{"k":"\u003c\ud800"}}}`,
+		`{"jsonrpc":"2.0","id":"s","method":"m","params":{"NAME":"case","name":"b","name":"c"}}`,
+		`{"jsonrpc":"2.0","method":"n","params":[1,"two",3.5e300,true]}`,
+		"{\"jsonrpc\":\"2.0\",\"id\":2,\"method\":\"m\",\"params\":{\"s\":\"a\xffb\"}}",
+	} {
+		msg, err := Decode([]byte(line))
+		if err != nil {
+			t.Fatalf("%s: %v", line, err)
+		}
+		params := msg.(*jsonrpc.Request).Params
+		var want, got any
+		var wantS, gotS struct {
+			Name string         `json:"name"`
+			Meta map[string]any `json:"_meta"`
+		}
+		errWant, errGot := Unmarshal(params, &want), UnmarshalDecoded(params, &got)
+		if (errWant != nil) != (errGot != nil) || !reflect.DeepEqual(want, got) {
+			t.Errorf("%s: UnmarshalDecoded gave %v (%v), Unmarshal %v (%v)", line, got, errGot, want, errWant)
+		}
+		errWant, errGot = Unmarshal(params, &wantS), UnmarshalDecoded(params, &gotS)
+		if (errWant != nil) != (errGot != nil) || !reflect.DeepEqual(wantS, gotS) {
+			t.Errorf("%s: into a struct UnmarshalDecoded gave %+v (%v), Unmarshal %+v (%v)", line, gotS, errGot, wantS, errWant)
+		}
+	}
+}

@@ -214,6 +214,9 @@ func decodeImplementation(raw any) *mcp.Implementation {
 	if raw == nil {
 		return nil
 	}
+	if info, ok := plainImplementation(raw); ok {
+		return info
+	}
 	b, err := json.Marshal(raw)
 	if err != nil {
 		return nil
@@ -223,6 +226,41 @@ func decodeImplementation(raw any) *mcp.Implementation {
 		return nil
 	}
 	return info
+}
+
+// plainImplementation builds the client's info from raw without encoding
+// it again when raw is what clients send, an object of the
+// Implementation's string members only: decoding its encoding, as go-sdk
+// does, sets exactly those fields to exactly those strings. Anything else
+// (icons, another member, a member in another case, a value not a string)
+// is left to the encoding and decoding.
+func plainImplementation(raw any) (*mcp.Implementation, bool) {
+	m, ok := raw.(map[string]any)
+	if !ok {
+		return nil, false
+	}
+	info := &mcp.Implementation{}
+	for k, v := range m {
+		s, ok := v.(string)
+		if !ok {
+			return nil, false
+		}
+		switch k {
+		case "name":
+			info.Name = s
+		case "title":
+			info.Title = s
+		case "description":
+			info.Description = s
+		case "version":
+			info.Version = s
+		case "websiteUrl":
+			info.WebsiteURL = s
+		default:
+			return nil, false
+		}
+	}
+	return info, true
 }
 
 // modernResult encodes a tools/call result as go-sdk's session answers a

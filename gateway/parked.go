@@ -112,7 +112,7 @@ func (g *Gateway) callModern(ctx context.Context, req *mcp.CallToolRequest, name
 	if err != nil {
 		return nil, fmt.Errorf("inputResponses[%q]: %w", questionKey(st.Round), err)
 	}
-	return g.await(ctx, req, st.ID, st.Round, raw)
+	return g.await(ctx, req, st.ID, g.sealer.parkKey(st.ID, principalOf(req), p.Name), st.Round, raw)
 }
 
 // startParked starts the executor call of a 2026-07-28 request and waits
@@ -126,9 +126,10 @@ func (g *Gateway) startParked(ctx context.Context, req *mcp.CallToolRequest, nam
 	// identity and client, which the audit log records, are carried over.
 	callCtx, cancel := context.WithCancelCause(carryCaller(base, ctx))
 	id := rand.Text()
+	key := g.sealer.parkKey(id, principalOf(req), req.Params.Name)
 	c := &parkedCall{g: g, caps: sync.OnceValue(func() *mcp.ClientCapabilities { return capabilitiesOf(req) }), cancel: cancel, ended: ended}
 	// A client's request cancels the call only by closing while it waits.
-	holder, err := g.parking.Park(ctx, g.sealer.parkKey(id, principalOf(req), req.Params.Name), func(cause error) {
+	holder, err := g.parking.Park(ctx, key, func(cause error) {
 		cancel(cause)
 		c.report(EndClientGone)
 	})
@@ -149,15 +150,14 @@ func (g *Gateway) startParked(ctx context.Context, req *mcp.CallToolRequest, nam
 		release()
 		holder.Finish(toMCP(res.Truncated(g.opts.MaxResultBytes), rewrite))
 	})
-	return g.await(ctx, req, id, 0, nil)
+	return g.await(ctx, req, id, key, 0, nil)
 }
 
-// await delivers answer to round of the parked call id (none for round 0)
-// and waits for the call's next step, passing its progress and log lines
-// to this request meanwhile: a question becomes this request's input
-// request, the result its result.
-func (g *Gateway) await(ctx context.Context, req *mcp.CallToolRequest, id string, round int, answer json.RawMessage) (*mcp.CallToolResult, error) {
-	key := g.sealer.parkKey(id, principalOf(req), req.Params.Name)
+// await delivers answer (none for round 0) to round of the parked call
+// id, parked under key, and waits for the call's next step, passing its
+// progress and log lines to this request meanwhile: a question becomes
+// this request's input request, the result its result.
+func (g *Gateway) await(ctx context.Context, req *mcp.CallToolRequest, id, key string, round int, answer json.RawMessage) (*mcp.CallToolResult, error) {
 	step, err := g.parking.Resume(ctx, key, round, answer, notesTo(ctx, req))
 	switch {
 	case err != nil && ctx.Err() != nil:

@@ -18,6 +18,8 @@ import (
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/toolwire/toolwire/internal/stdioconn"
 )
 
 // ownSessions serves srv's 2025 sessions on sessionTransport, as the
@@ -664,4 +666,47 @@ func TestANotificationsHandlerSendsOnTheGETStream(t *testing.T) {
 		}
 	}
 	t.Fatalf("the GET stream ended without what the notification's handler sent (%v)", sc.Err())
+}
+
+// TestPlainImplementationIsTheDecodedEncoding: the client's info built
+// straight from its _meta value is what encoding and decoding it (go-sdk's
+// way) gives, and whatever else a client may send is left to that way.
+func TestPlainImplementationIsTheDecodedEncoding(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		raw   string
+		plain bool
+	}{
+		{`{"name":"raw","version":"1"}`, true},
+		{`{"name":"a<b>&\u2028","title":"T","description":"D","version":"","websiteUrl":"https://x.test/"}`, true},
+		{`{}`, true},
+		{`{"name":"a","icons":[{"src":"https://x.test/i.png"}]}`, false},
+		{`{"Name":"case","version":"1"}`, false},
+		{`{"name":"a","version":1}`, false},
+		{`{"name":"a","extra":"b"}`, false},
+		{`{"name":null}`, false},
+		{`["name"]`, false},
+		{`"name"`, false},
+	} {
+		var raw any
+		if err := json.Unmarshal([]byte(tc.raw), &raw); err != nil {
+			t.Fatal(err)
+		}
+		info, plain := plainImplementation(raw)
+		if plain != tc.plain {
+			t.Errorf("%s: taken as plain %v, want %v", tc.raw, plain, tc.plain)
+			continue
+		}
+		if !plain {
+			continue
+		}
+		b, _ := json.Marshal(raw)
+		var want *mcp.Implementation
+		if err := stdioconn.Unmarshal(b, &want); err != nil {
+			t.Fatal(err)
+		}
+		if !reflect.DeepEqual(info, want) {
+			t.Errorf("%s: built %+v, decoding its encoding gives %+v", tc.raw, info, want)
+		}
+	}
 }

@@ -142,6 +142,10 @@ type localCall struct {
 	resuming bool          // a request is in Resume
 	waiter   func(Note)    // the waiting request's, once it took the notes kept; or nil
 	held     []Note        // notes kept for the next waiter
+	// expiry drops the result of a call that ended if nobody takes it
+	// within keep; stopped when it is taken, so that it does not hold
+	// the call and its result that long.
+	expiry *time.Timer
 }
 
 func (p *localParking) Park(_ context.Context, id string, cancel func(error)) (Holder, error) {
@@ -204,6 +208,7 @@ func (p *localParking) Resume(ctx context.Context, id string, round int, answer 
 		case c.done:
 			res := c.result
 			delete(p.calls, id)
+			c.expiry.Stop()
 			p.mu.Unlock()
 			return Step{Result: res}, nil
 		case c.question != nil && c.round > round:
@@ -283,13 +288,13 @@ func (c *localCall) Finish(result *mcp.CallToolResult) {
 	p := c.p
 	p.mu.Lock()
 	c.done, c.result, c.question = true, result, nil
-	c.postLocked()
-	p.mu.Unlock()
-	time.AfterFunc(p.keep, func() {
+	c.expiry = time.AfterFunc(p.keep, func() {
 		p.mu.Lock()
 		defer p.mu.Unlock()
 		if p.calls[c.id] == c {
 			delete(p.calls, c.id)
 		}
 	})
+	c.postLocked()
+	p.mu.Unlock()
 }

@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"reflect"
 	"testing"
 	"time"
@@ -106,6 +107,12 @@ func TestLocalParkingRounds(t *testing.T) {
 	if err := p.Cancel(ctx, "call-1", "late"); !errors.Is(err, ErrNotParked) || len(cancelled) != 0 {
 		t.Errorf("cancelling an ended call: %v, cancel called %d times", err, len(cancelled))
 	}
+	// Nothing holds the call once its result was taken: a timer left
+	// to drop it after keep held every call's result that long (ten
+	// minutes by default), and a busy gateway's heap with them.
+	if h.(*localCall).expiry.Stop() {
+		t.Error("the timer that drops an untaken result still runs after the result was taken")
+	}
 }
 
 // A request that waits on a parked call and goes away leaves it parked;
@@ -128,5 +135,77 @@ func TestLocalParkingCancel(t *testing.T) {
 	}
 	if !reflect.DeepEqual(causes, []string{"the client went away"}) {
 		t.Errorf("the holder was cancelled with %q, want once", causes)
+	}
+}
+
+// nullRelay is a Relay of one replica: it holds nothing elsewhere and
+// reaches no other replica.
+type nullRelay struct{}
+
+func (nullRelay) Instance() string { return "only" }
+func (nullRelay) Hold(context.Context, string, string, time.Duration) (func(), error) {
+	return func() {}, nil
+}
+func (nullRelay) Holder(context.Context, string, string) (string, error) { return "", nil }
+func (nullRelay) Call(context.Context, string, string, []byte, func([]byte)) ([]byte, error) {
+	return nil, errors.New("no other replica")
+}
+func (nullRelay) Handle(string, func(context.Context, []byte, func([]byte)) ([]byte, error)) func() {
+	return func() {}
+}
+
+// TestARelayedCallThatAskedNothingLeavesNoTimer: a fleet's parked call
+// that never asked its client anything holds nothing on the relay, and
+// its Finish leaves no timer behind: one per call, each holding the call
+// and its result for twice the park timeout, grew a busy gateway's heap
+// with its calls (docs/performance.md). A call that asked has its hold
+// dropped after a while; that timer keeps the call's id only.
+func TestARelayedCallThatAskedNothingLeavesNoTimer(t *testing.T) {
+	ctx := ctxT(t)
+	p := newRelayedParking(NewLocalParking(time.Hour), nullRelay{}, time.Hour)
+	for _, ask := range []bool{false, true} {
+		id := fmt.Sprintf("call-asked-%v", ask)
+		h, err := p.Park(ctx, id, func(error) {})
+		if err != nil {
+			t.Fatal(err)
+		}
+		res := &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: "end"}}}
+		round := 0
+		if ask {
+			go func() {
+				_, _ = h.Ask(ctx, Question{Kind: tool.Elicitation, Params: json.RawMessage(`{}`)})
+				h.Finish(res)
+			}()
+			step, err := p.Resume(ctx, id, 0, nil, func(Note) {})
+			if err != nil || step.Question == nil {
+				t.Fatalf("the question: %+v %v", step, err)
+			}
+			round = step.Round
+		} else {
+			h.Finish(res)
+		}
+		step, err := p.Resume(ctx, id, round, json.RawMessage(`"yes"`), func(Note) {})
+		if err != nil || step.Result != res {
+			t.Fatalf("asked %v: the result: %+v %v", ask, step, err)
+		}
+		rh := h.(*relayedHolder)
+		rh.p.mu.Lock()
+		dropHold := rh.dropHold
+		rh.p.mu.Unlock()
+		if (dropHold != nil) != ask {
+			t.Errorf("asked %v: a timer to drop the hold: %v", ask, dropHold != nil)
+		}
+	}
+}
+
+// waitUntil polls cond until it holds, failing the test after 5 s.
+func waitUntil(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(5 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("after 5s: not yet %s", what)
+		}
+		time.Sleep(time.Millisecond)
 	}
 }

@@ -150,6 +150,9 @@ type relayedHolder struct {
 	id   string
 	once sync.Once
 	err  error
+	// dropHold releases the hold after a while, for a call that asked
+	// (and so is held); nil for one that did not. Under p.mu.
+	dropHold *time.Timer
 }
 
 func (h *relayedHolder) Ask(ctx context.Context, q Question) (json.RawMessage, error) {
@@ -171,8 +174,14 @@ func (h *relayedHolder) Ask(ctx context.Context, q Question) (json.RawMessage, e
 
 func (h *relayedHolder) Finish(res *mcp.CallToolResult) {
 	h.Holder.Finish(res)
-	// Taken or not, the result is dropped after a while: so is the hold.
-	time.AfterFunc(h.p.ttl, func() { h.p.taken(h.id) })
+	p, id := h.p, h.id
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if _, held := p.release[id]; held {
+		// Taken or not, the result is dropped after a while: so is the
+		// hold. The timer keeps the id, not the holder and its result.
+		h.dropHold = time.AfterFunc(p.ttl, func() { p.taken(id) })
+	}
 }
 
 // taken releases the hold of call id, whose result was taken.

@@ -52,8 +52,9 @@ type Parking interface {
 }
 
 // Holder is the side of a parked call that the process running it uses.
-// Its methods are called from the goroutine running the call (Note also
-// from others).
+// Finish is called from the goroutine running the call; Ask and Note
+// also from others (an upstream's question or progress arrives on its
+// connection's goroutine), possibly as the call ends.
 type Holder interface {
 	// Ask makes q the call's next question (the next round) and waits for
 	// its answer, until ctx ends.

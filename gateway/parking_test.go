@@ -5,8 +5,8 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"fmt"
 	"reflect"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -138,74 +138,89 @@ func TestLocalParkingCancel(t *testing.T) {
 	}
 }
 
-// nullRelay is a Relay of one replica: it holds nothing elsewhere and
-// reaches no other replica.
-type nullRelay struct{}
+// holdingRelay is a Relay of one replica: it holds nothing elsewhere,
+// reaches no other replica, and counts the holds taken and released.
+type holdingRelay struct{ held, released atomic.Int32 }
 
-func (nullRelay) Instance() string { return "only" }
-func (nullRelay) Hold(context.Context, string, string, time.Duration) (func(), error) {
-	return func() {}, nil
+func (*holdingRelay) Instance() string { return "only" }
+func (r *holdingRelay) Hold(context.Context, string, string, time.Duration) (func(), error) {
+	r.held.Add(1)
+	return func() { r.released.Add(1) }, nil
 }
-func (nullRelay) Holder(context.Context, string, string) (string, error) { return "", nil }
-func (nullRelay) Call(context.Context, string, string, []byte, func([]byte)) ([]byte, error) {
+func (*holdingRelay) Holder(context.Context, string, string) (string, error) { return "", nil }
+func (*holdingRelay) Call(context.Context, string, string, []byte, func([]byte)) ([]byte, error) {
 	return nil, errors.New("no other replica")
 }
-func (nullRelay) Handle(string, func(context.Context, []byte, func([]byte)) ([]byte, error)) func() {
+func (*holdingRelay) Handle(string, func(context.Context, []byte, func([]byte)) ([]byte, error)) func() {
 	return func() {}
 }
 
-// TestARelayedCallThatAskedNothingLeavesNoTimer: a fleet's parked call
-// that never asked its client anything holds nothing on the relay, and
-// its Finish leaves no timer behind: one per call, each holding the call
-// and its result for twice the park timeout, grew a busy gateway's heap
-// with its calls (docs/performance.md). A call that asked has its hold
-// dropped after a while; that timer keeps the call's id only.
-func TestARelayedCallThatAskedNothingLeavesNoTimer(t *testing.T) {
+// TestARelayedCallLeavesNothingHeld: a fleet's parked call that never
+// asked its client anything holds nothing on the relay, and its Finish
+// leaves no timer behind (one per call, each holding the call and its
+// result for twice the park timeout, grew a busy gateway's heap with its
+// calls: docs/performance.md). A call that asked has its hold released
+// when its result is taken, or by a timer that keeps the call's id only;
+// and a hold taken as the call ends is released at once.
+func TestARelayedCallLeavesNothingHeld(t *testing.T) {
 	ctx := ctxT(t)
-	p := newRelayedParking(NewLocalParking(time.Hour), nullRelay{}, time.Hour)
 	for _, ask := range []bool{false, true} {
-		id := fmt.Sprintf("call-asked-%v", ask)
-		h, err := p.Park(ctx, id, func(error) {})
+		relay := &holdingRelay{}
+		p := newRelayedParking(NewLocalParking(time.Hour), relay, time.Hour)
+		h, err := p.Park(ctx, "call-1", func(error) {})
 		if err != nil {
 			t.Fatal(err)
 		}
 		res := &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: "end"}}}
 		round := 0
+		finished := make(chan struct{})
 		if ask {
 			go func() {
+				defer close(finished)
 				_, _ = h.Ask(ctx, Question{Kind: tool.Elicitation, Params: json.RawMessage(`{}`)})
 				h.Finish(res)
 			}()
-			step, err := p.Resume(ctx, id, 0, nil, func(Note) {})
+			step, err := p.Resume(ctx, "call-1", 0, nil, func(Note) {})
 			if err != nil || step.Question == nil {
 				t.Fatalf("the question: %+v %v", step, err)
 			}
 			round = step.Round
 		} else {
 			h.Finish(res)
+			close(finished)
 		}
-		step, err := p.Resume(ctx, id, round, json.RawMessage(`"yes"`), func(Note) {})
+		step, err := p.Resume(ctx, "call-1", round, json.RawMessage(`"yes"`), func(Note) {})
 		if err != nil || step.Result != res {
 			t.Fatalf("asked %v: the result: %+v %v", ask, step, err)
 		}
-		rh := h.(*relayedHolder)
-		rh.p.mu.Lock()
-		dropHold := rh.dropHold
-		rh.p.mu.Unlock()
-		if (dropHold != nil) != ask {
-			t.Errorf("asked %v: a timer to drop the hold: %v", ask, dropHold != nil)
+		<-finished
+		p.mu.Lock()
+		dropHold, kept := h.(*relayedHolder).dropHold, len(p.release)
+		p.mu.Unlock()
+		switch held, released := relay.held.Load(), relay.released.Load(); {
+		case !ask && (held != 0 || dropHold != nil):
+			t.Errorf("a call that asked nothing: %d holds taken, a timer left %v", held, dropHold != nil)
+		case ask && (held != 1 || released != 1 && dropHold == nil):
+			t.Errorf("a call that asked: %d holds taken, %d released, a timer to release it %v", held, released, dropHold != nil)
+		case kept != 0:
+			t.Errorf("asked %v: %d holds kept after the result was taken", ask, kept)
 		}
 	}
-}
-
-// waitUntil polls cond until it holds, failing the test after 5 s.
-func waitUntil(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(5 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("after 5s: not yet %s", what)
-		}
-		time.Sleep(time.Millisecond)
+	// A hold taken after its call ended is released at once.
+	relay := &holdingRelay{}
+	p := newRelayedParking(NewLocalParking(time.Hour), relay, time.Hour)
+	h, err := p.Park(ctx, "call-2", func(error) {})
+	if err != nil {
+		t.Fatal(err)
+	}
+	h.Finish(&mcp.CallToolResult{})
+	askCtx, cancel := context.WithCancel(ctx)
+	cancel() // the late question is not waited for
+	_, _ = h.Ask(askCtx, Question{Kind: tool.Elicitation, Params: json.RawMessage(`{}`)})
+	p.mu.Lock()
+	kept := len(p.release)
+	p.mu.Unlock()
+	if held, released := relay.held.Load(), relay.released.Load(); held != 1 || released != 1 || kept != 0 {
+		t.Errorf("a hold taken after the call ended: %d taken, %d released, %d kept", held, released, kept)
 	}
 }

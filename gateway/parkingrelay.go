@@ -151,8 +151,10 @@ type relayedHolder struct {
 	once sync.Once
 	err  error
 	// dropHold releases the hold after a while, for a call that asked
-	// (and so is held); nil for one that did not. Under p.mu.
+	// (and so is held); nil for one that did not. finished is set by
+	// Finish. Both under p.mu.
 	dropHold *time.Timer
+	finished bool
 }
 
 func (h *relayedHolder) Ask(ctx context.Context, q Question) (json.RawMessage, error) {
@@ -163,6 +165,14 @@ func (h *relayedHolder) Ask(ctx context.Context, q Question) (json.RawMessage, e
 			return
 		}
 		h.p.mu.Lock()
+		if h.finished {
+			// The call ended while its hold was being taken (a question
+			// from the upstream can come as the call ends): nothing is
+			// left to hold, and Finish set no timer to drop it.
+			h.p.mu.Unlock()
+			release()
+			return
+		}
 		h.p.release[h.id] = release
 		h.p.mu.Unlock()
 	})
@@ -177,6 +187,7 @@ func (h *relayedHolder) Finish(res *mcp.CallToolResult) {
 	p, id := h.p, h.id
 	p.mu.Lock()
 	defer p.mu.Unlock()
+	h.finished = true
 	if _, held := p.release[id]; held {
 		// Taken or not, the result is dropped after a while: so is the
 		// hold. The timer keeps the id, not the holder and its result.

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"math/rand/v2"
 	"net"
 	"net/http"
 	"net/http/httptest"
@@ -289,10 +290,7 @@ func TestReconnectExhaustedFails(t *testing.T) {
 func TestReconnectHTTPServerRestart(t *testing.T) {
 	t.Parallel()
 	ctx := boundedCtx(t, waitTime)
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
+	l := listenBelowEphemeral(t)
 	addr := l.Addr().String()
 	var (
 		mu      sync.Mutex
@@ -482,4 +480,22 @@ func TestToolsListChanged(t *testing.T) {
 	if st := s.Status(); st.State != Ready || st.Tools != 2 {
 		t.Errorf("Status = %+v, want ready with 2 tools", st)
 	}
+}
+
+// listenBelowEphemeral listens on a free port of 127.0.0.1 below the
+// ephemeral range (from 32768 on Linux, 49152 elsewhere), which no
+// outgoing connection of a test running beside takes as its own port: a
+// server restarted on the same address can listen there again. (Port 0
+// gave an ephemeral port, which another test's connection took once
+// between the first server's close and the second's listen.)
+func listenBelowEphemeral(t *testing.T) net.Listener {
+	t.Helper()
+	for range 200 {
+		port := 20000 + rand.IntN(12000)
+		if l, err := net.Listen("tcp", fmt.Sprintf("127.0.0.1:%d", port)); err == nil {
+			return l
+		}
+	}
+	t.Fatal("no free port of 127.0.0.1 in 20000-31999 after 200 tries")
+	return nil
 }

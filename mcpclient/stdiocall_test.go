@@ -34,6 +34,13 @@ func TestCallResultsDecodeAsGoSDKDecodesThem(t *testing.T) {
 		`{"content":[{"type":"text","text":"a"}],"resultType":"input_required","inputRequests":{}}`,
 		`{"content":[{"type":"text","text":"a"}],"resultType":"something_new"}`,
 		`{"content":null}`, `{"content":[null]}`, `{"content":[1]}`, `{"content":{}}`,
+		// Members twice (the last counts, for go-sdk too), and nulls.
+		`{"content":[{"type":"text","text":"a"}],"content":[{"type":"text","text":"b"}]}`,
+		`{"isError":true,"isError":false,"content":[]}`,
+		`{"resultType":"input_required","resultType":"complete","content":[]}`,
+		`{"content":[],"_meta":{"a":1},"_meta":{"b":2}}`,
+		`{"content":[{"type":"text","text":null}]}`, `{"content":[{"text":null,"type":"text"}]}`,
+		`{"content":[],"_meta":null}`, `{"content":[],"structuredContent":null}`, `{"content":[],"isError":null}`,
 		`{"structuredContent":[1,2]}`, `{}`, `null`, `[]`, `"x"`, `{"content":[{"type":"text","text":"a"}]} trailing`,
 		// Text that is not valid UTF-8, a lone surrogate, a NUL, a
 		// number past float64's precision.

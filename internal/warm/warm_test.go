@@ -49,6 +49,32 @@ func TestEveryFunctionRunsOnce(t *testing.T) {
 	}
 }
 
+// TestFunctionsRaceTheLinger: with goroutines that wait a microsecond,
+// Go keeps handing functions to goroutines whose wait is ending; each
+// function still runs once.
+func TestFunctionsRaceTheLinger(t *testing.T) {
+	p := Pool{Idle: 4, Linger: time.Microsecond}
+	const n = 20000
+	var runs [n]atomic.Int32
+	var wg sync.WaitGroup
+	wg.Add(n)
+	for i := range n {
+		p.Go(func() {
+			defer wg.Done()
+			runs[i].Add(1)
+		})
+		if i%64 == 0 {
+			runtime.Gosched() // let waits run out between bursts
+		}
+	}
+	wg.Wait()
+	for i := range runs {
+		if got := runs[i].Load(); got != 1 {
+			t.Fatalf("function %d ran %d times, want once", i, got)
+		}
+	}
+}
+
 func TestAFinishedGoroutineRunsTheNextFunction(t *testing.T) {
 	var p Pool
 	done := make(chan struct{})
@@ -75,8 +101,10 @@ func TestGoroutinesBeyondIdleEnd(t *testing.T) {
 	}
 	started.Wait()
 	close(release)
+	// At most: a goroutine another test's pool left waiting may end
+	// meanwhile.
 	waitFor(t, "two goroutines wait and the three others end", func() bool {
-		return p.waiting() == 2 && runtime.NumGoroutine() == before+2
+		return p.waiting() == 2 && runtime.NumGoroutine() <= before+2
 	})
 }
 

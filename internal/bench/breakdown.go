@@ -50,7 +50,7 @@ var (
 	// sessionTransport is the gateway's own Streamable HTTP layer at work
 	// on a request: reading, decoding and checking it, and writing the
 	// answer.
-	sessionTransport = `toolwire/gateway\.(\(\*sessionTransport\)\.(servePOST|serveGET|check|hold|release|publish)|sessionConn\.Write|\(\*postAnswer\)\.|\(\*eventStream\)\.|writeEventTo|marshalResult|\(\*modernCalls\)\.take|\(\*served\)\.modernResult|decodeImplementation|\(\*stateful\)\.directCalls\.func1$)|toolwire/internal/stdioconn\.(DecodeBody|Unmarshal|AppendMessage)$`
+	sessionTransport = `toolwire/gateway\.(\(\*sessionTransport\)\.(servePOST|serveGET|check|hold|release|publish)|sessionConn\.Write|\(\*postAnswer\)\.|\(\*eventStream\)\.|writeEventTo|marshalResult|\(\*modernCalls\)\.take|\(\*served\)\.modernResult|decodeImplementation|\(\*stateful\)\.directCalls\.func1$)|toolwire/internal/stdioconn\.(DecodeBody|Unmarshal|UnmarshalDecoded|AppendMessage)$`
 	sdkHTTP          = comp("go-sdk Streamable HTTP transport + net/http", `^net/http\.|go-sdk/mcp\.\(\*(StreamableHTTPHandler|streamableServerConn|streamableClientConn|stream)\)|go-sdk/mcp\.(writeEvent|scanEvents)`)
 )
 

@@ -3,8 +3,11 @@
 package bench
 
 import (
+	"os"
+	"path/filepath"
 	"reflect"
 	"regexp"
+	"strings"
 	"testing"
 )
 
@@ -99,5 +102,39 @@ func TestSplitBenchLoop(t *testing.T) {
 		if !reflect.DeepEqual(got, tc.parts) || total != 7 {
 			t.Errorf("%s: split = %v (total %d), want %v (total 7)", tc.role, got, total, tc.parts)
 		}
+	}
+}
+
+// TestTheSessionTransportPartNamesTheGatewaysCodecCalls: every function of
+// internal/stdioconn that the gateway's code calls is in the part of the
+// session transport, not in the upstream leg's, which takes the rest of
+// stdioconn. A call the part did not name counted the gateway's decoding
+// of a request as the upstream leg's.
+func TestTheSessionTransportPartNamesTheGatewaysCodecCalls(t *testing.T) {
+	t.Parallel()
+	files, err := filepath.Glob("../../gateway/*.go")
+	if err != nil || len(files) == 0 {
+		t.Fatalf("the gateway's files: %v %v", files, err)
+	}
+	re := regexp.MustCompile(sessionTransport)
+	call := regexp.MustCompile(`stdioconn\.([A-Z]\w*)\(`)
+	seen := 0
+	for _, f := range files {
+		if strings.HasSuffix(f, "_test.go") {
+			continue
+		}
+		src, err := os.ReadFile(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, m := range call.FindAllStringSubmatch(string(src), -1) {
+			seen++
+			if fn := "github.com/toolwire/toolwire/internal/stdioconn." + m[1]; !re.MatchString(fn) {
+				t.Errorf("%s calls %s, which the session transport's part does not name", filepath.Base(f), fn)
+			}
+		}
+	}
+	if seen == 0 {
+		t.Fatal("no call of stdioconn found in the gateway's code")
 	}
 }

@@ -176,16 +176,17 @@ func (g *Gateway) Handler(options *HTTPOptions) *Handler {
 	// Closing the stream of a 2026-07-28 request cancels it: that is how
 	// such a client cancels over HTTP, and how a parked call learns that
 	// its client went away.
-	// A whole answer goes as JSON (wholeanswer.go).
 	// A 2026-07-28 tools/call is served by modernCalls (modernconn.go)
-	// when it can answer as go-sdk would.
+	// when it can answer as go-sdk would, choosing JSON itself; what
+	// go-sdk's handler answers goes as JSON when it is a whole answer
+	// (wholeanswer.go).
 	modernCalls := &modernCalls{
-		next: mcp.NewStreamableHTTPHandler(getServer, &mcp.StreamableHTTPOptions{
+		next: wholeAnswers(mcp.NewStreamableHTTPHandler(getServer, &mcp.StreamableHTTPOptions{
 			Stateless: true, PropagateRequestCancellation: true, MaxRequestBodyBytes: opts.MaxBodyBytes,
-		}),
+		})),
 		getServer: getServer, servedBy: byRole.servedBy, maxBody: limit,
 	}
-	stateless := wholeAnswers(tr.wrapRequests(modernCalls, limit))
+	stateless := tr.wrapRequests(modernCalls, limit)
 	h := stateless
 	if sessions != nil {
 		sessions.getServer, sessions.servedBy = getServer, byRole.servedBy

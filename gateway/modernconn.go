@@ -315,13 +315,9 @@ func (p *postAnswer) writeAlone(status int, data []byte) bool {
 	if p.ended || p.wrote {
 		return false
 	}
-	p.wrote, p.pending = true, 0
+	p.pending = 0
 	close(p.answered)
-	h := p.w.Header()
-	h.Set("Cache-Control", "no-cache, no-transform")
-	h.Set("Content-Type", "application/json")
-	p.w.WriteHeader(status)
-	_, _ = p.w.Write(data)
+	_ = p.writeWholeLocked(status, data)
 	return true
 }
 

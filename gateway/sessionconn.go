@@ -658,22 +658,28 @@ func (p *postAnswer) send(data []byte, response bool) error {
 		defer close(p.answered)
 	}
 	if last && p.whole && !p.streaming {
-		h := p.w.Header()
-		h.Set("Cache-Control", "no-cache, no-transform")
-		h.Set("Content-Type", "application/json")
-		h.Set("Content-Length", strconv.Itoa(len(data)))
-		p.w.WriteHeader(http.StatusOK)
-		p.wrote = true
-		if _, err := p.w.Write(data); err != nil {
-			return rejectedf("write the answer: %v", err)
-		}
-		return nil
+		return p.writeWholeLocked(http.StatusOK, data)
 	}
 	if !p.streaming {
 		p.streaming, p.wrote = true, true
 		streamHeader(p.w)
 	}
 	return writeEventTo(p.w, data)
+}
+
+// writeWholeLocked writes data, one response, as the whole answer: JSON,
+// with status. p.mu is held.
+func (p *postAnswer) writeWholeLocked(status int, data []byte) error {
+	h := p.w.Header()
+	h.Set("Cache-Control", "no-cache, no-transform")
+	h.Set("Content-Type", "application/json")
+	h.Set("Content-Length", strconv.Itoa(len(data)))
+	p.w.WriteHeader(status)
+	p.wrote = true
+	if _, err := p.w.Write(data); err != nil {
+		return rejectedf("write the answer: %v", err)
+	}
+	return nil
 }
 
 // end closes the answer to writing; one nothing was written on is an

@@ -73,7 +73,7 @@ func sessionServer(release <-chan struct{}) *mcp.Server {
 }
 
 // sessionServerEntered is sessionServer whose "hold" tells entered when a
-// call of it starts.
+// call of it starts, unless a signal is pending already.
 func sessionServerEntered(release <-chan struct{}, entered chan<- struct{}) *mcp.Server {
 	srv := mcp.NewServer(&mcp.Implementation{Name: "t", Version: "1"}, &mcp.ServerOptions{
 		HasTools: true,
@@ -92,8 +92,9 @@ func sessionServerEntered(release <-chan struct{}, entered chan<- struct{}) *mcp
 		return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: "done"}}}, nil
 	})
 	srv.AddTool(&mcp.Tool{Name: "hold", InputSchema: obj}, func(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
-		if entered != nil {
-			entered <- struct{}{}
+		select {
+		case entered <- struct{}{}: // a test waits for it
+		default: // nobody waits, or a signal is pending already
 		}
 		select {
 		case <-release:
@@ -102,6 +103,27 @@ func sessionServerEntered(release <-chan struct{}, entered chan<- struct{}) *mcp
 		return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: "released"}}}, nil
 	})
 	return srv
+}
+
+// ownSessionRig serves sessionServer's sessions on sessionTransport, with
+// one session open (2025-11-25).
+type ownSessionRig struct {
+	url, sid string
+	own      *ownSessions
+	entered  chan struct{} // a call of "hold" started (one at a time)
+	release  func()        // lets every call of "hold" end; also when the test ends
+}
+
+func newOwnSessionRig(t *testing.T) *ownSessionRig {
+	t.Helper()
+	release, entered := make(chan struct{}), make(chan struct{}, 1)
+	own := newOwnSessions(sessionServerEntered(release, entered))
+	ts := httptest.NewServer(own)
+	t.Cleanup(ts.Close)
+	r := &ownSessionRig{url: ts.URL, own: own, entered: entered, release: sync.OnceFunc(func() { close(release) })}
+	t.Cleanup(r.release) // before the server closes: its calls end first
+	r.sid = openSession(t, ts.URL, "2025-11-25")
+	return r
 }
 
 // rawPost posts body to url in session sid with accept, and returns the
@@ -244,16 +266,14 @@ func TestSessionRefusesWhatGoSDKRefuses(t *testing.T) {
 // until the call is answered, and its answer is not given to another.
 func TestADroppedPostsCallKeepsItsID(t *testing.T) {
 	t.Parallel()
-	release, entered := make(chan struct{}), make(chan struct{}, 1)
-	ts := httptest.NewServer(newOwnSessions(sessionServerEntered(release, entered)))
-	defer ts.Close()
-	sid := openSession(t, ts.URL, "2025-11-25")
+	r := newOwnSessionRig(t)
+	sid := r.sid
 
 	ctx, cancel := context.WithCancel(context.Background())
 	gone := make(chan struct{})
 	go func() {
 		defer close(gone)
-		req, _ := http.NewRequestWithContext(ctx, http.MethodPost, ts.URL, strings.NewReader(`{"jsonrpc":"2.0","id":5,"method":"tools/call","params":{"name":"hold","arguments":{}}}`))
+		req, _ := http.NewRequestWithContext(ctx, http.MethodPost, r.url, strings.NewReader(`{"jsonrpc":"2.0","id":5,"method":"tools/call","params":{"name":"hold","arguments":{}}}`))
 		req.Header.Set("Content-Type", "application/json")
 		req.Header.Set("Accept", jsonFirst)
 		req.Header.Set(sessionHeader, sid)
@@ -263,21 +283,21 @@ func TestADroppedPostsCallKeepsItsID(t *testing.T) {
 		}
 	}()
 	select {
-	case <-entered:
+	case <-r.entered:
 	case <-time.After(10 * time.Second):
 		t.Fatal("the held call did not start")
 	}
 	cancel()
 	<-gone
-	status, _, body := rawPost(t, ts.URL, sid, jsonFirst, `{"jsonrpc":"2.0","id":5,"method":"ping"}`)
+	status, _, body := rawPost(t, r.url, sid, jsonFirst, `{"jsonrpc":"2.0","id":5,"method":"ping"}`)
 	if status != http.StatusBadRequest || !strings.Contains(body, "duplicate in-flight request ID 5") {
 		t.Errorf("a ping with the id of a call whose client went: %d %q; want it refused as a duplicate", status, body)
 	}
-	close(release)
+	r.release()
 	// Once the held call is answered (to nobody), its id is free.
 	deadline := time.Now().Add(10 * time.Second)
 	for {
-		status, _, body = rawPost(t, ts.URL, sid, jsonFirst, `{"jsonrpc":"2.0","id":5,"method":"ping"}`)
+		status, _, body = rawPost(t, r.url, sid, jsonFirst, `{"jsonrpc":"2.0","id":5,"method":"ping"}`)
 		if status != http.StatusBadRequest || time.Now().After(deadline) {
 			break
 		}
@@ -295,23 +315,20 @@ func TestADroppedPostsCallKeepsItsID(t *testing.T) {
 // is the call's POST's, not the GET stream's.
 func TestSessionAnswersWholeOrStreams(t *testing.T) {
 	t.Parallel()
-	release := make(chan struct{})
-	defer close(release)
-	ts := httptest.NewServer(newOwnSessions(sessionServer(release)))
-	defer ts.Close()
-	sid := openSession(t, ts.URL, "2025-11-25")
+	r := newOwnSessionRig(t)
+	sid := r.sid
 
 	call := `{"jsonrpc":"2.0","id":"a","method":"tools/call","params":{"name":"step","arguments":{}}}`
-	status, ctype, body := rawPost(t, ts.URL, sid, jsonFirst, call)
+	status, ctype, body := rawPost(t, r.url, sid, jsonFirst, call)
 	if status != http.StatusOK || ctype != "application/json" || !strings.Contains(body, `"id":"a"`) || !strings.Contains(body, `"done"`) {
 		t.Errorf("a plain call, JSON preferred: %d %s %q; want its response as JSON", status, ctype, body)
 	}
-	status, ctype, body = rawPost(t, ts.URL, sid, streamFirst, call)
+	status, ctype, body = rawPost(t, r.url, sid, streamFirst, call)
 	if data := eventData(body); status != http.StatusOK || ctype != "text/event-stream" || len(data) != 1 || !strings.Contains(data[0], `"done"`) {
 		t.Errorf("a plain call, the stream preferred: %d %s %q; want one event", status, ctype, body)
 	}
 	withProgress := `{"jsonrpc":"2.0","id":7,"method":"tools/call","params":{"name":"step","arguments":{},"_meta":{"progressToken":"p1"}}}`
-	status, ctype, body = rawPost(t, ts.URL, sid, jsonFirst, withProgress)
+	status, ctype, body = rawPost(t, r.url, sid, jsonFirst, withProgress)
 	data := eventData(body)
 	if status != http.StatusOK || ctype != "text/event-stream" || len(data) != 2 ||
 		!strings.Contains(data[0], `"notifications/progress"`) || !strings.Contains(data[0], `"p1"`) ||
@@ -325,37 +342,35 @@ func TestSessionAnswersWholeOrStreams(t *testing.T) {
 // refused, and the session goes on serving.
 func TestSessionRefusesHostileRequests(t *testing.T) {
 	t.Parallel()
-	release, entered := make(chan struct{}), make(chan struct{}, 1)
-	ts := httptest.NewServer(newOwnSessions(sessionServerEntered(release, entered)))
-	defer ts.Close()
-	sid := openSession(t, ts.URL, "2025-11-25")
+	r := newOwnSessionRig(t)
+	sid := r.sid
 
 	held := make(chan string, 1)
 	go func() {
-		_, _, body := rawPost(t, ts.URL, sid, jsonFirst, `{"jsonrpc":"2.0","id":5,"method":"tools/call","params":{"name":"hold","arguments":{}}}`)
+		_, _, body := rawPost(t, r.url, sid, jsonFirst, `{"jsonrpc":"2.0","id":5,"method":"tools/call","params":{"name":"hold","arguments":{}}}`)
 		held <- body
 	}()
 	select {
-	case <-entered:
+	case <-r.entered:
 	case <-time.After(10 * time.Second):
 		t.Fatal("the held call did not start")
 	}
-	status, _, body := rawPost(t, ts.URL, sid, jsonFirst, `{"jsonrpc":"2.0","id":5,"method":"ping"}`)
+	status, _, body := rawPost(t, r.url, sid, jsonFirst, `{"jsonrpc":"2.0","id":5,"method":"ping"}`)
 	if status != http.StatusBadRequest || !strings.Contains(body, `duplicate in-flight request ID 5`) || !strings.Contains(body, `"id":5`) {
 		t.Errorf("a second call with an id in flight: %d %q; want 400 and a JSON-RPC error naming it", status, body)
 	}
-	close(release)
+	r.release()
 	if got := <-held; !strings.Contains(got, "released") {
 		t.Errorf("the held call answered %q; want its result", got)
 	}
 
-	status, _, body = rawPost(t, ts.URL, sid, jsonFirst, `{"jsonrpc":"2.0","id":6,"method":"ping"}`, "Last-Event-ID", "x_1")
+	status, _, body = rawPost(t, r.url, sid, jsonFirst, `{"jsonrpc":"2.0","id":6,"method":"ping"}`, "Last-Event-ID", "x_1")
 	if status != http.StatusBadRequest || !strings.Contains(body, "Last-Event-ID") {
 		t.Errorf("a POST with Last-Event-ID: %d %q; want 400", status, body)
 	}
 
 	get := func(ctx context.Context, lastEventID string) *http.Response {
-		req, _ := http.NewRequestWithContext(ctx, http.MethodGet, ts.URL, nil)
+		req, _ := http.NewRequestWithContext(ctx, http.MethodGet, r.url, nil)
 		req.Header.Set("Accept", "text/event-stream")
 		req.Header.Set(sessionHeader, sid)
 		if lastEventID != "" {
@@ -387,7 +402,7 @@ func TestSessionRefusesHostileRequests(t *testing.T) {
 	cancel()
 	first.Body.Close()
 
-	if status, _, body := rawPost(t, ts.URL, sid, jsonFirst, `{"jsonrpc":"2.0","id":8,"method":"ping"}`); status != http.StatusOK || !strings.Contains(body, `"id":8`) {
+	if status, _, body := rawPost(t, r.url, sid, jsonFirst, `{"jsonrpc":"2.0","id":8,"method":"ping"}`); status != http.StatusOK || !strings.Contains(body, `"id":8`) {
 		t.Errorf("a ping after all that: %d %q; want it answered", status, body)
 	}
 }
@@ -401,19 +416,15 @@ func TestRejectedIsGoSDKs(t *testing.T) {
 	if errors.Is(rejected(), errDeclined) {
 		t.Fatal("go-sdk's sentinel for a declined message could not be had")
 	}
-	release := make(chan struct{})
-	defer close(release)
-	own := newOwnSessions(sessionServer(release))
-	ts := httptest.NewServer(own)
-	defer ts.Close()
-	sid := openSession(t, ts.URL, "2025-11-25")
-	ss := own.session(sid)
+	r := newOwnSessionRig(t)
+	sid := r.sid
+	ss := r.own.session(sid)
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	if _, err := ss.ListRoots(ctx, nil); err == nil || ctx.Err() != nil {
 		t.Fatalf("a request with nowhere to go: err %v (context %v); want it refused at once", err, ctx.Err())
 	}
-	if status, _, body := rawPost(t, ts.URL, sid, jsonFirst, `{"jsonrpc":"2.0","id":9,"method":"ping"}`); status != http.StatusOK || !strings.Contains(body, `"id":9`) {
+	if status, _, body := rawPost(t, r.url, sid, jsonFirst, `{"jsonrpc":"2.0","id":9,"method":"ping"}`); status != http.StatusOK || !strings.Contains(body, `"id":9`) {
 		t.Errorf("the session after a declined message: %d %q; want it serving", status, body)
 	}
 }
@@ -640,15 +651,12 @@ func TestModernCapabilitiesAreGoSDKs(t *testing.T) {
 // that is over).
 func TestANotificationsHandlerSendsOnTheGETStream(t *testing.T) {
 	t.Parallel()
-	release := make(chan struct{})
-	defer close(release)
-	ts := httptest.NewServer(newOwnSessions(sessionServer(release)))
-	defer ts.Close()
-	sid := openSession(t, ts.URL, "2025-11-25")
+	r := newOwnSessionRig(t)
+	sid := r.sid
 
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	req, _ := http.NewRequestWithContext(ctx, http.MethodGet, ts.URL, nil)
+	req, _ := http.NewRequestWithContext(ctx, http.MethodGet, r.url, nil)
 	req.Header.Set("Accept", "text/event-stream")
 	req.Header.Set(sessionHeader, sid)
 	stream, err := http.DefaultClient.Do(req)
@@ -656,7 +664,7 @@ func TestANotificationsHandlerSendsOnTheGETStream(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer stream.Body.Close()
-	if status, _, _ := rawPost(t, ts.URL, sid, jsonFirst, `{"jsonrpc":"2.0","method":"notifications/roots/list_changed"}`); status != http.StatusAccepted {
+	if status, _, _ := rawPost(t, r.url, sid, jsonFirst, `{"jsonrpc":"2.0","method":"notifications/roots/list_changed"}`); status != http.StatusAccepted {
 		t.Fatalf("notifications/roots/list_changed: status %d, want 202", status)
 	}
 	sc := bufio.NewScanner(stream.Body)

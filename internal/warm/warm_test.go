@@ -26,10 +26,11 @@ func (p *Pool) waiting() int {
 	return len(p.idle)
 }
 
-func TestEveryFunctionRunsOnce(t *testing.T) {
-	var p Pool
-	const n = 2000
-	var runs [n]atomic.Int32
+// runEachOnce hands p n functions, yielding after every burst of them,
+// and fails unless each ran exactly once.
+func runEachOnce(t *testing.T, p *Pool, n, burst int) {
+	t.Helper()
+	runs := make([]atomic.Int32, n)
 	var wg sync.WaitGroup
 	wg.Add(n)
 	for i := range n {
@@ -37,6 +38,9 @@ func TestEveryFunctionRunsOnce(t *testing.T) {
 			defer wg.Done()
 			runs[i].Add(1)
 		})
+		if i%burst == 0 {
+			runtime.Gosched()
+		}
 	}
 	wg.Wait()
 	for i := range runs {
@@ -44,35 +48,22 @@ func TestEveryFunctionRunsOnce(t *testing.T) {
 			t.Fatalf("function %d ran %d times, want once", i, got)
 		}
 	}
+}
+
+func TestEveryFunctionRunsOnce(t *testing.T) {
+	var p Pool
+	runEachOnce(t, &p, 2000, 2000)
 	if w := p.waiting(); w > DefaultIdle {
 		t.Fatalf("%d goroutines wait, more than DefaultIdle (%d)", w, DefaultIdle)
 	}
 }
 
 // TestFunctionsRaceTheLinger: with goroutines that wait a microsecond,
-// Go keeps handing functions to goroutines whose wait is ending; each
-// function still runs once.
+// Go keeps handing functions to goroutines whose wait is ending (bursts
+// of 64, a yield between them for waits to run out); each function still
+// runs once.
 func TestFunctionsRaceTheLinger(t *testing.T) {
-	p := Pool{Idle: 4, Linger: time.Microsecond}
-	const n = 20000
-	var runs [n]atomic.Int32
-	var wg sync.WaitGroup
-	wg.Add(n)
-	for i := range n {
-		p.Go(func() {
-			defer wg.Done()
-			runs[i].Add(1)
-		})
-		if i%64 == 0 {
-			runtime.Gosched() // let waits run out between bursts
-		}
-	}
-	wg.Wait()
-	for i := range runs {
-		if got := runs[i].Load(); got != 1 {
-			t.Fatalf("function %d ran %d times, want once", i, got)
-		}
-	}
+	runEachOnce(t, &Pool{Idle: 4, Linger: time.Microsecond}, 20000, 64)
 }
 
 func TestAFinishedGoroutineRunsTheNextFunction(t *testing.T) {

@@ -337,13 +337,17 @@ func metaProtocolVersion(params json.RawMessage) string {
 	if len(params) == 0 || !bytes.Contains(params, []byte("_meta")) && !bytes.Contains(params, []byte(`\`)) {
 		return ""
 	}
+	// The one member, not the whole _meta in a map: go-sdk takes the
+	// last of a member named twice, and a string only, as this does.
 	var p struct {
-		Meta map[string]any `json:"_meta"`
+		Meta struct {
+			Version any `json:"io.modelcontextprotocol/protocolVersion"`
+		} `json:"_meta"`
 	}
 	if stdioconn.UnmarshalDecoded(params, &p) != nil {
 		return ""
 	}
-	v, _ := p.Meta[mcp.MetaKeyProtocolVersion].(string)
+	v, _ := p.Meta.Version.(string)
 	return v
 }
 

@@ -244,6 +244,13 @@ func TestSessionRefusesWhatGoSDKRefuses(t *testing.T) {
 		{`{"jsonrpc":"2.0","id":103,"method":"ping","params":{` + meta("2026-07-28") + `}}`, nil},
 		{`{"jsonrpc":"2.0","id":104,"method":"tools/call","params":{"name":"step","arguments":{},"_meta":{"io.modelcontextprotocol\/protocolVersion":"2026-07-28"}}}`, nil},
 		{`{"jsonrpc":"2.0","id":105,"method":"tools/call","params":{"name":"step","arguments":{},"\u005fmeta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28"}}}`, nil},
+		// The version named twice (the last counts), not a string, in
+		// another case, and a _meta that is no object.
+		{`{"jsonrpc":"2.0","id":111,"method":"tools/call","params":{"name":"step","arguments":{},"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/protocolVersion":5}}}`, nil},
+		{`{"jsonrpc":"2.0","id":112,"method":"tools/call","params":{"name":"step","arguments":{},"_meta":{"io.modelcontextprotocol/protocolVersion":5,"io.modelcontextprotocol/protocolVersion":"2026-07-28"}}}`, nil},
+		{`{"jsonrpc":"2.0","id":113,"method":"tools/call","params":{"name":"step","arguments":{},"_meta":{"IO.modelcontextprotocol/protocolVersion":"2026-07-28"}}}`, nil},
+		{`{"jsonrpc":"2.0","id":114,"method":"tools/call","params":{"name":"step","arguments":{},"_meta":5}}`, nil},
+		{`{"jsonrpc":"2.0","id":115,"method":"tools/call","params":{"name":"step","arguments":{},"_meta":{"progressToken":"p","io.modelcontextprotocol/protocolVersion":null}}}`, nil},
 		{`{"jsonrpc":"2.0","id":106,"method":"tools/call","params":{"name":"step","arguments":{}}}`, []string{protocolHeader, Revision2026}},
 		{`{"jsonrpc":"2.0","id":107,"method":"tools/call","params":{"name":"step","arguments":{}}}`, []string{protocolHeader, ""}},
 		{`{"jsonrpc":"2.0","method":"notifications/roots/list_changed"}`, []string{protocolHeader, Revision2026}},

@@ -177,11 +177,23 @@ func (t *tableLimiter) take(checks []*rateCheck) error {
 	return nil
 }
 
+// pruneBuckets deletes the full buckets ($1 a second, burst $2) that no
+// check holds: it never waits for a bucket's row lock. A delete that
+// waited would lock its rows in the table's order while a statement of
+// checks locks them in the callers' order (take_tokens), and the two
+// could deadlock: PostgreSQL would fail one, and every check of a failed
+// statement would be refused as unchecked (TestPruneNeverWaitsForAChecksLock).
+// A bucket skipped now is pruned by a later prune.
+const pruneBuckets = `DELETE FROM toolwire.rate_buckets WHERE caller IN (
+	SELECT caller FROM toolwire.rate_buckets b
+	WHERE toolwire.bucket_level(b.tokens, b.updated, $1, $2) >= $2
+	FOR UPDATE SKIP LOCKED)`
+
 func (t *tableLimiter) Prune(ctx context.Context, r Rate) (int64, error) {
 	if err := r.check(); err != nil {
 		return 0, err
 	}
-	tag, err := t.pool.Exec(ctx, "DELETE FROM toolwire.rate_buckets b WHERE toolwire.bucket_level(b.tokens, b.updated, $1, $2) >= $2", r.PerSecond, float64(r.Burst))
+	tag, err := t.pool.Exec(ctx, pruneBuckets, r.PerSecond, float64(r.Burst))
 	if err != nil {
 		return 0, fmt.Errorf("store: prune rate buckets: %w", err)
 	}

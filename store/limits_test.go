@@ -7,6 +7,9 @@ import (
 	"sync"
 	"sync/atomic"
 	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
 
 	"github.com/toolwire/toolwire/internal/pgtest"
 )
@@ -194,5 +197,86 @@ func TestRateChecksOfManyCallersGoTogether(t *testing.T) {
 		if got := allowed[c].Load(); got != int32(r.Burst) {
 			t.Errorf("caller c%d: admitted %d of %d checks, want exactly the burst, %d", c, got, replicas*goroutines*rounds, r.Burst)
 		}
+	}
+}
+
+// TestPruneNeverWaitsForAChecksLock: a statement of rate checks holds
+// one caller's bucket (take_tokens locks the buckets one by one, in the
+// callers' order) while a prune runs, then takes another caller's. A prune
+// that waited for the held bucket, holding the other's already (it locked
+// them in the table's order), deadlocked with it, and PostgreSQL failed
+// one of the two: in a fleet, every check of the failed statement was
+// refused as unchecked. The prune skips the held bucket, deletes the other
+// and ends; the checks go on.
+func TestPruneNeverWaitsForAChecksLock(t *testing.T) {
+	t.Parallel()
+	url := pgtest.DB(t)
+	lim := openPG(t, url, nil).Limits()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	r := Rate{PerSecond: 100, Burst: 10}
+	conn, err := pgx.Connect(ctx, url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close(ctx)
+	// Two full buckets, a's row first in the table.
+	if _, err := conn.Exec(ctx, `INSERT INTO toolwire.rate_buckets (caller, tokens, updated, allowed) VALUES
+		('subject:a', 10, now() - interval '1 hour', true), ('subject:b', 10, now() - interval '1 hour', true)`); err != nil {
+		t.Fatal(err)
+	}
+	checks, err := conn.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer checks.Rollback(ctx)
+	if _, err := checks.Exec(ctx, `SELECT toolwire.take_tokens(ARRAY['subject:b'], ARRAY[100::float8], ARRAY[10::float8])`); err != nil {
+		t.Fatal(err)
+	}
+	type outcome struct {
+		n   int64
+		err error
+	}
+	pruned := make(chan outcome, 1)
+	go func() {
+		n, err := lim.Prune(ctx, r)
+		pruned <- outcome{n, err}
+	}()
+	// The prune ends, or waits for b's lock (as it did, holding a's).
+	watch, err := pgx.Connect(ctx, url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer watch.Close(ctx)
+	var done *outcome
+	for deadline := time.Now().Add(10 * time.Second); done == nil; {
+		select {
+		case o := <-pruned:
+			done = &o
+			continue
+		default:
+		}
+		var waiting bool
+		if err := watch.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM pg_stat_activity
+			WHERE query LIKE 'DELETE FROM toolwire.rate_buckets%' AND wait_event_type = 'Lock')`).Scan(&waiting); err != nil {
+			t.Fatal(err)
+		}
+		if waiting || time.Now().After(deadline) {
+			break
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	// The statement of checks takes a's bucket next.
+	_, takeErr := checks.Exec(ctx, `SELECT toolwire.take_tokens(ARRAY['subject:a'], ARRAY[100::float8], ARRAY[10::float8])`)
+	commitErr := checks.Commit(ctx)
+	if done == nil {
+		o := <-pruned
+		done = &o
+	}
+	if takeErr != nil || commitErr != nil || done.err != nil {
+		t.Fatalf("the checks: %v, their commit: %v; the prune: %v; want none to fail", takeErr, commitErr, done.err)
+	}
+	if done.n != 1 {
+		t.Errorf("the prune deleted %d buckets, want a's alone (b's was held)", done.n)
 	}
 }

@@ -49,14 +49,17 @@ type Relay struct {
 	wg     sync.WaitGroup
 	wake   chan struct{}
 
-	mu       sync.Mutex
-	pending  map[string]*pendingCall       // calls made by this instance, by id
-	serving  map[string]context.CancelFunc // requests served for others, by sender/id
-	handlers map[string][]*handlerEntry    // by method, in the order registered
-	closed   bool
-	pruned   time.Time        // the mailbox, last (pruneSoon)
-	watches  map[int32]*watch // instances waited on
-	lost     map[int32]bool   // instances known lost
+	mu      sync.Mutex
+	pending map[string]*pendingCall       // calls made by this instance, by id
+	serving map[string]context.CancelFunc // requests served for others, by sender/id
+	// abandoned holds when an abandon came for a request not received
+	// (sender/id): see rememberAbandonedLocked.
+	abandoned map[string]time.Time
+	handlers  map[string][]*handlerEntry // by method, in the order registered
+	closed    bool
+	pruned    time.Time        // the mailbox, last (pruneSoon)
+	watches   map[int32]*watch // instances waited on
+	lost      map[int32]bool   // instances known lost
 }
 
 // RelayHandler serves one method for the other instances: it is given the
@@ -119,7 +122,7 @@ func newRelay(st *Store, cfg *pgx.ConnConfig) *Relay {
 	r := &Relay{
 		st: st, pool: st.pool, cfg: cfg.Copy(), logger: st.logger,
 		ctx: ctx, cancel: cancel, wake: make(chan struct{}, 1),
-		pending: map[string]*pendingCall{}, serving: map[string]context.CancelFunc{},
+		pending: map[string]*pendingCall{}, serving: map[string]context.CancelFunc{}, abandoned: map[string]time.Time{},
 		handlers: map[string][]*handlerEntry{}, watches: map[int32]*watch{}, lost: map[int32]bool{},
 	}
 	st.listener.watch(fleetChannel, r.notified)
@@ -288,6 +291,13 @@ func (r *Relay) Call(ctx context.Context, instance, method string, body []byte, 
 			// watch or recover, and nothing to remember.
 			return nil, &lostError{instance: to}
 		}
+		// The statement may have committed with its answer lost (ctx
+		// ended, or the connection broke, while it was read): the
+		// handler may be running, and it goes on until told.
+		r.abandon(ctx, to, id)
+		if ctx.Err() != nil {
+			return nil, ctx.Err()
+		}
 		return nil, err
 	}
 	// Watched from when the message is written: if to is gone by then, the
@@ -325,13 +335,20 @@ func (r *Relay) Call(ctx context.Context, instance, method string, body []byte, 
 		select {
 		case <-p.signal:
 		case <-ctx.Done():
-			// The handler goes on until told; tell it, without waiting
-			// for ctx, which has ended.
-			actx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
-			_ = r.send(actx, to, envelope{Kind: "abandon", ID: id, From: r.me()})
-			cancel()
+			r.abandon(ctx, to, id) // the handler goes on until told
 			return nil, ctx.Err()
 		}
+	}
+}
+
+// abandon tells instance to that this instance gave up on its request id,
+// so that its handler's context ends; a request it never received is
+// nothing to it. It does not wait for ctx, which may have ended.
+func (r *Relay) abandon(ctx context.Context, to int32, id string) {
+	actx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+	defer cancel()
+	if err := r.send(actx, to, envelope{Kind: "abandon", ID: id, From: r.me()}); err != nil && !errors.Is(err, errNoRecipient) {
+		r.logger.Warn("store: tell another instance a request was given up", "instance", to, "err", err)
 	}
 }
 
@@ -485,8 +502,17 @@ func (r *Relay) deliver(env envelope) {
 	case "abandon":
 		if cancel := r.serving[key]; cancel != nil {
 			cancel()
+		} else {
+			r.rememberAbandonedLocked(key)
 		}
 	case "req":
+		if _, ok := r.abandoned[key]; ok {
+			// Its caller gave up while the request was being written,
+			// and the request committed after the abandon did: nobody
+			// waits for what its handler would do.
+			delete(r.abandoned, key)
+			return
+		}
 		fns := slices.Clone(r.handlers[env.Method])
 		ctx, cancel := context.WithCancel(r.ctx)
 		r.serving[key] = cancel
@@ -526,6 +552,33 @@ func (r *Relay) deliver(env envelope) {
 			}
 		})
 	}
+}
+
+// abandonedMax bounds the abandons remembered for requests not received:
+// most are for requests already served, and are never looked up again.
+const abandonedMax = 1024
+
+// rememberAbandonedLocked records an abandon that came with no request
+// served under its key: the request may still come (see Call), and then it
+// is dropped. What is older than mailboxMaxAge goes, since no request
+// waits longer, and the oldest goes when there are abandonedMax; r.mu is
+// held.
+func (r *Relay) rememberAbandonedLocked(key string) {
+	now := time.Now()
+	if len(r.abandoned) >= abandonedMax {
+		oldest := ""
+		for k, at := range r.abandoned {
+			if now.Sub(at) > mailboxMaxAge {
+				delete(r.abandoned, k)
+			} else if oldest == "" || at.Before(r.abandoned[oldest]) {
+				oldest = k
+			}
+		}
+		if len(r.abandoned) >= abandonedMax {
+			delete(r.abandoned, oldest)
+		}
+	}
+	r.abandoned[key] = now
 }
 
 func signal(c chan struct{}) {

@@ -1,11 +1,15 @@
 package store
 
 import (
+	"bytes"
 	"context"
 	"errors"
+	"net"
 	neturl "net/url"
 	"strconv"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -85,6 +89,159 @@ func TestRelayPassesARequestToTheHolder(t *testing.T) {
 	if holder, err := b.Holder(ctx, "call", "c-1"); err != nil || holder != "" {
 		t.Errorf("holder of a released key: %q, %v; want none", holder, err)
 	}
+}
+
+// A request whose statement committed while its caller could not learn
+// so (the connection broke, or the caller's context ended, between the
+// commit and its answer) reached the holder's handler all the same: the
+// caller tells the holder it gave up, and the handler's context ends.
+// (This was a flaky failure of the test above: the caller gave up while
+// its request was being written, and only a later give-up was told.)
+func TestRelayAbandonsARequestWhoseAnswerWasLost(t *testing.T) {
+	t.Parallel()
+	url := pgtest.DB(t)
+	a := openPG(t, url, nil).Relay()
+	// b's connections pass through a proxy that drops the answer to the
+	// statement writing a "wait" request, and the connection with it.
+	b := openPG(t, cutAnswerProxy(t, url, []byte(`"m":"wait"`)), nil).Relay()
+	ctx, cancel := context.WithTimeout(context.Background(), relayWait)
+	defer cancel()
+
+	entered, cancelled := make(chan struct{}), make(chan struct{})
+	a.Handle("wait", func(ctx context.Context, _ []byte, _ func([]byte)) ([]byte, error) {
+		close(entered)
+		<-ctx.Done()
+		close(cancelled)
+		return nil, ctx.Err()
+	})
+	if _, err := b.Call(ctx, a.Instance(), "wait", nil, nil); err == nil || ctx.Err() != nil {
+		t.Fatalf("a call whose request's answer was lost: %v; want an error at once", err)
+	}
+	for _, c := range []struct {
+		what string
+		ch   chan struct{}
+	}{{"reached", entered}, {"was cancelled", cancelled}} {
+		select {
+		case <-c.ch:
+		case <-ctx.Done():
+			t.Fatalf("the handler of a request whose answer was lost never %s", c.what)
+		}
+	}
+}
+
+// An abandon may commit before the request it abandons (see Relay.Call):
+// that request is then never served, and the abandon is forgotten.
+func TestRelayDropsARequestAbandonedBeforeItCame(t *testing.T) {
+	t.Parallel()
+	url := pgtest.DB(t)
+	a, b := openPG(t, url, nil).Relay(), openPG(t, url, nil).Relay()
+	ctx, cancel := context.WithTimeout(context.Background(), relayWait)
+	defer cancel()
+	a.Handle("wait", func(ctx context.Context, _ []byte, _ func([]byte)) ([]byte, error) {
+		<-ctx.Done()
+		return nil, ctx.Err()
+	})
+	a.Handle("echo", func(_ context.Context, body []byte, _ func([]byte)) ([]byte, error) { return body, nil })
+	to, err := strconv.Atoi(a.Instance())
+	if err != nil {
+		t.Fatal(err)
+	}
+	const id = "given-up-early"
+	for _, env := range []envelope{
+		{Kind: "abandon", ID: id, From: b.me()},
+		{Kind: "req", ID: id, From: b.me(), Method: "wait"},
+	} {
+		if err := b.send(ctx, int32(to), env); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// a takes its messages in order: once a later call is answered, it
+	// has seen the abandon and the request.
+	if reply, err := b.Call(ctx, a.Instance(), "echo", []byte("after"), nil); err != nil || string(reply) != "after" {
+		t.Fatalf("a later call: %q, %v", reply, err)
+	}
+	key := b.Instance() + "/" + id
+	a.mu.Lock()
+	_, served := a.serving[key]
+	_, remembered := a.abandoned[key]
+	a.mu.Unlock()
+	if served || remembered {
+		t.Errorf("a request abandoned before it came: served %v, its abandon still remembered %v; want neither", served, remembered)
+	}
+}
+
+// cutAnswerProxy returns the URL of dbURL's database through a proxy on
+// 127.0.0.1 that, the first time a client writes bytes containing match,
+// passes them on, reads the server's answer, and closes both sides
+// without passing the answer back: the statement ran, and its client
+// cannot know.
+func cutAnswerProxy(t *testing.T, dbURL string, match []byte) string {
+	t.Helper()
+	u, err := neturl.Parse(dbURL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var done sync.WaitGroup
+	t.Cleanup(func() { ln.Close(); done.Wait() })
+	var matched atomic.Bool
+	target := u.Host
+	done.Go(func() {
+		for {
+			client, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			server, err := net.Dial("tcp", target)
+			if err != nil {
+				client.Close()
+				continue
+			}
+			var cut atomic.Bool // set before the matching bytes go on
+			closeBoth := func() { client.Close(); server.Close() }
+			done.Go(func() {
+				defer closeBoth()
+				buf := make([]byte, 64<<10)
+				for {
+					n, err := client.Read(buf)
+					if n > 0 && bytes.Contains(buf[:n], match) && matched.CompareAndSwap(false, true) {
+						cut.Store(true)
+					}
+					if n > 0 {
+						if _, werr := server.Write(buf[:n]); werr != nil {
+							return
+						}
+					}
+					if err != nil {
+						return
+					}
+				}
+			})
+			done.Go(func() {
+				defer closeBoth()
+				buf := make([]byte, 64<<10)
+				for {
+					n, err := server.Read(buf)
+					if n > 0 && cut.Load() {
+						return // the answer, dropped
+					}
+					if n > 0 {
+						if _, werr := client.Write(buf[:n]); werr != nil {
+							return
+						}
+					}
+					if err != nil {
+						return
+					}
+				}
+			})
+		}
+	})
+	u.Host = ln.Addr().String()
+	return u.String()
 }
 
 // TestRelayFindsALostInstanceAndRecoversIt: an instance whose process ends

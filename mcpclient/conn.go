@@ -396,12 +396,14 @@ func (c *conn) lostCause() error { return c.lostWhy }
 // noteFailure counts a failed call. A closed connection or a session the
 // server no longer knows is lost at once; other transport failures count
 // until threshold in a row. Errors the server itself answered with (a
-// JSON-RPC error) and contexts ending are not the transport's fault.
+// JSON-RPC error), a multi round-trip exchange that failed between its
+// rounds and contexts ending are not the transport's fault.
 func (c *conn) noteFailure(err error, threshold int) {
+	var rounds *inputRoundsError
 	switch {
 	case errors.Is(err, mcp.ErrConnectionClosed), errors.Is(err, mcp.ErrSessionMissing):
 		c.markLost(err)
-	case errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded), isWireError(err):
+	case errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded), isWireError(err), errors.As(err, &rounds):
 	case c.caller != nil && needsLogin(err):
 		// The caller must authorize (again): their session is sound, and
 		// their next call after authorizing goes through it.

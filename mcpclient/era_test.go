@@ -405,15 +405,33 @@ func TestInputRequestsReachTheirCallsCaller(t *testing.T) {
 		}
 	})
 
-	// A call without a caller that can answer fails, and says why.
+	// A call without a caller that can answer fails, and says why; many
+	// in a row leave the connection as it was (the transport carried
+	// every round), for the calls of other callers.
 	t.Run("no caller", func(t *testing.T) {
 		t.Parallel()
 		reg := confirmingRegistry()
-		connect(t, httpConfig("up", serveHTTP(t, statelessHandler(askingServer(nil, nil)))), reg,
+		s := connect(t, httpConfig("up", serveHTTP(t, statelessHandler(askingServer(nil, nil)))), reg,
 			&Options{Relay: RelayCapabilities{Elicitation: true}})
-		res := tool.NewExecutor(reg, nil).Call(tool.WithCaller(boundedCtx(t, waitTime), &namedCaller{"plain"}), "up__ask", nil)
-		if !res.IsError || !strings.Contains(res.Message, "no call in flight can take it") {
-			t.Errorf("ask with a caller that cannot answer: %+v", res)
+		before := s.sup.current()
+		ex := tool.NewExecutor(reg, nil)
+		for i := range s.set.policy.FailureThreshold + 2 {
+			res := ex.Call(tool.WithCaller(boundedCtx(t, waitTime), &namedCaller{"plain"}), "up__ask", nil)
+			if !res.IsError || !strings.Contains(res.Message, "no call in flight can take it") {
+				t.Fatalf("ask %d with a caller that cannot answer: %+v", i+1, res)
+			}
+		}
+		select {
+		case <-before.lost:
+			t.Fatalf("the connection was taken for lost after calls whose callers could not answer: %v", before.lostCause())
+		default:
+		}
+		c := &answeringCaller{name: "ada"}
+		if res := ex.Call(tool.WithCaller(boundedCtx(t, waitTime), c), "up__ask", nil); res.IsError || res.Text() != "name=ada" {
+			t.Errorf("a caller that can answer, after them: %q (%s)", res.Text(), res.Message)
+		}
+		if s.sup.current() != before {
+			t.Errorf("the server reconnected after calls whose callers could not answer")
 		}
 	})
 }

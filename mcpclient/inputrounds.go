@@ -53,11 +53,11 @@ func (d *dialer) inputRounds(c *conn) mcp.Middleware {
 				}
 				if len(asks) == 0 {
 					if shed++; shed >= maxSheddingRounds {
-						return nil, fmt.Errorf("multi round-trip: the server shed the request %d times", shed)
+						return nil, roundsError("the server shed the request %d times", shed)
 					}
 				}
 				if round >= maxInputRounds {
-					return nil, fmt.Errorf("multi round-trip: the server still asked for input after %d rounds", round)
+					return nil, roundsError("the server still asked for input after %d rounds", round)
 				}
 				answers, err := d.answerInputs(ctx, c, asks)
 				if err != nil {
@@ -70,6 +70,22 @@ func (d *dialer) inputRounds(c *conn) mcp.Middleware {
 		}
 	}
 }
+
+// inputRoundsError is a multi round-trip exchange that failed between its
+// rounds: an input request nobody could answer (the call's caller cannot,
+// or toolwire did not declare that kind), or a server that kept asking.
+// The transport carried every round, so it does not count toward the
+// failures that make a connection lost (see conn.noteFailure): else a
+// caller whose client cannot answer would, a few calls in a row, make
+// a sound server reconnect under every other caller.
+type inputRoundsError struct{ err error }
+
+func roundsError(format string, args ...any) error {
+	return &inputRoundsError{err: fmt.Errorf(format, args...)}
+}
+
+func (e *inputRoundsError) Error() string { return "multi round-trip: " + e.err.Error() }
+func (e *inputRoundsError) Unwrap() error { return e.err }
 
 // inputRequestsOf returns what res asks for, and the state to send back;
 // ok is false for a result that asks for nothing (a nil map).
@@ -112,7 +128,7 @@ func (d *dialer) answerInputs(ctx context.Context, c *conn, asks mcp.InputReques
 	wg.Wait()
 	if len(errs) > 0 {
 		key := slices.Sorted(maps.Keys(errs))[0]
-		return nil, fmt.Errorf("multi round-trip: input request %q: %w", key, errs[key])
+		return nil, roundsError("input request %q: %w", key, errs[key])
 	}
 	return answers, nil
 }
@@ -177,5 +193,5 @@ func withAnswers(req mcp.Request, answers mcp.InputResponseMap, state string) (m
 		q.InputResponses, q.RequestState = answers, state
 		return &mcp.ClientRequest[*mcp.ReadResourceParams]{Session: cs, Params: &q}, nil
 	}
-	return nil, fmt.Errorf("multi round-trip: cannot send %T again", req.GetParams())
+	return nil, roundsError("cannot send %T again", req.GetParams())
 }

@@ -1,6 +1,9 @@
 #!/usr/bin/env bash
 # Run the official MCP conformance suite's server scenarios against a running
-# Streamable HTTP endpoint, one scenario at a time, each under a timeout.
+# Streamable HTTP endpoint. Every scenario runs in one process of the suite
+# (its "--suite all"), which takes a second or two where a process per
+# scenario took most of a minute; scenarios named with --scenario run one
+# process each, each under its own timeout.
 #
 # usage: scripts/conformance.sh URL [options] [-- extra args for "conformance server"]
 #   URL               e.g. http://127.0.0.1:3010/mcp; the host must be 127.0.0.1,
@@ -8,7 +11,8 @@
 #   --scenario NAME   run only NAME (repeatable); default: every server scenario
 #                     that "conformance list --server" prints (active and pending)
 #   --spec-version V  only scenarios for protocol version V (e.g. 2025-06-18)
-#   --timeout SECS    limit per scenario (default 60)
+#   --timeout SECS    limit per scenario (default 60); one process for them all
+#                     has SECS times the number of scenarios
 #   -o DIR            results directory (default: a new directory under ${TMPDIR:-/tmp})
 #   --list            print the scenario names and exit
 #   --install-only    install the npm packages and exit
@@ -93,6 +97,7 @@ fi
 SUITE=(node --import "$SUITE_DIR/preload.mjs" "$CLI")
 
 # --- scenarios ---
+LISTED=("${SCENARIOS[@]}")  # named with --scenario
 if [ ${#SCENARIOS[@]} -eq 0 ]; then
   list_args=(list --server); [ -n "$SPEC" ] && list_args+=(--spec-version "$SPEC")
   listing="$(timeout 60 "${SUITE[@]}" "${list_args[@]}")" || die "conformance list failed"
@@ -120,8 +125,59 @@ if command -v curl >/dev/null && ! curl -s -o /dev/null -m 5 "$URL"; then
 fi
 
 extra=(); [ -n "$SPEC" ] && extra+=(--spec-version "$SPEC")
+
+# scenario_dir NAME: the directory the suite names a scenario's results by,
+# "server-NAME-" and its start time (2026-12-06T04-25-02-199Z).
+scenario_dir() { printf '%s' "$1" | tr -c 'A-Za-z0-9._-' '_'; }
+# start_ms DIR: the start time in a result directory's name, in ms.
+start_ms() {
+  local t="${1: -24}"  # 2026-12-06T04-25-02-199Z
+  date -u -d "${t:0:10} ${t:11:2}:${t:14:2}:${t:17:2}.${t:20:3}" +%s%3N 2>/dev/null || echo 0
+}
+
+if [ ${#LISTED[@]} -eq 0 ]; then
+  # Every scenario, in one process. The manifest is built from the
+  # directories it wrote, one per scenario; a scenario with none failed
+  # (it did not run, or the run was cut short), with the run's exit code.
+  start=$(date +%s%3N)
+  timeout -k 5 $((TMO * ${#SCENARIOS[@]})) "${SUITE[@]}" server \
+    --url "$URL" --suite all -o "$OUT/run" "${extra[@]}" "${PASS_THROUGH[@]}" \
+    >"$OUT/logs/suite.log" 2>&1 </dev/null
+  rc=$?
+  end=$(date +%s%3N)
+  declare -A found=()
+  for s in "${SCENARIOS[@]}"; do
+    for d in "$OUT/run/server-$s-"*; do
+      [[ "$d" =~ /server-${s}-[0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9]{2}-[0-9]{2}-[0-9]{2}-[0-9]{3}Z$ ]] || continue
+      found[$s]="$d"
+    done
+  done
+  # Seconds of a scenario: from its start to the next one's (or the run's end).
+  starts=()
+  for s in "${!found[@]}"; do starts+=("$(start_ms "${found[$s]}")"); done
+  mapfile -t starts < <(printf '%s\n' "${starts[@]}" | sort -n)
+  for s in "${SCENARIOS[@]}"; do
+    sub="$(scenario_dir "$s")"
+    if [ -z "${found[$s]:-}" ]; then
+      printf '%s\t%s\t0.000\t%s\n' "$s" "$([ "$rc" = 0 ] && echo 1 || echo "$rc")" "$sub" >> "$OUT/manifest.tsv"
+      printf '  %-40s no results\n' "$s"
+      continue
+    fi
+    mkdir -p "$OUT/scenarios/$sub" && mv "${found[$s]}" "$OUT/scenarios/$sub/"
+    from="$(start_ms "${found[$s]}")" to="$end"
+    for t in "${starts[@]}"; do [ "$t" -gt "$from" ] && { to="$t"; break; }; done
+    ms=$(( to > from ? to - from : 0 ))
+    printf '%s\t0\t%d.%03d\t%s\n' "$s" $((ms / 1000)) $((ms % 1000)) "$sub" >> "$OUT/manifest.tsv"
+    printf '  %-40s ran\n' "$s"
+  done
+  echo "  (one process of the suite: exit $rc, $(( (end - start) / 1000 )).$(printf '%03d' $(( (end - start) % 1000 ))) s; its output: $OUT/logs/suite.log)"
+  echo
+  timeout 60 node "$SUITE_DIR/summarize.mjs" "$OUT"
+  exit $?
+fi
+
 for s in "${SCENARIOS[@]}"; do
-  sub="$(printf '%s' "$s" | tr -c 'A-Za-z0-9._-' '_')"
+  sub="$(scenario_dir "$s")"
   start=$(date +%s%N)
   # -k: if the CLI ignores SIGTERM, SIGKILL it 5 s later.
   timeout -k 5 "$TMO" "${SUITE[@]}" server \

@@ -49,12 +49,8 @@ func conformanceReference(t *testing.T) string {
 // server over stdio. By default (toolwire speaks 2026-07-28 to it) the four
 // scenarios whose tools ask their client mid-call fail, 32 checks passed
 // and 4 failed, and each failed tool's error names the setting that makes
-// it work; with that setting, protocol: 2025-11-25 on the server, those
-// four pass (the whole suite then passes, 44 checks: measured, not run
-// here, since the other scenarios are the default run's and each costs a
-// node process on a suite that must stay fast). A change in the default
-// score, or one of the four still failing with the setting, fails the
-// test.
+// it work; with that setting, protocol: 2025-11-25 on the server, the
+// whole suite passes, 44 checks. A change in either score fails the test.
 func TestConformanceSuiteThroughServeHTTPToTheReferenceServer(t *testing.T) {
 	t.Parallel() // mostly waiting on other processes: runs beside the rest
 	npmDir := conformanceSuite(t)
@@ -72,18 +68,13 @@ func TestConformanceSuiteThroughServeHTTPToTheReferenceServer(t *testing.T) {
 			}
 			url := serveForConformance(t, []string{"--config", config, "serve", "--http", "127.0.0.1:0", "--unprefixed"})
 			results := filepath.Join(t.TempDir(), "results")
-			args := []string{url, "--timeout", conformanceScenarioSecs, "-o", results}
-			if mode != "default" {
-				for _, s := range referenceMidCallFailures {
-					args = append(args, "--scenario", s)
-				}
-			}
-			run := runConformanceScript(t, npmDir, conformanceRunTimeout, conformanceScript, args...)
+			run := runConformanceScript(t, npmDir, conformanceRunTimeout, conformanceScript,
+				url, "--timeout", conformanceScenarioSecs, "-o", results)
 			failed := run.withVerdict("FAIL")
 			if mode != "default" {
-				if passed := run.withVerdict("PASS"); len(failed) > 0 || !slices.Equal(passed, referenceMidCallFailures) || run.failed != 0 {
-					t.Errorf("with protocol 2025-11-25: passed %v, failed %v (checks %d passed / %d failed); want %v passed, none failed\n%s",
-						passed, failed, run.passed, run.failed, referenceMidCallFailures, run.output)
+				if len(failed) > 0 || run.passed != conformanceChecksPassed || run.failed != 0 {
+					t.Errorf("with protocol 2025-11-25: failed %v, checks %d passed / %d failed; want none failed, %d / 0\n%s",
+						failed, run.passed, run.failed, conformanceChecksPassed, run.output)
 				}
 				return
 			}

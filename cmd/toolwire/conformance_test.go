@@ -25,7 +25,7 @@ import (
 
 const (
 	conformanceSuiteVersion = "0.1.16"         // as pinned in scripts/conformance.sh
-	conformanceRunTimeout   = 10 * time.Minute // the whole suite, ~32 scenarios of ~1 s each
+	conformanceRunTimeout   = 10 * time.Minute // the whole suite: ~32 scenarios in one node process, seconds
 	conformanceServeBound   = 12 * time.Minute // serve's own context
 	conformanceChecksPassed = 44               // go-sdk v1.8.0's own conformance server, stateful
 	conformanceStartTimeout = 90 * time.Second // serve: fixture up and listening
@@ -49,7 +49,7 @@ var statelessFailures = map[string]string{
 func conformanceSuite(t *testing.T) string {
 	t.Helper()
 	if testing.Short() {
-		t.Skip("skipping the conformance suite under -short: it runs node once per scenario")
+		t.Skip("skipping the conformance suite under -short: it runs node")
 	}
 	unavailable := func(format string, args ...any) {
 		t.Helper()

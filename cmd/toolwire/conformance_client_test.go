@@ -22,7 +22,7 @@ const (
 	conformanceClientPkg      = "github.com/toolwire/toolwire/conformance/client"
 	conformanceClientScript   = "../../scripts/conformance-client.sh"
 	conformanceClientExpected = "../../conformance/client-expected-failures.yml"
-	// 26 scenarios of 1 to 2 s each, about 25 s in all on 2 cores.
+	// 26 scenarios, all at once in one process of the suite: seconds.
 	conformanceClientRunTimeout = 6 * time.Minute
 	conformanceClientScenarios  = 26 // conformance list --client, 0.1.16
 	// conformanceClientFloor is what go-sdk v1.8.0's own example client
@@ -47,7 +47,7 @@ func TestConformanceClientScenarios(t *testing.T) {
 		t.Fatal(err)
 	}
 	run := runConformanceScript(t, npmDir, conformanceClientRunTimeout, conformanceClientScript,
-		"--client", bin, "--timeout", conformanceClientSecs, "--jobs", "3", "-o", filepath.Join(dir, "results"))
+		"--client", bin, "--timeout", conformanceClientSecs, "-o", filepath.Join(dir, "results"))
 
 	if len(run.verdicts) != conformanceClientScenarios {
 		t.Errorf("the suite ran %d client scenarios, want %d (a new suite version? update the expected failures)", len(run.verdicts), conformanceClientScenarios)

@@ -99,11 +99,17 @@ func newServerFor(versions []string) *mcp.Server {
 // handler rejects requests that reach a loopback address with a
 // non-loopback Host header (DNS rebinding protection).
 func newHandler(server *mcp.Server, stateless bool) http.Handler {
-	h := mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return server },
-		&mcp.StreamableHTTPOptions{
-			Stateless:      stateless,
-			SessionTimeout: 10 * time.Minute, // forget clients that vanish without DELETE
-		})
+	opts := &mcp.StreamableHTTPOptions{
+		Stateless:      stateless,
+		SessionTimeout: 10 * time.Minute, // forget clients that vanish without DELETE
+	}
+	if !stateless {
+		// test_reconnection closes its response stream mid-call: a client
+		// that reconnects with the last event's id gets the result from
+		// here. Without a store the result would be lost.
+		opts.EventStore = mcp.NewMemoryEventStore(nil)
+	}
+	h := mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return server }, opts)
 	mux := http.NewServeMux()
 	mux.Handle(mcpPath, h)
 	return mux

@@ -281,6 +281,9 @@ type bridge struct {
 
 	mu     sync.Mutex
 	events []Event
+	// outcomesBefore holds, for each of events, how many outcomes of its
+	// tool the audit log held when it was observed.
+	outcomesBefore []int
 }
 
 // bridgeOptions adjusts a bridge.
@@ -323,9 +326,11 @@ func newBridge(t *testing.T, o bridgeOptions) *bridge {
 		CacheTTL:    time.Minute,
 	})
 	opts := HTTPOptions{Limits: o.limits, Audit: log, Stateless: o.stateless, Observe: func(e Event) {
+		n := len(b.outcomes(e.Tool, ""))
 		b.mu.Lock()
 		defer b.mu.Unlock()
 		b.events = append(b.events, e)
+		b.outcomesBefore = append(b.outcomesBefore, n)
 	}}
 	if !o.noAuth {
 		verify, err := StaticVerifier([]StaticToken{
@@ -346,6 +351,19 @@ func newBridge(t *testing.T, o bridgeOptions) *bridge {
 	t.Cleanup(func() { ts.CloseClientConnections(); ts.Close(); b.h.Close() })
 	b.url = ts.URL
 	return b
+}
+
+// observedBeforeOutcome reports whether every event of kind was observed
+// before the audit log held an outcome of its tool.
+func (b *bridge) observedBeforeOutcome(kind EventKind) bool {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	for i, e := range b.events {
+		if e.Kind == kind && b.outcomesBefore[i] > 0 {
+			return false
+		}
+	}
+	return true
 }
 
 func (b *bridge) eventsOf(kind EventKind) []Event {

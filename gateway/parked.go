@@ -75,8 +75,10 @@ func (c *parkedCall) ask(ctx context.Context, kind tool.RequestKind, params json
 	answer, err := c.holder.Ask(tctx, Question{Kind: kind, Params: params})
 	if err != nil && tctx.Err() != nil {
 		if ctx.Err() == nil && context.Cause(tctx) == c.g.unanswered {
-			c.cancel(c.g.unanswered)
+			// Told first: once cancelled, the call may end and record its
+			// outcome before this goroutine runs again.
 			c.report(EndUnanswered)
+			c.cancel(c.g.unanswered)
 		}
 		return nil, context.Cause(tctx) // why: unanswered, the client gone, the drain
 	}
@@ -130,8 +132,8 @@ func (g *Gateway) startParked(ctx context.Context, req *mcp.CallToolRequest, nam
 	c := &parkedCall{g: g, caps: sync.OnceValue(func() *mcp.ClientCapabilities { return capabilitiesOf(req) }), cancel: cancel, ended: ended}
 	// A client's request cancels the call only by closing while it waits.
 	holder, err := g.parking.Park(ctx, key, func(cause error) {
+		c.report(EndClientGone) // first, as in ask
 		cancel(cause)
-		c.report(EndClientGone)
 	})
 	if err != nil {
 		cancel(nil)

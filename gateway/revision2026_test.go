@@ -529,6 +529,11 @@ func TestAParkedCallIsCancelledWhenNobodyAnswers(t *testing.T) {
 	if n := len(b.eventsOf(CallsCancelled)); n != 2 {
 		t.Errorf("%d cancellations observed, want 2", n)
 	}
+	// Observed before the call could end: a reader of the outcome finds
+	// the cancellation already told.
+	if !b.observedBeforeOutcome(CallsCancelled) {
+		t.Errorf("a cancellation was observed after its call's outcome was recorded")
+	}
 	waitExpired(t, approval.RequestState)
 	if _, err := answer(ctxT(t), cs, "up__deploy", map[string]any{}, approval, approval.RequestState, approve); err == nil || !strings.Contains(err.Error(), "expired") {
 		t.Errorf("a retry after the expiry: %v, want it refused as expired", err)
@@ -574,6 +579,9 @@ func TestAParkedCallIsCancelledWhenItsClientGoesAway(t *testing.T) {
 	}
 	if evs := b.eventsOf(CallsCancelled); len(evs) != 1 || evs[0].End != EndClientGone {
 		t.Errorf("observed %+v, want one cancellation as %s", evs, EndClientGone)
+	}
+	if !b.observedBeforeOutcome(CallsCancelled) {
+		t.Errorf("the cancellation was observed after the call's outcome was recorded")
 	}
 }
 

@@ -1,16 +1,16 @@
 package approval
 
 import (
-	"bytes"
 	"context"
 	"crypto/sha256"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"os"
 	"slices"
 	"sync"
 	"time"
+
+	"github.com/toolwire/toolwire/internal/jsonenc"
 )
 
 // FileQueue is the [Queue] of one machine: the requests in one JSON file
@@ -267,12 +267,4 @@ func (q *FileQueue) update(ctx context.Context, change func(*queueFile, time.Tim
 // Encode encodes v as JSON without indenting or escaping HTML: either
 // would change the bytes of the arguments a [Request] holds, which are
 // kept as validated. Every store of requests encodes them with it.
-func Encode(v any) ([]byte, error) {
-	var b bytes.Buffer
-	enc := json.NewEncoder(&b)
-	enc.SetEscapeHTML(false)
-	if err := enc.Encode(v); err != nil {
-		return nil, err
-	}
-	return bytes.TrimSuffix(b.Bytes(), []byte("\n")), nil
-}
+func Encode(v any) ([]byte, error) { return jsonenc.Marshal(v) }

@@ -9,6 +9,8 @@ import (
 	"strings"
 	"sync"
 	"unicode/utf8"
+
+	"github.com/toolwire/toolwire/internal/jsonenc"
 )
 
 // Mask replaces a secret wherever a redactor finds one.
@@ -241,9 +243,6 @@ func (s *Secrets) maskString(tok []byte) (masked []byte, ok bool) {
 
 // quote encodes text as a JSON string, leaving <, > and & as they are.
 func quote(text string) []byte {
-	var b bytes.Buffer
-	enc := json.NewEncoder(&b)
-	enc.SetEscapeHTML(false)
-	_ = enc.Encode(text) // a string always encodes
-	return bytes.TrimSuffix(b.Bytes(), []byte("\n"))
+	b, _ := jsonenc.Marshal(text) // a string always encodes
+	return b
 }

@@ -18,6 +18,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
+	"github.com/toolwire/toolwire/internal/jsonenc"
 	"github.com/toolwire/toolwire/internal/stdioconn"
 )
 
@@ -507,15 +508,7 @@ func callResponse(id jsonrpc.ID, res mcp.Result, err error, encode func(mcp.Resu
 
 // marshalResult encodes a result as go-sdk's connection does: without
 // HTML escaping, and without the encoder's newline.
-func marshalResult(res mcp.Result) (json.RawMessage, error) {
-	var buf bytes.Buffer
-	enc := json.NewEncoder(&buf)
-	enc.SetEscapeHTML(false)
-	if err := enc.Encode(res); err != nil {
-		return nil, err
-	}
-	return bytes.TrimRight(buf.Bytes(), "\n"), nil
-}
+func marshalResult(res mcp.Result) (json.RawMessage, error) { return jsonenc.Marshal(res) }
 
 // cancelDirect cancels the call served directly that a
 // notifications/cancelled with params names, if there is one in flight.

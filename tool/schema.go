@@ -12,6 +12,8 @@ import (
 	"github.com/santhosh-tekuri/jsonschema/v6"
 	"golang.org/x/text/language"
 	"golang.org/x/text/message"
+
+	"github.com/toolwire/toolwire/internal/jsonenc"
 )
 
 // schemaURL is the location every input schema is compiled at. Each schema
@@ -122,15 +124,7 @@ func parseArgs(raw json.RawMessage) (map[string]any, error) {
 // rather than the caller's, so what was validated and confirmed is exactly
 // what runs: duplicate keys, for one, cannot smuggle a second value past the
 // validator to a server whose parser keeps the first.
-func encodeArgs(args map[string]any) (json.RawMessage, error) {
-	var b bytes.Buffer
-	enc := json.NewEncoder(&b)
-	enc.SetEscapeHTML(false)
-	if err := enc.Encode(args); err != nil {
-		return nil, err
-	}
-	return bytes.TrimSuffix(b.Bytes(), []byte("\n")), nil
-}
+func encodeArgs(args map[string]any) (json.RawMessage, error) { return jsonenc.Marshal(args) }
 
 // violations lists the leaves of a validation error: each is one value that
 // failed one keyword, which is what a model needs to fix its call.

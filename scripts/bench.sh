@@ -20,7 +20,9 @@
 #   GOGC=200 scripts/bench.sh                      # GC settings reach every process
 #   scripts/bench.sh -profile /tmp/prof            # then CPU and allocation profiles of
 #                                                  # every process, broken down by component
-#                                                  # in /tmp/prof/profiles.md
+#                                                  # in /tmp/prof/profiles.md (in the full run,
+#                                                  # also the fleet's replicas, profiled
+#                                                  # during its measured calls)
 #
 # With --go-test: the go test benchmarks of tool/ and mcpclient/, medians
 # with benchstat (installed into a temporary GOBIN, never into go.mod).

@@ -121,6 +121,9 @@ func goBuild(out, pkg string, race bool) error {
 	if race {
 		args = append(args, "-race")
 	}
+	if overlay := os.Getenv(benchOverlay); overlay != "" {
+		args = append(args, "-overlay", overlay) // toolwire-bench -profile's hook (fleetbench_test.go)
+	}
 	args = append(args, pkg)
 	ctx, cancel := context.WithTimeout(context.Background(), e2eBuildTimeout)
 	defer cancel()

@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -125,10 +126,12 @@ func measureFleet(b *testing.B, c *cluster, callers int) {
 	replicas0, self0, pg0 := c.cpu(), benchkit.CPU(b), treeCPU(postmaster)
 	haproxy0, _ := benchkit.ProcessCPU(c.proxy.Process.Pid)
 	xacts0 := dbTransactions(b, c.dbURL)
+	stopProfiles := profileReplicas(b, c)
 	start := time.Now()
 	run.waitCalls(b, progress, startCalls+int64(b.N), 10*time.Minute)
 	elapsed := time.Since(start)
 	calls := run.done.Load() - startCalls
+	stopProfiles(calls, elapsed)
 	total, self, pg := c.cpu()-replicas0, benchkit.CPU(b)-self0, treeCPU(postmaster)-pg0
 	haproxy1, _ := benchkit.ProcessCPU(c.proxy.Process.Pid)
 	b.StopTimer()
@@ -160,6 +163,91 @@ func measureFleet(b *testing.B, c *cluster, callers int) {
 		b.ReportMetric(float64(dbTransactions(b, c.dbURL)-xacts0)/float64(calls), "db-xacts/call")
 	}
 	b.ReportMetric(0, "ns/op")
+}
+
+// When toolwire-bench profiles (-profile) it runs this benchmark with
+// benchProfileDir set, and with benchOverlay naming a go build overlay
+// that adds its profiling hook to toolwire's main package (see
+// internal/bench/profile.go): e2eBuild builds the replicas with it, and
+// profileReplicas profiles each replica during the measured calls.
+const (
+	benchProfileDir = "TOOLWIRE_BENCH_PROFILE_DIR"
+	benchOverlay    = "TOOLWIRE_BENCH_OVERLAY"
+	// fleetProfileIndex, in the profile directory, lists the fleet's
+	// profiles: a line per sub-benchmark, tab-separated: its name, the
+	// calls, the wall time in ns, and the files.
+	fleetProfileIndex = "fleet-profiles.tsv"
+)
+
+// profileReplicas starts a CPU profile of each of c's replicas (the
+// hook's SIGUSR1) when the bench profiles, and returns what ends them
+// (SIGUSR2), names them after the sub-benchmark and each replica, and
+// adds them to the index; without profiling both do nothing.
+func profileReplicas(b *testing.B, c *cluster) (stop func(calls int64, wall time.Duration)) {
+	dir := os.Getenv(benchProfileDir)
+	if dir == "" || os.Getenv(benchOverlay) == "" {
+		return func(int64, time.Duration) {}
+	}
+	before := map[string]bool{}
+	if ents, err := os.ReadDir(dir); err == nil {
+		for _, e := range ents {
+			before[e.Name()] = true
+		}
+	}
+	for _, r := range c.replicas {
+		if err := r.cmd.Process.Signal(syscall.SIGUSR1); err != nil {
+			b.Fatalf("start the profile of replica %s: %v", r.name, err)
+		}
+	}
+	return func(calls int64, wall time.Duration) {
+		// The row's name as the bench writes it: no '-', which parts a
+		// profile's name; the process's role last.
+		row := "fleet_" + strings.NewReplacer("store=", "", "replicas=", "r", "/", "_").Replace(strings.TrimPrefix(b.Name(), "BenchmarkFleetThroughput/"))
+		files := []string{}
+		for i, r := range c.replicas {
+			if err := r.cmd.Process.Signal(syscall.SIGUSR2); err != nil {
+				b.Fatalf("end the profile of replica %s: %v", r.name, err)
+			}
+			got := waitHookProfile(b, dir, r.cmd.Process.Pid, before)
+			final := fmt.Sprintf("%s-c64-serve%d", row, i+1)
+			from := strings.TrimSuffix(got, ".pprof")
+			for _, suffix := range []string{".allocs-start.pb.gz", ".allocs.pb.gz", ".pprof"} {
+				if err := os.Rename(filepath.Join(dir, from+suffix), filepath.Join(dir, final+suffix)); err != nil {
+					b.Fatal(err)
+				}
+			}
+			files = append(files, final+".pprof")
+		}
+		f, err := os.OpenFile(filepath.Join(dir, fleetProfileIndex), os.O_APPEND|os.O_CREATE|os.O_WRONLY, 0o600)
+		if err != nil {
+			b.Fatal(err)
+		}
+		defer f.Close()
+		if _, err := fmt.Fprintf(f, "%s\t%d\t%d\t%s\n", row, calls, wall.Nanoseconds(), strings.Join(files, "\t")); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+// waitHookProfile waits (bounded) for the hook's next profile of pid in
+// dir, PID-N.pprof, which it renames into place last.
+func waitHookProfile(b *testing.B, dir string, pid int, before map[string]bool) string {
+	prefix := strconv.Itoa(pid) + "-"
+	deadline := time.Now().Add(10 * time.Second)
+	for time.Now().Before(deadline) {
+		ents, err := os.ReadDir(dir)
+		if err != nil {
+			b.Fatal(err)
+		}
+		for _, e := range ents {
+			if n := e.Name(); strings.HasPrefix(n, prefix) && strings.HasSuffix(n, ".pprof") && !before[n] {
+				return n
+			}
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	b.Fatalf("replica %d wrote no profile within 10s (built without the bench's hook?)", pid)
+	return ""
 }
 
 // postmasterOf finds the PID of the PostgreSQL server of dbURL: an

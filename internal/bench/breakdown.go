@@ -41,9 +41,13 @@ func (c component) takes(f string) bool {
 var (
 	gcBackground = comp("GC in the background (mark workers, sweeper, scavenger)", `^runtime\.(gcBgMarkWorker|bgsweep|bgscavenge)$`)
 	stackGrowth  = comp("goroutine stack growth (copystack), wherever it happens", `^runtime\.newstack$`)
-	auditWrites  = comp("toolwire audit: 3 events a call (encode, hash, flock, seek, write, unlock)", `toolwire/audit\.`)
-	validation   = comp("toolwire schema validation", `santhosh-tekuri/jsonschema`)
-	stdioConn    = comp("toolwire stdioconn (framing, decoding, writing, its reading goroutine)", `toolwire/internal/stdioconn\.`)
+	auditWrites  = comp("toolwire audit: 3 events a call (encode, hash, and the file's flock, seek and write, or the store's statement)", `toolwire/audit\.`)
+	// storeWork is a replica's store on PostgreSQL but for its audit
+	// appends (under auditWrites): the rate checks and session touches,
+	// batched, the relay, the listener and the driver.
+	storeWork  = comp("toolwire store on PostgreSQL: rate checks, session touches, relay, listener (pgx)", `toolwire/store\.|jackc/pgx|jackc/puddle`)
+	validation = comp("toolwire schema validation", `santhosh-tekuri/jsonschema`)
+	stdioConn  = comp("toolwire stdioconn (framing, decoding, writing, its reading goroutine)", `toolwire/internal/stdioconn\.`)
 	// benchLoop is the bench's own code: its main and this package, whose
 	// path is under toolwire/ but which is not a part of toolwire measured.
 	benchLoop = comp("the bench's own loop", `^main\.|^github\.com/toolwire/toolwire/internal/bench\.`)
@@ -64,7 +68,7 @@ var components = map[string][]component{
 		comp("toolwire executor, the rest (lookup, parse, re-encode, ordering)", `toolwire/tool\.`),
 		benchLoop},
 	// toolwire serve: the gateway in front of a stdio upstream.
-	"serve": {gcBackground, stackGrowth, auditWrites, validation,
+	"serve": {gcBackground, stackGrowth, auditWrites, storeWork, validation,
 		// Before the upstream leg, whose codec it shares: the functions
 		// of the session transport's own decoding and answering only
 		// (the call it starts runs below functions it does not name).
@@ -246,14 +250,7 @@ func (b *bench) breakdowns(ctx context.Context, sb *strings.Builder, ps []profil
 		for _, f := range p.files {
 			base := strings.TrimSuffix(f, ".pprof")
 			role := base[strings.LastIndex(base, "-")+1:]
-			set := role
-			if role == "upstream" {
-				set = "demo"
-			}
-			if p.phase == "list" {
-				set = "list"
-			}
-			comps, ok := components[set]
+			comps, ok := components[componentSet(role, p.phase)]
 			if !ok {
 				continue
 			}
@@ -291,6 +288,25 @@ func (b *bench) breakdowns(ctx context.Context, sb *strings.Builder, ps []profil
 			w("\nAllocated per %s (sampled): %s.\n", unit, strings.Join(allocs, "; "))
 		}
 	}
+}
+
+// componentSet names the components that break down the profile of a
+// process of role in phase: a listing's, the demo's behind a gateway or
+// proxy (role upstream), a fleet's replicas (serve1, serve2, … as serve),
+// or the role's own.
+func componentSet(role, phase string) string {
+	switch {
+	case phase == "list":
+		return "list"
+	case role == "upstream":
+		return "demo"
+	}
+	if set := strings.TrimRight(role, "0123456789"); set != role && set != "" {
+		if _, ok := components[set]; ok {
+			return set
+		}
+	}
+	return role
 }
 
 // fmtPerOp formats ns nanoseconds of CPU divided by ops.

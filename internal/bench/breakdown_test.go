@@ -138,3 +138,24 @@ func TestTheSessionTransportPartNamesTheGatewaysCodecCalls(t *testing.T) {
 		t.Fatal("no call of stdioconn found in the gateway's code")
 	}
 }
+
+// Each profile is broken down by the parts of its process's kind: a
+// fleet's replicas (serve1, serve2, …) as serve, the demo behind a
+// gateway as the demo, a listing as a listing; a role with digits that
+// name no kind stays as it is (and has no parts).
+func TestComponentSetOfEachRole(t *testing.T) {
+	for _, c := range []struct{ role, phase, want string }{
+		{"serve", "c8", "serve"},
+		{"serve1", "c64", "serve"},
+		{"serve12", "c64", "serve"},
+		{"upstream", "seq", "demo"},
+		{"bench", "list", "list"},
+		{"proxy", "c8", "proxy"},
+		{"9", "c8", "9"},
+		{"other3", "c8", "other3"},
+	} {
+		if got := componentSet(c.role, c.phase); got != c.want {
+			t.Errorf("componentSet(%q, %q) = %q, want %q", c.role, c.phase, got, c.want)
+		}
+	}
+}

@@ -11,6 +11,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -45,6 +46,7 @@ type fleetRun struct {
 	err          error
 	output       string // the benchmark's output, for a failure
 	bgCores      float64
+	profiles     []profiled // with -profile: the replicas', during the measured calls
 }
 
 // fleet runs the fleet benchmark from o.FleetTest.
@@ -65,6 +67,21 @@ func (b *bench) fleet(ctx context.Context) *fleetRun {
 	// its package's directory, as go test runs it.
 	cmd.Dir = filepath.Join(root, "cmd", "toolwire")
 	cmd.WaitDelay = 10 * time.Second
+	if b.opts.ProfileDir != "" {
+		// The replicas built with the profiling hook, and profiled during
+		// the measured calls (cmd/toolwire's profileReplicas).
+		overlay, err := b.overlayArgs(root, "examples/demoserver", "cmd/toolwire", "internal/bench/benchproxy")
+		if err != nil {
+			fr.err = err
+			return fr
+		}
+		cmd.Env = append(os.Environ(), profileDirEnv+"="+b.opts.ProfileDir, fleetOverlayEnv+"="+overlay[1])
+		// An earlier run's index in the same directory is not this one's.
+		if err := os.Remove(filepath.Join(b.opts.ProfileDir, fleetProfileIndex)); err != nil && !errors.Is(err, os.ErrNotExist) {
+			fr.err = err
+			return fr
+		}
+	}
 	out, err := cmd.CombinedOutput()
 	fr.bgCores = m.cores()
 	fr.output = string(out)
@@ -73,7 +90,51 @@ func (b *bench) fleet(ctx context.Context) *fleetRun {
 		return fr
 	}
 	fr.rows, fr.err = parseFleet(out)
+	if b.opts.ProfileDir != "" && fr.err == nil {
+		fr.profiles, fr.err = readFleetProfiles(filepath.Join(b.opts.ProfileDir, fleetProfileIndex))
+	}
 	return fr
+}
+
+// fleetOverlayEnv tells the fleet benchmark the go build overlay that adds
+// the profiling hook to the replicas; fleetProfileIndex is the file in
+// the profile directory where it lists what it profiled (a line per
+// sub-benchmark: its row name, the calls, the wall time in ns, and the
+// files, tab-separated). Both as cmd/toolwire's fleetbench_test.go has
+// them.
+const (
+	fleetOverlayEnv   = "TOOLWIRE_BENCH_OVERLAY"
+	fleetProfileIndex = "fleet-profiles.tsv"
+)
+
+// readFleetProfiles reads the fleet benchmark's index of its profiles. A
+// sub-benchmark that ran more than once (go test runs one first with a
+// single iteration) is listed once a run, and its profiles' files were
+// overwritten each time: its last line is the one that counts.
+func readFleetProfiles(path string) ([]profiled, error) {
+	raw, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("the fleet's profiles: %w", err)
+	}
+	var out []profiled
+	for i, line := range strings.Split(strings.TrimSpace(string(raw)), "\n") {
+		f := strings.Split(line, "\t")
+		if len(f) < 4 {
+			return nil, fmt.Errorf("%s:%d: want a row, calls, wall and files, tab-separated", path, i+1)
+		}
+		calls, err1 := strconv.Atoi(f[1])
+		wall, err2 := strconv.ParseInt(f[2], 10, 64)
+		if err := errors.Join(err1, err2); err != nil || calls <= 0 {
+			return nil, fmt.Errorf("%s:%d: calls %q, wall %q: want counts", path, i+1, f[1], f[2])
+		}
+		p := profiled{row: f[0], phase: "c64", calls: calls, wall: time.Duration(wall), files: f[3:]}
+		if i := slices.IndexFunc(out, func(q profiled) bool { return q.row == p.row }); i >= 0 {
+			out[i] = p
+		} else {
+			out = append(out, p)
+		}
+	}
+	return out, nil
 }
 
 // parseFleet reads BenchmarkFleetThroughput's result lines.

@@ -3,8 +3,11 @@
 package bench
 
 import (
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 )
 
 // fleetOutput is BenchmarkFleetThroughput's output as go test prints it
@@ -65,5 +68,45 @@ func TestFleetReportRefusesWhatItCannotRead(t *testing.T) {
 		if rows, err := parseFleet([]byte(out)); err == nil {
 			t.Errorf("%s: parsed %+v, want an error", name, rows)
 		}
+	}
+}
+
+// The fleet benchmark's index of its replicas' profiles: each line a
+// profile of the measured calls, the last of a row counting; a line that
+// lacks a field, or whose counts are not counts, is an error naming the
+// line.
+func TestReadFleetProfiles(t *testing.T) {
+	dir := t.TempDir()
+	write := func(text string) string {
+		t.Helper()
+		path := filepath.Join(dir, fleetProfileIndex)
+		if err := os.WriteFile(path, []byte(text), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		return path
+	}
+	ps, err := readFleetProfiles(write("fleet_files_r1\t1\t8000\tfleet_files_r1-c64-serve1.pprof\n" + // go test's first run, of one iteration
+		"fleet_files_r1\t3000\t2500000000\tfleet_files_r1-c64-serve1.pprof\n" +
+		"fleet_r3\t3000\t3100000000\tfleet_r3-c64-serve1.pprof\tfleet_r3-c64-serve2.pprof\tfleet_r3-c64-serve3.pprof\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(ps) != 2 || ps[0].row != "fleet_files_r1" || ps[0].calls != 3000 || ps[0].wall != 2500*time.Millisecond ||
+		ps[1].phase != "c64" || len(ps[1].files) != 3 || ps[1].files[2] != "fleet_r3-c64-serve3.pprof" {
+		t.Errorf("read %+v", ps)
+	}
+	for name, text := range map[string]string{
+		"empty":           "",
+		"no files":        "fleet_r1\t3000\t1\n",
+		"calls not count": "fleet_r1\tmany\t1\tx.pprof\n",
+		"no calls":        "fleet_r1\t0\t1\tx.pprof\n",
+		"wall not count":  "fleet_r1\t3000\t1.5s\tx.pprof\n",
+	} {
+		if ps, err := readFleetProfiles(write(text)); err == nil {
+			t.Errorf("%s: read %+v, want an error", name, ps)
+		}
+	}
+	if _, err := readFleetProfiles(filepath.Join(dir, "missing.tsv")); err == nil {
+		t.Errorf("a missing index: no error")
 	}
 }

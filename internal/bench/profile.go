@@ -394,7 +394,9 @@ func (b *bench) writeProfileIndex(ctx context.Context, ps []profiled) error {
 	fmt.Fprintf(&sb, "GOMAXPROCS %d. Samples at 100 Hz; time per call = a function's time ÷ the calls.\n", runtime.GOMAXPROCS(0))
 	fmt.Fprintf(&sb, "Call rows: -profile-time %v each, sequential (seq) and 8 callers (c8); ops are calls. "+
 		"Listing rows: ops are connects with their listing, each after its untimed preparation, which the profile includes "+
-		"(for list-tw-warm, one more connect to fill the schema cache).\n\n", b.opts.ProfileTime)
+		"(for list-tw-warm, one more connect to fill the schema cache). "+
+		"Fleet rows (fleet_…, c64): each replica (serve1, serve2, …) of BenchmarkFleetThroughput during its measured calls from 64 callers; "+
+		"ops are the calls through the whole fleet, so a replica's CPU per call is its share, and the replicas' shares add up.\n\n", b.opts.ProfileTime)
 	rows := [][]string{{"row", "phase", "ops", "wall", "µs wall per op", "files", "error"}}
 	for _, p := range ps {
 		per := "–"

@@ -25,6 +25,7 @@ func encodingJSON(t testing.TB, ev *Event) []byte {
 // is true.
 func checkAppendLine(t testing.TB, ev *Event, declined bool) {
 	t.Helper()
+	checkAppendJSON(t, ev)
 	prefix := []byte("kept")
 	got, ok := appendLine(bytes.Clone(prefix), ev)
 	if !bytes.HasPrefix(got, prefix) {
@@ -42,6 +43,31 @@ func checkAppendLine(t testing.TB, ev *Event, declined bool) {
 	}
 	if want := encodingJSON(t, ev); !bytes.Equal(got, want) {
 		t.Fatalf("appendLine wrote\n%s\nencoding/json writes\n%s", got, want)
+	}
+}
+
+// checkAppendJSON fails unless AppendJSON appends what json.Marshal
+// writes for ev, and MarshalJSON returns it, whether appendLine takes the
+// event or not.
+func checkAppendJSON(t testing.TB, ev *Event) {
+	t.Helper()
+	want, wantErr := json.Marshal(ev.wire())
+	prefix := []byte("kept")
+	got, err := AppendJSON(bytes.Clone(prefix), ev)
+	if (err != nil) != (wantErr != nil) {
+		t.Fatalf("AppendJSON: %v; encoding/json: %v", err, wantErr)
+	}
+	if err != nil {
+		if !bytes.Equal(got, prefix) {
+			t.Fatalf("AppendJSON failed but changed the buffer: %q", got)
+		}
+		return
+	}
+	if !bytes.Equal(got, append(prefix, want...)) {
+		t.Fatalf("AppendJSON wrote\n%s\njson.Marshal writes\n%s", got[len(prefix):], want)
+	}
+	if m, err := ev.MarshalJSON(); err != nil || !bytes.Equal(m, want) {
+		t.Fatalf("MarshalJSON: %s, %v; want %s", m, err, want)
 	}
 }
 
@@ -142,5 +168,35 @@ func FuzzAppendLine(f *testing.F) {
 			Added: []string{listItem, tool},
 		}
 		checkAppendLine(t, &ev, !plainTime(ev.Time))
+	})
+}
+
+// BenchmarkEventJSON: a call's outcome event as the fleet's audit table
+// encodes it, by json.Marshal (its way before) and by AppendJSON.
+func BenchmarkEventJSON(b *testing.B) {
+	ev := &Event{Time: time.Now(), Kind: CallExecuted, Batch: "b-0123456789", Index: 3, Caller: "subject:caller-07",
+		Instance: "2", Protocol: "2025-11-25", Client: "bench/1.0", Tool: "demo__echo", Source: "demo", Original: "echo",
+		Tier: "read", ArgsBytes: 16, ResultBytes: 40, Duration: 1234567 * time.Nanosecond}
+	b.Run("json.Marshal", func(b *testing.B) {
+		b.ReportAllocs()
+		for b.Loop() {
+			// As MarshalJSON was: the wire form by reflection, then
+			// json.Marshal's scan of what a Marshaler returns.
+			raw, err := json.Marshal(ev.wire())
+			if err == nil {
+				_, err = json.Marshal(json.RawMessage(raw))
+			}
+			if err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+	b.Run("AppendJSON", func(b *testing.B) {
+		b.ReportAllocs()
+		for b.Loop() {
+			if _, err := AppendJSON(nil, ev); err != nil {
+				b.Fatal(err)
+			}
+		}
 	})
 }

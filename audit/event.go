@@ -205,9 +205,7 @@ func fromMillis(ms *float64) time.Duration {
 }
 
 // MarshalJSON writes the event with its duration in milliseconds.
-func (e Event) MarshalJSON() ([]byte, error) {
-	return json.Marshal(e.wire())
-}
+func (e Event) MarshalJSON() ([]byte, error) { return AppendJSON(nil, &e) }
 
 // UnmarshalJSON reads an event written by MarshalJSON.
 func (e *Event) UnmarshalJSON(b []byte) error {

@@ -7,7 +7,6 @@ import (
 	"crypto/ed25519"
 	"crypto/sha256"
 	"encoding/hex"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -137,7 +136,7 @@ func (a *auditTable) write(evs []*audit.Event, instance int32) error {
 		if ev.Instance != "" {
 			ev.Instance = strconv.Itoa(int(inst))
 		}
-		event, err := json.Marshal(ev)
+		event, err := audit.AppendJSON(nil, ev)
 		if err != nil {
 			return err
 		}

@@ -280,6 +280,12 @@ func (b *bench) breakdowns(ctx context.Context, sb *strings.Builder, ps []profil
 					sdk += s.value
 				}
 			}
+			if all == 0 {
+				// The allocation profile counts up to the last completed
+				// collection: none completed while this one ran.
+				allocs = append(allocs, role+" not known (no garbage collection completed while it was profiled)")
+				continue
+			}
 			per := func(v int64) string { return fmtBytes(float64(v) / float64(p.calls)) }
 			allocs = append(allocs, fmt.Sprintf("%s %s, %s of it in go-sdk's JSON decodes", role, per(all), per(sdk)))
 		}

@@ -8,15 +8,6 @@ import (
 	"unicode/utf8"
 )
 
-// appendLine appends ev as encoding/json's Encoder writes its wire form
-// (field order, omitempty, HTML-safe string escapes, the number and time
-// formats) and a newline, and reports true; or appends nothing and
-// reports false for an event it leaves to encoding/json: one carrying
-// argument or result bytes (which encoding/json compacts) or a time
-// encoding/json refuses. A sink writes each call's events with it: the
-// reflective encoder cost a file-audited gateway more CPU than the rest of
-// the audit's work on a call (docs/performance.md). FuzzAppendLine checks
-// it against encoding/json byte for byte.
 // AppendJSON appends ev's JSON to b, the bytes json.Marshal writes for it
 // (its wire form, without a newline), and returns the extended buffer: with
 // appendLine when it takes the event, else with encoding/json. A sink
@@ -34,6 +25,15 @@ func AppendJSON(b []byte, ev *Event) ([]byte, error) {
 	return append(b, raw...), nil
 }
 
+// appendLine appends ev as encoding/json's Encoder writes its wire form
+// (field order, omitempty, HTML-safe string escapes, the number and time
+// formats) and a newline, and reports true; or appends nothing and
+// reports false for an event it leaves to encoding/json: one carrying
+// argument or result bytes (which encoding/json compacts) or a time
+// encoding/json refuses. A sink writes each call's events with it: the
+// reflective encoder cost a file-audited gateway more CPU than the rest of
+// the audit's work on a call (docs/performance.md). FuzzAppendLine checks
+// it against encoding/json byte for byte.
 func appendLine(b []byte, ev *Event) ([]byte, bool) {
 	if len(ev.Args) > 0 || len(ev.Result) > 0 || !plainTime(ev.Time) {
 		return b, false

@@ -401,9 +401,12 @@ func (c *conn) lostCause() error { return c.lostWhy }
 func (c *conn) noteFailure(err error, threshold int) {
 	var rounds *inputRoundsError
 	switch {
+	case errors.As(err, &rounds):
+		// First: what it wraps is the caller's failure (its own closed
+		// session, say), not this connection's.
 	case errors.Is(err, mcp.ErrConnectionClosed), errors.Is(err, mcp.ErrSessionMissing):
 		c.markLost(err)
-	case errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded), isWireError(err), errors.As(err, &rounds):
+	case errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded), isWireError(err):
 	case c.caller != nil && needsLogin(err):
 		// The caller must authorize (again): their session is sound, and
 		// their next call after authorizing goes through it.

@@ -320,6 +320,16 @@ func TestLegacyRevisionIsRememberedAcrossReconnects(t *testing.T) {
 
 // answeringCaller is a tool.Caller that answers elicitation with its name
 // and sampling with a poem signed by it, keeping what it was asked.
+// goneCaller is a caller whose own session has closed: every question
+// fails as go-sdk fails a request on a closed connection.
+type goneCaller struct{}
+
+func (goneCaller) Progress(context.Context, tool.Progress) {}
+
+func (goneCaller) Ask(context.Context, tool.RequestKind, json.RawMessage) (json.RawMessage, error) {
+	return nil, fmt.Errorf("the caller's session: %w", mcp.ErrConnectionClosed)
+}
+
 type answeringCaller struct {
 	name  string
 	mu    sync.Mutex
@@ -415,10 +425,20 @@ func TestInputRequestsReachTheirCallsCaller(t *testing.T) {
 			&Options{Relay: RelayCapabilities{Elicitation: true}})
 		before := s.sup.current()
 		ex := tool.NewExecutor(reg, nil)
-		for i := range s.set.policy.FailureThreshold + 2 {
-			res := ex.Call(tool.WithCaller(boundedCtx(t, waitTime), &namedCaller{"plain"}), "up__ask", nil)
-			if !res.IsError || !strings.Contains(res.Message, "no call in flight can take it") {
-				t.Fatalf("ask %d with a caller that cannot answer: %+v", i+1, res)
+		for _, c := range []struct {
+			caller tool.Caller
+			says   string
+		}{
+			{&namedCaller{"plain"}, "no call in flight can take it"},
+			// A caller whose own session closed: its error is go-sdk's
+			// for a closed connection, which is not this one's.
+			{goneCaller{}, "connection closed"},
+		} {
+			for i := range s.set.policy.FailureThreshold + 2 {
+				res := ex.Call(tool.WithCaller(boundedCtx(t, waitTime), c.caller), "up__ask", nil)
+				if !res.IsError || !strings.Contains(res.Message, c.says) {
+					t.Fatalf("ask %d with a caller that cannot answer (%T): %+v", i+1, c.caller, res)
+				}
 			}
 		}
 		select {

@@ -34,8 +34,9 @@ func retrySafe(h tool.Handler) tool.Handler {
 // its tool is retry-safe, the caller still waits, and err is the session
 // being lost, not the server's answer or a timeout.
 func mayRetry(ctx context.Context, err error) bool {
-	if safe, _ := ctx.Value(retrySafeKey{}).(bool); !safe || ctx.Err() != nil {
-		return false
+	var rounds *inputRoundsError
+	if safe, _ := ctx.Value(retrySafeKey{}).(bool); !safe || ctx.Err() != nil || errors.As(err, &rounds) {
+		return false // an exchange that failed between its rounds failed on the caller's side
 	}
 	// A stdio child that died mid-call shows as the end of its output
 	// (EOF); a closed or forgotten session as the SDK's errors for those.

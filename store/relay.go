@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
 )
 
@@ -268,6 +269,7 @@ func (r *Relay) Call(ctx context.Context, instance, method string, body []byte, 
 	}
 	to := int32(n)
 	id := rand.Text()
+	from := r.me() // the request's, and so its abandon's: renew may change r.me()
 	p := &pendingCall{to: to, signal: make(chan struct{}, 1)}
 	r.mu.Lock()
 	if r.closed {
@@ -285,16 +287,18 @@ func (r *Relay) Call(ctx context.Context, instance, method string, body []byte, 
 		delete(r.pending, id)
 		r.mu.Unlock()
 	}()
-	if err := r.send(ctx, to, envelope{Kind: "req", ID: id, From: r.me(), Method: method, Body: body}); err != nil {
+	if err := r.send(ctx, to, envelope{Kind: "req", ID: id, From: from, Method: method, Body: body}); err != nil {
 		if errors.Is(err, errNoRecipient) {
 			// Never running, or gone and recovered already: nothing to
 			// watch or recover, and nothing to remember.
 			return nil, &lostError{instance: to}
 		}
-		// The statement may have committed with its answer lost (ctx
-		// ended, or the connection broke, while it was read): the
-		// handler may be running, and it goes on until told.
-		r.abandon(ctx, to, id)
+		if mayHaveSent(err) {
+			// The statement may have committed with its answer lost (ctx
+			// ended, or the connection broke, while it was read): the
+			// handler may be running, and it goes on until told.
+			r.abandon(ctx, to, from, id)
+		}
 		if ctx.Err() != nil {
 			return nil, ctx.Err()
 		}
@@ -335,19 +339,19 @@ func (r *Relay) Call(ctx context.Context, instance, method string, body []byte, 
 		select {
 		case <-p.signal:
 		case <-ctx.Done():
-			r.abandon(ctx, to, id) // the handler goes on until told
+			r.abandon(ctx, to, from, id) // the handler goes on until told
 			return nil, ctx.Err()
 		}
 	}
 }
 
-// abandon tells instance to that this instance gave up on its request id,
-// so that its handler's context ends; a request it never received is
+// abandon tells instance to that from gave up on its request id, so
+// that its handler's context ends; a request it never received is
 // nothing to it. It does not wait for ctx, which may have ended.
-func (r *Relay) abandon(ctx context.Context, to int32, id string) {
+func (r *Relay) abandon(ctx context.Context, to, from int32, id string) {
 	actx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
 	defer cancel()
-	if err := r.send(actx, to, envelope{Kind: "abandon", ID: id, From: r.me()}); err != nil && !errors.Is(err, errNoRecipient) {
+	if err := r.send(actx, to, envelope{Kind: "abandon", ID: id, From: from}); err != nil && !errors.Is(err, errNoRecipient) {
 		r.logger.Warn("store: tell another instance a request was given up", "instance", to, "err", err)
 	}
 }
@@ -366,6 +370,17 @@ SELECT pg_notify('` + fleetChannel + `', recipient::text) FROM m`
 // instance: it never was one, or it ended, or it was recovered.
 var errNoRecipient = errors.New("no such running instance")
 
+// errNotSent says that a message was not written because no connection
+// to the database could be had for it: its statement never left.
+var errNotSent = errors.New("no connection to the database")
+
+// mayHaveSent reports whether a failed send's statement may have reached
+// the database, and so committed: not when it never had a connection, or
+// when pgx says nothing was sent.
+func mayHaveSent(err error) bool {
+	return !errors.Is(err, errNotSent) && !pgconn.SafeToRetry(err)
+}
+
 // send writes env for instance to. A recipient that is not a running
 // instance is an error wrapping errNoRecipient, and nothing is written.
 func (r *Relay) send(ctx context.Context, to int32, env envelope) error {
@@ -373,7 +388,12 @@ func (r *Relay) send(ctx context.Context, to int32, env envelope) error {
 	if err != nil {
 		return err
 	}
-	tag, err := r.pool.Exec(ctx, sendMessage, to, b)
+	conn, err := r.pool.Acquire(ctx)
+	if err != nil {
+		return fmt.Errorf("store: relay a message to instance %d: %w: %w", to, errNotSent, err)
+	}
+	tag, err := conn.Exec(ctx, sendMessage, to, b)
+	conn.Release()
 	if err != nil {
 		return fmt.Errorf("store: relay a message to instance %d: %w", to, err)
 	}

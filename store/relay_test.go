@@ -130,7 +130,8 @@ func TestRelayAbandonsARequestWhoseAnswerWasLost(t *testing.T) {
 }
 
 // An abandon may commit before the request it abandons (see Relay.Call):
-// that request is then never served, and the abandon is forgotten.
+// that request is then never served, and the abandon is forgotten. A call
+// given up before its request could be sent sends no abandon either.
 func TestRelayDropsARequestAbandonedBeforeItCame(t *testing.T) {
 	t.Parallel()
 	url := pgtest.DB(t)
@@ -155,6 +156,11 @@ func TestRelayDropsARequestAbandonedBeforeItCame(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
+	given, giveUp := context.WithCancel(ctx)
+	giveUp()
+	if _, err := b.Call(given, a.Instance(), "wait", nil, nil); !errors.Is(err, context.Canceled) {
+		t.Fatalf("a call given up before it was sent: %v, want context.Canceled", err)
+	}
 	// a takes its messages in order: once a later call is answered, it
 	// has seen the abandon and the request.
 	if reply, err := b.Call(ctx, a.Instance(), "echo", []byte("after"), nil); err != nil || string(reply) != "after" {
@@ -167,6 +173,12 @@ func TestRelayDropsARequestAbandonedBeforeItCame(t *testing.T) {
 	a.mu.Unlock()
 	if served || remembered {
 		t.Errorf("a request abandoned before it came: served %v, its abandon still remembered %v; want neither", served, remembered)
+	}
+	a.mu.Lock()
+	left := len(a.abandoned)
+	a.mu.Unlock()
+	if left != 0 {
+		t.Errorf("%d abandons remembered, want none (a call given up before it was sent abandons nothing)", left)
 	}
 }
 

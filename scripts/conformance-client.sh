@@ -132,20 +132,24 @@ if [ ${#TOGETHER[@]} -gt 0 ]; then
   mkdir -p "$OUT/bin" "$OUT/run" || die "cannot create $OUT"
   exits="$OUT/client-exits.tsv"
   : > "$exits"
-  cat > "$OUT/bin/client" <<WRAPPER || die "cannot write the client's wrapper"
+  # The wrapper bounds the client itself: the suite's timeout signals only
+  # the shell it starts the command with, which does not pass it on.
+  cat > "$OUT/bin/client" <<'WRAPPER' || die "cannot write the client's wrapper"
 #!/usr/bin/env bash
-start=\$(date +%s%3N)
-$CLIENT "\$@" </dev/null &
-child=\$!
-trap 'kill -TERM \$child 2>/dev/null; exit 143' TERM INT
-wait \$child
-rc=\$?
-printf '%s\t%s\t%s\n' "\$MCP_CONFORMANCE_SCENARIO" "\$rc" "\$((\$(date +%s%3N) - start))" >> "$exits"
-exit \$rc
+# Runs the client under test (TOOLWIRE_CC_CLIENT, split into words as the
+# suite splits a command) for at most TOOLWIRE_CC_TIMEOUT seconds and
+# appends the scenario, its exit code (124: timed out) and its
+# milliseconds to TOOLWIRE_CC_EXITS.
+start=$(date +%s%3N)
+timeout -k 2 "$TOOLWIRE_CC_TIMEOUT" $TOOLWIRE_CC_CLIENT "$@" </dev/null
+rc=$?
+printf '%s\t%s\t%s\n' "$MCP_CONFORMANCE_SCENARIO" "$rc" "$(($(date +%s%3N) - start))" >> "$TOOLWIRE_CC_EXITS"
+exit $rc
 WRAPPER
   chmod +x "$OUT/bin/client"
   start=$(date +%s%3N)
   # All at once: the run as a whole is bounded as one scenario is.
+  TOOLWIRE_CC_CLIENT="$CLIENT" TOOLWIRE_CC_EXITS="$exits" TOOLWIRE_CC_TIMEOUT="$TMO" \
   timeout -k 5 "$((TMO + 30))" "${SUITE[@]}" client \
     --command "$OUT/bin/client" --suite all --timeout "$((TMO * 1000))" -o "$OUT/run" "${extra[@]}" \
     >"$OUT/logs/suite.log" 2>&1 </dev/null
@@ -155,7 +159,7 @@ WRAPPER
     sub="$(printf '%s' "$s" | tr -c 'A-Za-z0-9._-' '_')"
     dir=""
     for d in "$OUT/run/$s-"*; do
-      [[ "$d" =~ /${s}-[0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9]{2}-[0-9]{2}-[0-9]{2}-[0-9]{3}Z$ ]] && dir="$d"
+      [[ "$d" =~ /"$s"-[0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9]{2}-[0-9]{2}-[0-9]{2}-[0-9]{3}Z$ ]] && dir="$d"
     done
     exit_line="$(awk -F'\t' -v s="$s" '$1 == s { line = $0 } END { print line }' "$exits")"
     code="$(cut -f2 <<<"$exit_line")" ms="$(cut -f3 <<<"$exit_line")"
@@ -164,8 +168,8 @@ WRAPPER
       verdict=$([ "$rc" = 0 ] && echo 1 || echo "$rc")
     else
       mkdir -p "$OUT/scenarios/$sub" && mv "$dir" "$OUT/scenarios/$sub/"
-      if [ -z "$exit_line" ]; then
-        verdict=124  # the client never ended on its own
+      if [ -z "$exit_line" ] || [ "$code" = 124 ]; then
+        verdict=124  # timed out, or never ended on its own
       elif [ "$code" != 0 ] && ! printf '%s\n' "${ALLOW_CLIENT_ERROR[@]}" | grep -qxF "$s"; then
         verdict="$code"
       elif grep -q '"status": *"WARNING"' "$OUT/scenarios/$sub"/*/checks.json 2>/dev/null; then

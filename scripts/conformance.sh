@@ -12,7 +12,7 @@
 #                     that "conformance list --server" prints (active and pending)
 #   --spec-version V  only scenarios for protocol version V (e.g. 2025-06-18)
 #   --timeout SECS    limit per scenario (default 60); one process for them all
-#                     has SECS times the number of scenarios
+#                     has SECS and 5 s a scenario
 #   -o DIR            results directory (default: a new directory under ${TMPDIR:-/tmp})
 #   --list            print the scenario names and exit
 #   --install-only    install the npm packages and exit
@@ -140,7 +140,9 @@ if [ ${#LISTED[@]} -eq 0 ]; then
   # directories it wrote, one per scenario; a scenario with none failed
   # (it did not run, or the run was cut short), with the run's exit code.
   start=$(date +%s%3N)
-  timeout -k 5 $((TMO * ${#SCENARIOS[@]})) "${SUITE[@]}" server \
+  # The run as a whole: one scenario's limit, and a few seconds for each
+  # (they take well under one); a scenario cut short by it fails.
+  timeout -k 5 $((TMO + 5 * ${#SCENARIOS[@]})) "${SUITE[@]}" server \
     --url "$URL" --suite all -o "$OUT/run" "${extra[@]}" "${PASS_THROUGH[@]}" \
     >"$OUT/logs/suite.log" 2>&1 </dev/null
   rc=$?
@@ -148,7 +150,7 @@ if [ ${#LISTED[@]} -eq 0 ]; then
   declare -A found=()
   for s in "${SCENARIOS[@]}"; do
     for d in "$OUT/run/server-$s-"*; do
-      [[ "$d" =~ /server-${s}-[0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9]{2}-[0-9]{2}-[0-9]{2}-[0-9]{3}Z$ ]] || continue
+      [[ "$d" =~ /server-"$s"-[0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9]{2}-[0-9]{2}-[0-9]{2}-[0-9]{3}Z$ ]] || continue
       found[$s]="$d"
     done
   done
@@ -164,10 +166,14 @@ if [ ${#LISTED[@]} -eq 0 ]; then
       continue
     fi
     mkdir -p "$OUT/scenarios/$sub" && mv "${found[$s]}" "$OUT/scenarios/$sub/"
+    # A scenario whose results the run's end cut short has no checks: it
+    # failed with the run's exit code (124: timed out).
+    code=0
+    [ -f "$OUT/scenarios/$sub/$(basename "${found[$s]}")/checks.json" ] || code="$rc"
     from="$(start_ms "${found[$s]}")" to="$end"
     for t in "${starts[@]}"; do [ "$t" -gt "$from" ] && { to="$t"; break; }; done
     ms=$(( to > from ? to - from : 0 ))
-    printf '%s\t0\t%d.%03d\t%s\n' "$s" $((ms / 1000)) $((ms % 1000)) "$sub" >> "$OUT/manifest.tsv"
+    printf '%s\t%s\t%d.%03d\t%s\n' "$s" "$code" $((ms / 1000)) $((ms % 1000)) "$sub" >> "$OUT/manifest.tsv"
     printf '  %-40s ran\n' "$s"
   done
   echo "  (one process of the suite: exit $rc, $(( (end - start) / 1000 )).$(printf '%03d' $(( (end - start) % 1000 ))) s; its output: $OUT/logs/suite.log)"

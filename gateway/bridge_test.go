@@ -354,7 +354,8 @@ func newBridge(t *testing.T, o bridgeOptions) *bridge {
 }
 
 // observedBeforeOutcome reports whether every event of kind was observed
-// before the audit log held an outcome of its tool.
+// before the audit log held an outcome of its tool: for a test that calls
+// each tool once (a second call's event would see the first's outcome).
 func (b *bridge) observedBeforeOutcome(kind EventKind) bool {
 	b.mu.Lock()
 	defer b.mu.Unlock()

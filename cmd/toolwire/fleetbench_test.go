@@ -123,17 +123,20 @@ func measureFleet(b *testing.B, c *cluster, callers int) {
 	if c.dbURL != "" {
 		postmaster = postmasterOf(b, c.dbURL)
 	}
+	// The profiles (when the bench profiles) start before the counters
+	// are read and stop after they are read again: their own work is
+	// outside the CPU measured.
+	stopProfiles := profileReplicas(b, c)
 	replicas0, self0, pg0 := c.cpu(), benchkit.CPU(b), treeCPU(postmaster)
 	haproxy0, _ := benchkit.ProcessCPU(c.proxy.Process.Pid)
 	xacts0 := dbTransactions(b, c.dbURL)
-	stopProfiles := profileReplicas(b, c)
 	start := time.Now()
 	run.waitCalls(b, progress, startCalls+int64(b.N), 10*time.Minute)
 	elapsed := time.Since(start)
 	calls := run.done.Load() - startCalls
-	stopProfiles(calls, elapsed)
 	total, self, pg := c.cpu()-replicas0, benchkit.CPU(b)-self0, treeCPU(postmaster)-pg0
 	haproxy1, _ := benchkit.ProcessCPU(c.proxy.Process.Pid)
+	stopProfiles(calls, elapsed)
 	b.StopTimer()
 	run.finish()
 	failed := 0

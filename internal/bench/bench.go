@@ -325,9 +325,14 @@ func (b *bench) measure(ctx context.Context, sel []*row) *report {
 	if b.opts.FleetTest != "" && ctx.Err() == nil {
 		rep.fleet = b.fleet(ctx)
 		profiles = append(profiles, rep.fleet.profiles...)
+		if err := rep.fleet.profileErr; err != nil {
+			rep.notes = append(rep.notes, "The fleet's profiles: "+oneLine(err)+".")
+		}
 	}
 	if b.opts.ProfileDir != "" {
-		if err := b.writeProfileIndex(ctx, profiles); err != nil {
+		// Written last, with the fleet's; its breakdowns are read even
+		// when the run was cut short, since the profiles are on disk.
+		if err := b.writeProfileIndex(context.WithoutCancel(ctx), profiles); err != nil {
 			rep.notes = append(rep.notes, "Profiles: writing the index failed: "+oneLine(err)+".")
 		} else {
 			during := ""

@@ -47,6 +47,7 @@ type fleetRun struct {
 	output       string // the benchmark's output, for a failure
 	bgCores      float64
 	profiles     []profiled // with -profile: the replicas', during the measured calls
+	profileErr   error      // why they could not be read
 }
 
 // fleet runs the fleet benchmark from o.FleetTest.
@@ -91,7 +92,9 @@ func (b *bench) fleet(ctx context.Context) *fleetRun {
 	}
 	fr.rows, fr.err = parseFleet(out)
 	if b.opts.ProfileDir != "" && fr.err == nil {
-		fr.profiles, fr.err = readFleetProfiles(filepath.Join(b.opts.ProfileDir, fleetProfileIndex))
+		// The figures stand without the profiles: a failure to read
+		// these is the profiles' (a note), not the fleet's.
+		fr.profiles, fr.profileErr = readFleetProfiles(filepath.Join(b.opts.ProfileDir, fleetProfileIndex))
 	}
 	return fr
 }

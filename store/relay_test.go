@@ -61,13 +61,7 @@ func TestRelayPassesARequestToTheHolder(t *testing.T) {
 		t.Errorf("a method nobody serves: %v", err)
 	}
 
-	entered, cancelled := make(chan struct{}), make(chan struct{})
-	a.Handle("wait", func(ctx context.Context, _ []byte, _ func([]byte)) ([]byte, error) {
-		close(entered)
-		<-ctx.Done()
-		close(cancelled)
-		return nil, ctx.Err()
-	})
+	entered, cancelled := handleWait(a)
 	callCtx, giveUp := context.WithCancel(ctx)
 	done := make(chan error, 1)
 	go func() {
@@ -107,13 +101,7 @@ func TestRelayAbandonsARequestWhoseAnswerWasLost(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), relayWait)
 	defer cancel()
 
-	entered, cancelled := make(chan struct{}), make(chan struct{})
-	a.Handle("wait", func(ctx context.Context, _ []byte, _ func([]byte)) ([]byte, error) {
-		close(entered)
-		<-ctx.Done()
-		close(cancelled)
-		return nil, ctx.Err()
-	})
+	entered, cancelled := handleWait(a)
 	if _, err := b.Call(ctx, a.Instance(), "wait", nil, nil); err == nil || ctx.Err() != nil {
 		t.Fatalf("a call whose request's answer was lost: %v; want an error at once", err)
 	}
@@ -180,6 +168,19 @@ func TestRelayDropsARequestAbandonedBeforeItCame(t *testing.T) {
 	if left != 0 {
 		t.Errorf("%d abandons remembered, want none (a call given up before it was sent abandons nothing)", left)
 	}
+}
+
+// handleWait serves "wait" on r: a handler that signals entered, waits
+// until its context ends, signals cancelled and returns. One call only.
+func handleWait(r *Relay) (entered, cancelled chan struct{}) {
+	entered, cancelled = make(chan struct{}), make(chan struct{})
+	r.Handle("wait", func(ctx context.Context, _ []byte, _ func([]byte)) ([]byte, error) {
+		close(entered)
+		<-ctx.Done()
+		close(cancelled)
+		return nil, ctx.Err()
+	})
+	return entered, cancelled
 }
 
 // cutAnswerProxy returns the URL of dbURL's database through a proxy on

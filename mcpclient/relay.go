@@ -419,6 +419,15 @@ func (c *watchedConn) Read(ctx context.Context) (jsonrpc.Message, error) {
 }
 
 func (c *watchedConn) Write(ctx context.Context, m jsonrpc.Message) error {
+	if r, ok := m.(*jsonrpc.Request); ok && r.IsCall() {
+		// Sent once it is being written, not once the write returns: over
+		// SSE the POST is answered after the server took the message, and
+		// the call may report progress, and be cancelled, before then
+		// (httpWatch does the same for Streamable HTTP).
+		if p := probeOf(ctx); p != nil {
+			p.markSent()
+		}
+	}
 	err := c.Connection.Write(ctx, m)
 	noteWrite(ctx, m, err)
 	return err

@@ -52,22 +52,15 @@ func (p *cancelProbe) markSent() { p.sent.Store(true) }
 
 func (p *cancelProbe) markAnnounced() { p.once.Do(func() { close(p.announced) }) }
 
-// noteWrite tells the probe in ctx, if any, that msg was written (with err
-// as the outcome). A failed notification counts as announced too: nothing
-// more will come of it.
-func noteWrite(ctx context.Context, msg jsonrpc.Message, err error) {
-	p := probeOf(ctx)
-	r, ok := msg.(*jsonrpc.Request)
-	if p == nil || !ok {
-		return
-	}
-	switch {
-	case r.IsCall():
-		if err == nil {
-			p.markSent()
+// noteWrite tells the probe in ctx, if any, that msg was written, when it
+// is the notifications/cancelled of its call. A failed notification
+// counts as announced too: nothing more will come of it. (A call counts
+// as sent once its write begins: see watchedConn.Write.)
+func noteWrite(ctx context.Context, msg jsonrpc.Message) {
+	if r, ok := msg.(*jsonrpc.Request); ok && r.Method == "notifications/cancelled" {
+		if p := probeOf(ctx); p != nil {
+			p.markAnnounced()
 		}
-	case r.Method == "notifications/cancelled":
-		p.markAnnounced()
 	}
 }
 

@@ -429,6 +429,6 @@ func (c *watchedConn) Write(ctx context.Context, m jsonrpc.Message) error {
 		}
 	}
 	err := c.Connection.Write(ctx, m)
-	noteWrite(ctx, m, err)
+	noteWrite(ctx, m)
 	return err
 }

@@ -56,7 +56,10 @@ func callOverStdio(ctx context.Context, conn *stdioconn.Conn, params json.RawMes
 			p.markSent()
 		}
 		wctx := context.WithoutCancel(ctx)
-		go func() { noteWrite(wctx, cancelled, conn.Write(wctx, cancelled)) }()
+		go func() {
+			_ = conn.Write(wctx, cancelled) // announced either way: nothing more comes of it
+			noteWrite(wctx, cancelled)
+		}()
 	}
 	if errors.Is(err, stdioconn.ErrClosed) {
 		// What the session says of a connection that ended under a call:

@@ -105,6 +105,9 @@ echo "conformance 0.1.16: ${#SCENARIOS[@]} client scenario(s), client: $CLIENT, 
 
 extra=(); [ -n "$SPEC" ] && extra+=(--spec-version "$SPEC")
 
+# scenario_dir NAME: the results' subdirectory of a scenario (auth/x: auth_x).
+scenario_dir() { printf '%s' "$1" | tr -c 'A-Za-z0-9._-' '_'; }
+
 # The scenarios of suite 0.1.16 in which the client is expected to end with
 # an error (the suite's allowClientError): its exit code fails no other.
 ALLOW_CLIENT_ERROR=(auth/scope-retry-limit auth/resource-mismatch)
@@ -156,7 +159,7 @@ WRAPPER
   rc=$?
   end=$(date +%s%3N)
   for s in "${TOGETHER[@]}"; do
-    sub="$(printf '%s' "$s" | tr -c 'A-Za-z0-9._-' '_')"
+    sub="$(scenario_dir "$s")"
     dir=""
     for d in "$OUT/run/$s-"*; do
       [[ "$d" =~ /"$s"-[0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9]{2}-[0-9]{2}-[0-9]{2}-[0-9]{3}Z$ ]] && dir="$d"
@@ -185,7 +188,7 @@ fi
 
 run_scenario() {
   local s="$1" sub start rc ms
-  sub="$(printf '%s' "$s" | tr -c 'A-Za-z0-9._-' '_')"
+  sub="$(scenario_dir "$s")"
   start=$(date +%s%N)
   # timeout runs the scenario in its own process group and signals all of
   # it: the suite ends only the client's shell at its own timeout, and a

@@ -126,10 +126,11 @@ fi
 
 extra=(); [ -n "$SPEC" ] && extra+=(--spec-version "$SPEC")
 
-# scenario_dir NAME: the directory the suite names a scenario's results by,
-# "server-NAME-" and its start time (2026-12-06T04-25-02-199Z).
+# scenario_dir NAME: the scenario's subdirectory of the results, its name
+# with anything but letters, digits, '.', '_' and '-' made '_'.
 scenario_dir() { printf '%s' "$1" | tr -c 'A-Za-z0-9._-' '_'; }
-# start_ms DIR: the start time in a result directory's name, in ms.
+# start_ms DIR: the start time in the name the suite gives a scenario's
+# results, "server-NAME-2026-12-06T04-25-02-199Z", in ms.
 start_ms() {
   local t="${1: -24}"  # 2026-12-06T04-25-02-199Z
   date -u -d "${t:0:10} ${t:11:2}:${t:14:2}:${t:17:2}.${t:20:3}" +%s%3N 2>/dev/null || echo 0

@@ -29,6 +29,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/toolwire/toolwire/internal/benchkit"
 )
 
 // Bounds of the waits. Generous: under -race on a loaded machine a demo
@@ -121,7 +123,7 @@ func goBuild(out, pkg string, race bool) error {
 	if race {
 		args = append(args, "-race")
 	}
-	if overlay := os.Getenv(benchOverlay); overlay != "" {
+	if overlay := os.Getenv(benchkit.OverlayEnv); overlay != "" {
 		args = append(args, "-overlay", overlay) // toolwire-bench -profile's hook (fleetbench_test.go)
 	}
 	args = append(args, pkg)

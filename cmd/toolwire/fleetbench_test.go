@@ -169,34 +169,21 @@ func measureFleet(b *testing.B, c *cluster, callers int) {
 }
 
 // When toolwire-bench profiles (-profile) it runs this benchmark with
-// benchProfileDir set, and with benchOverlay naming a go build overlay
+// benchkit.ProfileDirEnv set, and with benchkit.OverlayEnv naming a go build overlay
 // that adds its profiling hook to toolwire's main package (see
 // internal/bench/profile.go): e2eBuild builds the replicas with it, and
 // profileReplicas profiles each replica during the measured calls.
-const (
-	benchProfileDir = "TOOLWIRE_BENCH_PROFILE_DIR"
-	benchOverlay    = "TOOLWIRE_BENCH_OVERLAY"
-	// fleetProfileIndex, in the profile directory, lists the fleet's
-	// profiles: a line per sub-benchmark, tab-separated: its name, the
-	// calls, the wall time in ns, and the files.
-	fleetProfileIndex = "fleet-profiles.tsv"
-)
 
 // profileReplicas starts a CPU profile of each of c's replicas (the
 // hook's SIGUSR1) when the bench profiles, and returns what ends them
 // (SIGUSR2), names them after the sub-benchmark and each replica, and
 // adds them to the index; without profiling both do nothing.
 func profileReplicas(b *testing.B, c *cluster) (stop func(calls int64, wall time.Duration)) {
-	dir := os.Getenv(benchProfileDir)
-	if dir == "" || os.Getenv(benchOverlay) == "" {
+	dir := os.Getenv(benchkit.ProfileDirEnv)
+	if dir == "" || os.Getenv(benchkit.OverlayEnv) == "" {
 		return func(int64, time.Duration) {}
 	}
-	before := map[string]bool{}
-	if ents, err := os.ReadDir(dir); err == nil {
-		for _, e := range ents {
-			before[e.Name()] = true
-		}
-	}
+	before := benchkit.Files(dir)
 	for _, r := range c.replicas {
 		if err := r.cmd.Process.Signal(syscall.SIGUSR1); err != nil {
 			b.Fatalf("start the profile of replica %s: %v", r.name, err)
@@ -211,7 +198,10 @@ func profileReplicas(b *testing.B, c *cluster) (stop func(calls int64, wall time
 			if err := r.cmd.Process.Signal(syscall.SIGUSR2); err != nil {
 				b.Fatalf("end the profile of replica %s: %v", r.name, err)
 			}
-			got := waitHookProfile(b, dir, r.cmd.Process.Pid, before)
+			got, err := benchkit.WaitProfile(dir, r.cmd.Process.Pid, before)
+			if err != nil {
+				b.Fatalf("replica %s: %v", r.name, err)
+			}
 			final := fmt.Sprintf("%s-c64-serve%d", row, i+1)
 			from := strings.TrimSuffix(got, ".pprof")
 			for _, suffix := range []string{".allocs-start.pb.gz", ".allocs.pb.gz", ".pprof"} {
@@ -221,7 +211,7 @@ func profileReplicas(b *testing.B, c *cluster) (stop func(calls int64, wall time
 			}
 			files = append(files, final+".pprof")
 		}
-		f, err := os.OpenFile(filepath.Join(dir, fleetProfileIndex), os.O_APPEND|os.O_CREATE|os.O_WRONLY, 0o600)
+		f, err := os.OpenFile(filepath.Join(dir, benchkit.FleetProfileIndex), os.O_APPEND|os.O_CREATE|os.O_WRONLY, 0o600)
 		if err != nil {
 			b.Fatal(err)
 		}
@@ -230,27 +220,6 @@ func profileReplicas(b *testing.B, c *cluster) (stop func(calls int64, wall time
 			b.Fatal(err)
 		}
 	}
-}
-
-// waitHookProfile waits (bounded) for the hook's next profile of pid in
-// dir, PID-N.pprof, which it renames into place last.
-func waitHookProfile(b *testing.B, dir string, pid int, before map[string]bool) string {
-	prefix := strconv.Itoa(pid) + "-"
-	deadline := time.Now().Add(10 * time.Second)
-	for time.Now().Before(deadline) {
-		ents, err := os.ReadDir(dir)
-		if err != nil {
-			b.Fatal(err)
-		}
-		for _, e := range ents {
-			if n := e.Name(); strings.HasPrefix(n, prefix) && strings.HasSuffix(n, ".pprof") && !before[n] {
-				return n
-			}
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
-	b.Fatalf("replica %d wrote no profile within 10s (built without the bench's hook?)", pid)
-	return ""
 }
 
 // postmasterOf finds the PID of the PostgreSQL server of dbURL: an

@@ -15,6 +15,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/toolwire/toolwire/internal/benchkit"
 )
 
 // The fleet's part of a run: cmd/toolwire's BenchmarkFleetThroughput,
@@ -76,9 +78,9 @@ func (b *bench) fleet(ctx context.Context) *fleetRun {
 			fr.err = err
 			return fr
 		}
-		cmd.Env = append(os.Environ(), profileDirEnv+"="+b.opts.ProfileDir, fleetOverlayEnv+"="+overlay[1])
+		cmd.Env = append(os.Environ(), profileDirEnv+"="+b.opts.ProfileDir, benchkit.OverlayEnv+"="+overlay[1])
 		// An earlier run's index in the same directory is not this one's.
-		if err := os.Remove(filepath.Join(b.opts.ProfileDir, fleetProfileIndex)); err != nil && !errors.Is(err, os.ErrNotExist) {
+		if err := os.Remove(filepath.Join(b.opts.ProfileDir, benchkit.FleetProfileIndex)); err != nil && !errors.Is(err, os.ErrNotExist) {
 			fr.err = err
 			return fr
 		}
@@ -94,21 +96,10 @@ func (b *bench) fleet(ctx context.Context) *fleetRun {
 	if b.opts.ProfileDir != "" && fr.err == nil {
 		// The figures stand without the profiles: a failure to read
 		// these is the profiles' (a note), not the fleet's.
-		fr.profiles, fr.profileErr = readFleetProfiles(filepath.Join(b.opts.ProfileDir, fleetProfileIndex))
+		fr.profiles, fr.profileErr = readFleetProfiles(filepath.Join(b.opts.ProfileDir, benchkit.FleetProfileIndex))
 	}
 	return fr
 }
-
-// fleetOverlayEnv tells the fleet benchmark the go build overlay that adds
-// the profiling hook to the replicas; fleetProfileIndex is the file in
-// the profile directory where it lists what it profiled (a line per
-// sub-benchmark: its row name, the calls, the wall time in ns, and the
-// files, tab-separated). Both as cmd/toolwire's fleetbench_test.go has
-// them.
-const (
-	fleetOverlayEnv   = "TOOLWIRE_BENCH_OVERLAY"
-	fleetProfileIndex = "fleet-profiles.tsv"
-)
 
 // readFleetProfiles reads the fleet benchmark's index of its profiles. A
 // sub-benchmark that ran more than once (go test runs one first with a

@@ -8,6 +8,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/toolwire/toolwire/internal/benchkit"
 )
 
 // fleetOutput is BenchmarkFleetThroughput's output as go test prints it
@@ -79,7 +81,7 @@ func TestReadFleetProfiles(t *testing.T) {
 	dir := t.TempDir()
 	write := func(text string) string {
 		t.Helper()
-		path := filepath.Join(dir, fleetProfileIndex)
+		path := filepath.Join(dir, benchkit.FleetProfileIndex)
 		if err := os.WriteFile(path, []byte(text), 0o600); err != nil {
 			t.Fatal(err)
 		}

@@ -17,6 +17,8 @@ import (
 	"sync/atomic"
 	"syscall"
 	"time"
+
+	"github.com/toolwire/toolwire/internal/benchkit"
 )
 
 // Profiles (-profile DIR). After the measured phases, each MCP call row is
@@ -45,7 +47,7 @@ import (
 
 // profileDirEnv names the directory in which hooked children write their
 // profiles.
-const profileDirEnv = "TOOLWIRE_BENCH_PROFILE_DIR"
+const profileDirEnv = benchkit.ProfileDirEnv
 
 // profileHookFile is the name under which the hook is added to a main
 // package; profileHookSource is its text.
@@ -300,12 +302,7 @@ func (b *bench) startProfiles(name string, pids []int, roles []string) (stop fun
 	}
 	// The children's next file is PID-N.pprof; their counters are not
 	// known here, so the files present before are remembered instead.
-	before := map[string]bool{}
-	if ents, err := os.ReadDir(dir); err == nil {
-		for _, e := range ents {
-			before[e.Name()] = true
-		}
-	}
+	before := benchkit.Files(dir)
 	var signalled []int
 	var errs []error
 	for _, pid := range pids {
@@ -330,7 +327,7 @@ func (b *bench) startProfiles(name string, pids []int, roles []string) (stop fun
 				errs = append(errs, fmt.Errorf("pid %d: %w", pid, err))
 				continue
 			}
-			got, err := waitProfile(dir, pid, before)
+			got, err := benchkit.WaitProfile(dir, pid, before)
 			if err != nil {
 				errs = append(errs, err)
 				continue
@@ -364,26 +361,6 @@ func writeAllocs(path string) error {
 		return err
 	}
 	return f.Close()
-}
-
-// waitProfile waits (bounded) for a new PID-N.pprof file of pid in dir.
-func waitProfile(dir string, pid int, before map[string]bool) (string, error) {
-	prefix := fmt.Sprintf("%d-", pid)
-	deadline := time.Now().Add(10 * time.Second)
-	for time.Now().Before(deadline) {
-		ents, err := os.ReadDir(dir)
-		if err != nil {
-			return "", err
-		}
-		for _, e := range ents {
-			n := e.Name()
-			if strings.HasPrefix(n, prefix) && strings.HasSuffix(n, ".pprof") && !before[n] {
-				return n, nil
-			}
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
-	return "", fmt.Errorf("pid %d wrote no profile within 10s (is it a binary built by this bench with -profile?)", pid)
 }
 
 // writeProfileIndex writes DIR/profiles.md: what each profile covers, and

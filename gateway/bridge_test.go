@@ -424,6 +424,12 @@ func kindsOf(evs []audit.Event) []string {
 	return out
 }
 
+// rawClient sends the tests' hand-made requests on a transport of its
+// own: httptest.Server.Close closes http.DefaultTransport's idle
+// connections, and a POST that had just taken one of them fails with
+// "transport connection broken" (a parallel test's server closing).
+var rawClient = &http.Client{Transport: http.DefaultTransport.(*http.Transport).Clone()}
+
 // bearerFor returns an HTTP client sending token (none when empty).
 func bearerFor(token string) *http.Client {
 	if token == "" {
@@ -535,7 +541,7 @@ func (b *bridge) post26(ctx context.Context, token string, headers map[string]st
 			req.Header.Set(k, v)
 		}
 	}
-	resp, err := http.DefaultClient.Do(req)
+	resp, err := rawClient.Do(req)
 	if err != nil {
 		return raw{body: "error: " + err.Error()}
 	}
@@ -589,7 +595,7 @@ func (b *bridge) openListen(t *testing.T, token string, notifications string) (f
 	for k, v := range headers26("subscriptions/listen", "") {
 		req.Header.Set(k, v)
 	}
-	resp, err := http.DefaultClient.Do(req)
+	resp, err := rawClient.Do(req)
 	if err != nil {
 		cancel()
 		t.Fatalf("subscriptions/listen: %v", err)

@@ -171,7 +171,7 @@ func TestAStatelessCallIsAuditedWithItsClient(t *testing.T) {
 		if sid != "" {
 			req.Header.Set("Mcp-Session-Id", sid)
 		}
-		resp, err := http.DefaultClient.Do(req)
+		resp, err := rawClient.Do(req)
 		if err != nil {
 			t.Fatal(err)
 		}
